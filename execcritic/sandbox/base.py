@@ -1,0 +1,72 @@
+"""One small Sandbox interface for every backend (local bubblewrap, Docker).
+
+Conventions every backend keeps, so that commands are identical across backends:
+- the repository is at `/testbed` inside the sandbox (`WORKDIR`), prepared Base state;
+- `/tmp` is private to the sandbox and persists across `run` calls until `reset()`;
+- `run` executes one `bash -c` script in `cwd` (default /testbed) after the environment's activation
+  prelude, with stdout and stderr merged, under a wall-clock limit enforced by the sandbox itself;
+  `timed_out` and `oom_killed` are flags the sandbox sets from its own accounting - never inferred
+  from output text;
+- `reset()` restores the prepared Base state exactly: the tree as the environment build left it,
+  generated files included (a plain `git clean -fdx` would delete build outputs; `git clean -fd`
+  leaves ignored caches behind), and an empty /tmp.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass
+from typing import Mapping
+
+WORKDIR = "/testbed"
+MAX_OUTPUT_BYTES = 4 * 1024 * 1024  # a run's captured output is capped (head + tail kept)
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    exit_code: int            # process exit status; 128+N style or -N when killed by signal N
+    output: str               # stdout and stderr merged, decoded with errors="replace"
+    timed_out: bool           # the sandbox's wall-clock limit fired and it killed the command
+    oom_killed: bool          # the sandbox's memory limit killed a process of the command
+    duration_s: float
+    truncated: bool = False   # output exceeded MAX_OUTPUT_BYTES; the middle was dropped
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class Sandbox(ABC):
+    backend: str = "abstract"
+    isolated: bool = True     # False only for an explicitly requested plain-subprocess mode
+    workdir: str = WORKDIR
+
+    @abstractmethod
+    def run(self, command: str, *, timeout: float, env: Mapping[str, str] | None = None,
+            cwd: str | None = None, stdin: bytes | None = None) -> CommandResult:
+        """Run `bash -c command`. Raises SandboxError only when the sandbox itself fails."""
+
+    @abstractmethod
+    def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
+        """Write a file at an absolute sandbox path (under /testbed or /tmp)."""
+
+    @abstractmethod
+    def read_file(self, path: str) -> bytes:
+        """Read a file at an absolute sandbox path; FileNotFoundError if absent."""
+
+    @abstractmethod
+    def reset(self) -> None:
+        """Restore the prepared Base state (tree and /tmp)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release everything the sandbox holds. Idempotent."""
+
+    def describe(self) -> dict:
+        """Facts for manifests: backend, isolation, limits, image/checkout identity."""
+        return {"backend": self.backend, "isolated": self.isolated, "workdir": self.workdir}
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,143 @@
+"""Load task rows from a local parquet/JSONL/JSON file or a Hugging Face dataset id.
+
+Local files are the tested path here; hub access (`datasets.load_dataset`) is the user's business.
+Every loaded set carries a content hash so result manifests can name exactly what was run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+from execcritic.errors import InputError
+from execcritic.tasks.model import Task
+
+# Short names users type; they resolve to hub ids (or to a local copy via $EXECCRITIC_DATA_DIR).
+HUB_ALIASES = {
+    "verified": "SWE-bench/SWE-bench_Verified",
+    "lite": "SWE-bench/SWE-bench_Lite",
+    "multilingual": "SWE-bench/SWE-bench_Multilingual",
+    "full": "SWE-bench/SWE-bench",
+}
+
+
+@dataclass(frozen=True)
+class TaskSet:
+    source: str                    # the path or hub id the rows came from
+    split: str
+    tasks: tuple[Task, ...]
+    sha256: str                    # of the file bytes, or of the canonical rows for hub datasets
+
+    def __iter__(self) -> Iterator[Task]:
+        return iter(self.tasks)
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def get(self, instance_id: str) -> Task:
+        for task in self.tasks:
+            if task.instance_id == instance_id:
+                return task
+        raise InputError(f"instance not found in {self.source} ({len(self.tasks)} rows)", file=self.source,
+                         instance=instance_id)
+
+    def select(self, instance_ids: Iterable[str] | None) -> "TaskSet":
+        if instance_ids is None:
+            return self
+        wanted = list(instance_ids)
+        picked = tuple(self.get(i) for i in wanted)
+        return TaskSet(self.source, self.split, picked, self.sha256)
+
+    def manifest(self) -> dict[str, Any]:
+        return {"source": self.source, "split": self.split, "rows": len(self.tasks), "sha256": self.sha256}
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _rows_from_file(path: Path) -> list[dict[str, Any]]:
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pandas as pd
+
+        return pd.read_parquet(path).to_dict(orient="records")
+    if suffix in (".jsonl", ".ndjson"):
+        rows = []
+        for lineno, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise InputError(f"line {lineno} is not JSON ({exc.msg})", file=str(path)) from exc
+        return rows
+    if suffix == ".json":
+        data = json.loads(path.read_text())
+        if isinstance(data, dict):
+            data = data.get("rows") or data.get("data") or list(data.values())
+        if not isinstance(data, list):
+            raise InputError("expected a JSON list of rows", file=str(path))
+        return data
+    raise InputError(f"unsupported dataset file type {suffix!r}; use .parquet, .jsonl or .json", file=str(path))
+
+
+def _rows_from_hub(name: str, split: str) -> list[dict[str, Any]]:
+    try:
+        import datasets
+    except ImportError as exc:  # pragma: no cover - datasets is a core dependency
+        raise InputError("loading a hub dataset needs the 'datasets' package", file=name) from exc
+    try:
+        ds = datasets.load_dataset(name, split=split)
+    except Exception as exc:  # hub errors are many; report them as input errors with the id
+        raise InputError(f"could not load hub dataset {name!r} split {split!r}: {exc}", file=name) from exc
+    return [dict(r) for r in ds]
+
+
+def resolve_source(source: str) -> str:
+    """A path if it exists, else an alias expanded to a hub id, else the string itself (hub id)."""
+    if Path(source).expanduser().exists():
+        return str(Path(source).expanduser())
+    return HUB_ALIASES.get(source, source)
+
+
+def load_tasks(source: str, split: str = "test", instance_ids: Sequence[str] | None = None) -> TaskSet:
+    """Load and validate every row; the first bad row raises an InputError naming it."""
+    if source in _NAMED_TASK_SETS:
+        return _NAMED_TASK_SETS[source](split=split, instance_ids=instance_ids)
+    resolved = resolve_source(source)
+    path = Path(resolved)
+    if path.exists():
+        rows = _rows_from_file(path)
+        digest = _file_sha256(path)
+    else:
+        if "/" not in resolved:
+            raise InputError(f"no such file, and {source!r} is not a hub dataset id (owner/name) or one of "
+                             f"{sorted(HUB_ALIASES) + sorted(_NAMED_TASK_SETS)}", file=source)
+        rows = _rows_from_hub(resolved, split)
+        digest = hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
+    tasks = []
+    seen: set[str] = set()
+    for row in rows:
+        task = Task.from_row(row, source=resolved)
+        if task.instance_id in seen:
+            raise InputError("duplicate instance_id", file=resolved, instance=task.instance_id,
+                             field="instance_id")
+        seen.add(task.instance_id)
+        tasks.append(task)
+    return TaskSet(resolved, split, tuple(tasks), digest).select(instance_ids)
+
+
+# Task sets defined by the suite itself (e.g. `verified-sdist`) register a loader here.
+_NAMED_TASK_SETS: dict[str, Any] = {}
+
+
+def register_task_set(name: str, loader) -> None:
+    _NAMED_TASK_SETS[name] = loader
