@@ -4,4 +4,4 @@ from execcritic.runners.base import (Node, Outcome, Runner, Selection, Selector,
                                      register, runner_for_command)
 
 __all__ = ["Node", "Outcome", "Runner", "Selection", "Selector", "all_runners", "get_runner", "register",
-           "runner_for_command"]
+           "runner_for_command", "runner_for_task"]

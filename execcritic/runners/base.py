@@ -84,6 +84,11 @@ class Runner(ABC):
     language: ClassVar[str]
     log_parser: ClassVar[str]          # key in swebench's PARSER_REGISTRY used by parse_results()
 
+    def serves(self, task: "Task") -> bool:
+        """True if this runner is the repository-native runner for the task (by repo / log_parser).
+        Used to build the official (oracle) bundle's exact command."""
+        return False
+
     # ---- (a) selection -----------------------------------------------------------------------
     @abstractmethod
     def recognizes(self, cmd: ParsedCommand) -> bool:
@@ -178,6 +183,14 @@ def runner_for_command(cmd: ParsedCommand) -> Runner | None:
     """The runner that owns this command, or None (an unrecognized program is not a selector)."""
     for runner in all_runners():
         if runner.recognizes(cmd):
+            return runner
+    return None
+
+
+def runner_for_task(task: "Task") -> Runner | None:
+    """The repository-native runner for a task, or None if no registered runner serves it."""
+    for runner in all_runners():
+        if runner.serves(task):
             return runner
     return None
 
