@@ -51,7 +51,6 @@ class FailureKind(str, enum.Enum):
 @dataclass(frozen=True)
 class NodeResult:
     node: str              # the declared node, as written in the contract
-    key: str | None        # the runner's result id it matched, if any
     status: str | None     # the runner's raw status (PASSED/FAILED/ERROR/SKIPPED/XFAIL) or None if absent
     outcome: str           # runners.base.Outcome value, or "absent"
 
