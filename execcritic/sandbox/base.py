@@ -30,6 +30,7 @@ class CommandResult:
     oom_killed: bool          # the sandbox's memory limit killed a process of the command
     duration_s: float
     truncated: bool = False   # output exceeded MAX_OUTPUT_BYTES; the middle was dropped
+    isolated: bool = True     # False only when run by an explicitly requested plain-subprocess mode
 
     def to_dict(self) -> dict:
         return asdict(self)

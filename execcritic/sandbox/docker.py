@@ -1,0 +1,690 @@
+"""The `docker` backend: one long-lived container per sandbox, reset exactly before every grade.
+
+Users run it on the official `swebench/sweb.eval.*` images (repo at /testbed, conda env `testbed`);
+tests run it on a debootstrap image built locally (`images.py`) against a real daemon.
+
+Container layout (why each part exists):
+- PID 1 is a bash loop blocked on an open stdin: it has no child, reaps orphans, and ignores
+  signals sent from inside, so `kill -9 -1` (run after every command, on timeout and before a
+  reset) kills everything a command started - daemonized children included - and nothing else.
+- /testbed, /tmp, HOME (/root) and /.execcritic/io are per-sandbox volumes; the rest is the image
+  filesystem. The official eval scripts `pip install` the repo into the env, so that filesystem
+  stays writable by default, and a reset checks it: if a command changed anything there (read from
+  the overlay upper dir on the host when the daemon is local, else `docker diff`), the container
+  is replaced by a fresh one on the same volumes, so a `pip install`, a `.pth` file or a trojaned
+  tool never survives into the next check. `read_only_root=True` forbids such writes instead.
+- The pristine /testbed and HOME are copied once, by a short-lived helper container, into a
+  volume mounted read-only at /.execcritic/snap: the code under test can read but never alter
+  the state it will be reset to.
+- Reset kills every process, then restores only what changed since the last restore: entries
+  not in the snapshot are removed, entries whose ctime is newer than the recorded restore time
+  (a ctime cannot be forged without CAP_SYS_TIME) are copied back, missing ones are copied
+  back, and changed directories get owner/mode/times from the snapshot. /tmp is emptied.
+- Network is `none` unless asked for; the memory limit (no swap) is the container's cgroup, and
+  OOM kills are read from that cgroup's own counter (memory.oom_control / memory.events).
+- `close()` removes the container with SIGKILL (`remove(force=True)`): no 15 s `docker stop`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import posixpath
+import queue
+import re
+import shlex
+import tarfile
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+
+from execcritic.errors import EnvironmentMissing, SandboxError
+from execcritic.sandbox.base import WORKDIR, CommandResult, Sandbox
+from execcritic.sandbox.local import OutputCapture
+
+OFFICIAL_ACTIVATE = "source /opt/miniconda3/bin/activate && conda activate testbed"
+SNAP = "/.execcritic/snap"
+IO_DIR = "/.execcritic/io"
+
+# PID 1: no child process, blocked reading a stdin that dockerd keeps open (stdin_open=True).
+KEEPER = "trap '' TERM INT HUP; while :; do read -r _ || sleep 3600; done"
+
+_OOM_FN = (
+    '__ec_oom() { local f k v; '
+    'for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do '
+    'if [ -r "$f" ]; then while read -r k v; do '
+    'if [ "$k" = oom_kill ]; then echo "$v"; return; fi; '
+    'done < "$f"; fi; done; echo -1; }\n')
+_KILL_ALL = (
+    '__ec_i=0; while kill -9 -1 2>/dev/null; do __ec_i=$((__ec_i+1)); '
+    'if [ $__ec_i -ge 500 ]; then break; fi; sleep 0.01; done\n')
+
+# One command: $1 = inner script (prelude + cd + command), $2 = stdin file or "".
+RUN_WRAPPER = (
+    _OOM_FN
+    + 'bash -c "$1" < "${2:-/dev/null}" 2>&1\n'
+    + '__ec_rc=$?\n'
+    + _KILL_ALL
+    + "printf '\\nEXECCRITIC-TRAILER rc=%s oom=%s\\n' \"$__ec_rc\" \"$(__ec_oom)\" >&2\n"
+    + 'exit $__ec_rc\n')
+
+# Timeout / recovery: kill everything but PID 1 and report the OOM counter.
+KILL_SCRIPT = _OOM_FN + _KILL_ALL + "printf 'EXECCRITIC-TRAILER rc=0 oom=%s\\n' \"$(__ec_oom)\"\n"
+
+# Reset: $1 = time of the last restore (epoch.ns), then "work:snap" pairs; dirs to empty in EC_CLEAN.
+# Only entries whose ctime moved past $1 are looked at: new ones are removed, changed files/links
+# (and type changes) are copied back, a changed dir gets back the children it lost plus its own
+# owner/mode/times. Deletions always move the parent dir's ctime, so nothing is missed; tar
+# (--format=posix keeps nanosecond mtimes) does the copying in two processes whatever the count.
+RESET_SCRIPT = _OOM_FN + r"""
+set -Eeuo pipefail
+trap 'echo "EXECCRITIC-RESET-ERROR line $LINENO: $BASH_COMMAND" >&2; exit 6' ERR
+export LC_ALL=C
+T="$1"; shift
+__ec_i=0
+while kill -9 -1 2>/dev/null; do
+  __ec_i=$((__ec_i+1))
+  if [ $__ec_i -ge 500 ]; then echo "EXECCRITIC-RESET-ERROR processes survive SIGKILL" >&2; exit 3; fi
+  sleep 0.01
+done
+shopt -s nullglob dotglob
+removed=0; restored=0; dirs=0
+sync_tree() {
+  local W="$1" B="$2" p c q skip=""
+  local -a changed=() rm_list=() cp_list=() dir_list=()
+  local -A in_dirs=()
+  cd -- "$W" || { echo "EXECCRITIC-RESET-ERROR cannot enter $W" >&2; exit 4; }
+  mapfile -d '' changed < <(find . -newerct "@$T" -printf '%P\0')
+  for p in "${changed[@]}"; do
+    if [ -z "$p" ]; then dir_list+=("."); in_dirs["."]=1; continue; fi
+    if [ -n "$skip" ] && [[ "$p" == "$skip"* ]]; then continue; fi
+    if [ ! -e "$B/$p" ] && [ ! -L "$B/$p" ]; then
+      rm_list+=("$p"); skip="$p/"; continue
+    fi
+    if [ -d "$B/$p" ] && [ ! -L "$B/$p" ] && [ -d "$p" ] && [ ! -L "$p" ]; then
+      dir_list+=("$p"); in_dirs["$p"]=1; continue
+    fi
+    rm_list+=("$p"); cp_list+=("$p"); skip="$p/"
+  done
+  for p in "${dir_list[@]}"; do
+    for c in "$B/$p"/*; do
+      c="${c#"$B/"}"; c="${c#./}"
+      if [ ! -e "$c" ] && [ ! -L "$c" ]; then cp_list+=("$c"); fi
+    done
+  done
+  # removing/replacing an entry changes its parent: that dir's times come back from the snapshot too
+  for p in "${rm_list[@]}" "${cp_list[@]}"; do
+    q="."; [[ "$p" == */* ]] && q="${p%/*}"
+    if [ -z "${in_dirs[$q]:-}" ] && [ -d "$B/$q" ] && [ ! -L "$B/$q" ]; then
+      dir_list+=("$q"); in_dirs["$q"]=1
+    fi
+  done
+  if [ ${#rm_list[@]} -gt 0 ]; then
+    printf '%s\0' "${rm_list[@]}" | xargs -0 rm -rf --
+    removed=$((removed + ${#rm_list[@]} - ${#cp_list[@]}))
+  fi
+  if [ ${#cp_list[@]} -gt 0 ]; then
+    printf '%s\0' "${cp_list[@]}" | tar -C "$B" --format=posix --null -T - -cf - \
+      | tar -C "$W" -xpf - --same-owner \
+      || { echo "EXECCRITIC-RESET-ERROR restoring files in $W failed" >&2; exit 5; }
+    restored=$((restored + ${#cp_list[@]}))
+  fi
+  if [ ${#dir_list[@]} -gt 0 ]; then
+    printf '%s\0' "${dir_list[@]}" | tar -C "$B" --format=posix --null --no-recursion -T - -cf - \
+      | tar -C "$W" -xpf - --same-owner \
+      || { echo "EXECCRITIC-RESET-ERROR restoring directories in $W failed" >&2; exit 5; }
+    dirs=$((dirs + ${#dir_list[@]}))
+  fi
+}
+for pair in "$@"; do sync_tree "${pair%%:*}" "${pair#*:}"; done
+clean=()
+for d in ${EC_CLEAN:-}; do clean+=("$d"/*); done
+if [ ${#clean[@]} -gt 0 ]; then rm -rf -- "${clean[@]}"; fi
+chmod 1777 /tmp
+now=$(date +%s.%N)
+sleep 0.012
+printf 'EXECCRITIC-RESET t=%s removed=%s restored=%s dirs=%s oom=%s\n' \
+  "$now" "$removed" "$restored" "$dirs" "$(__ec_oom)"
+"""
+
+# First fill of the empty volumes from the snapshot; same trailer as a reset.
+INIT_SCRIPT = _OOM_FN + r'''
+set -eu
+for pair in "$@"; do
+  W="${pair%%:*}"; B="${pair#*:}"
+  cp -a -- "$B/." "$W/"
+  chown -h --reference="$B" -- "$W"; chmod --reference="$B" -- "$W"; touch -h -r "$B" -- "$W"
+done
+chmod 1777 /tmp
+now=$(date +%s.%N)
+sleep 0.012
+printf 'EXECCRITIC-RESET t=%s removed=0 restored=0 dirs=0 oom=%s\n' "$now" "$(__ec_oom)"
+'''
+
+_TRAILER_RE = re.compile(rb"EXECCRITIC-TRAILER rc=(-?\d+) oom=(-?\d+)")
+_RESET_RE = re.compile(r"EXECCRITIC-RESET t=(\d+\.\d+) removed=(\d+) restored=(\d+) dirs=(\d+) oom=(-?\d+)")
+
+
+def _docker_errors():
+    import docker
+    import requests
+
+    return docker.errors, requests.exceptions
+
+
+class DockerSandbox(Sandbox):
+    """A container from `image` with the repo at `workdir` (see the module docstring).
+
+    image: e.g. `swebench/sweb.eval.x86_64.django_1776_django-11099:latest`, or a task image built
+        by `images.build_task_image` (then pass `activate=""`: it has no conda).
+    client: a `docker.DockerClient`; default `docker.from_env()`.
+    activate: shell prelude before every command (official images: conda `testbed`).
+    memory_mb: container memory limit, swap disabled; OOM kills are reported per run.
+    network: False = `network_mode="none"`.
+    read_only_root: keep the image filesystem read-only (writable: workdir, /tmp, HOME); default
+        False: writes there are allowed and undone by `reset()` (fresh container, same volumes).
+    warm_bytecode: compile the pristine tree (checked-hash pycs) before snapshotting it.
+    """
+
+    backend = "docker"
+
+    def __init__(self, image: str, *, client=None, workdir: str = WORKDIR, activate: str = OFFICIAL_ACTIVATE,
+                 memory_mb: int | None = None, network: bool = False, read_only_root: bool = False,
+                 home: str = "/root", env: Mapping[str, str] | None = None, name: str | None = None,
+                 warm_bytecode: bool = False, nano_cpus: int | None = None):
+        errors, req_errors = _docker_errors()
+        self.image = image
+        self.workdir = workdir
+        self.activate = activate
+        self.memory_mb = memory_mb
+        self.network = bool(network)
+        self.read_only_root = read_only_root
+        self.home = home
+        self.env = dict(env or {})
+        self.warm_bytecode = warm_bytecode
+        self.nano_cpus = nano_cpus
+        self.isolated = True
+        self._closed = False
+        self._container = None
+        self._snap_volume: str | None = None
+        self._timings: dict[str, float] = {}
+        self._oom_seen = 0
+        self._restored_at = "0"
+        self.last_restore: dict[str, int] = {}
+        self.recreations = 0
+        self._rootfs_mode = "unknown"
+        self._rootfs_baseline: frozenset | None = None
+        self._upperdir = ""
+        if client is None:
+            import docker
+
+            try:
+                client = docker.from_env()
+                client.ping()
+            except Exception as exc:
+                raise EnvironmentMissing(
+                    f"no Docker engine reachable ({exc}); start one, set DOCKER_HOST, or use "
+                    "execcritic.sandbox.dockerd.start_dockerd()") from exc
+        self.client = client
+        try:
+            img = client.images.get(image)
+        except errors.ImageNotFound as exc:
+            raise EnvironmentMissing(f"Docker image {image} is not present: `docker pull {image}` (official "
+                                     "SWE-bench images), or build it (execcritic.sandbox.images)") from exc
+        except (errors.APIError, req_errors.ConnectionError) as exc:
+            raise SandboxError(f"Docker engine error looking up image {image}: {exc}") from exc
+        self.image_id = img.id
+        self._sid = uuid.uuid4().hex[:12]
+        self.name = name or f"execcritic-{self._sid}"
+        try:
+            self._create()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- creation ------------------------------------------------------------------------------
+    def _pairs(self) -> list[str]:
+        return [f"{self.workdir}:{SNAP}/tree", f"{self.home}:{SNAP}/home"]
+
+    def _create(self) -> None:
+        from docker.types import Mount
+
+        errors, req_errors = _docker_errors()
+        t0 = time.monotonic()
+        self._snap_volume = f"execcritic-snap-{self._sid}"
+        self.client.volumes.create(self._snap_volume, labels={"execcritic.sandbox": self.name})
+        warm = ""
+        if self.warm_bytecode:
+            warm = ((self.activate.strip() + "\n") if self.activate.strip() else "") + (
+                "__ec_py=$(command -v python || command -v python3 || true)\n"
+                "if [ -n \"$__ec_py\" ]; then \"$__ec_py\" - <<'EOF'\n"
+                "import sys\n"
+                "if sys.version_info >= (3, 7):\n"
+                "    import compileall, py_compile, re\n"
+                f"    compileall.compile_dir({self.workdir!r}, quiet=2, rx=re.compile(r'/\\.git/'),\n"
+                "        workers=1,\n"
+                "        invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)\n"
+                "EOF\nfi\n")
+        helper = (f"set -e\n{warm}set -e\n"
+                  f"cp -a -- {shlex.quote(self.workdir)} {SNAP}/tree\n"
+                  f"if [ -d {shlex.quote(self.home)} ]; then cp -a -- {shlex.quote(self.home)} {SNAP}/home; "
+                  f"else mkdir -m 700 {SNAP}/home; fi\n")
+        try:
+            self.client.containers.run(
+                self.image, command=["bash", "-c", helper], remove=True, network_mode="none", user="0",
+                mounts=[Mount(SNAP, self._snap_volume, type="volume")],
+                labels={"execcritic.sandbox": self.name}, entrypoint=[])
+        except errors.ContainerError as exc:
+            raise SandboxError(f"snapshotting {self.workdir} of image {self.image} failed: "
+                               f"{(exc.stderr or b'').decode(errors='replace')[-2000:]}") from exc
+        self._timings["snapshot_s"] = time.monotonic() - t0
+        for role in ("tree", "home", "tmp", "io"):
+            self.client.volumes.create(self._volume(role), labels={"execcritic.sandbox": self.name})
+        t1 = time.monotonic()
+        self._start_container()
+        self._timings["start_s"] = time.monotonic() - t1
+        t2 = time.monotonic()
+        self._apply_reset_output(self._exec_simple(["bash", "-c", INIT_SCRIPT, "init", *self._pairs()],
+                                                   what="filling the working volumes"))
+        self._timings["fill_s"] = time.monotonic() - t2
+        self._set_rootfs_baseline()
+
+    def _volume(self, role: str) -> str:
+        return f"execcritic-{self._sid}-{role}"
+
+    def _start_container(self) -> None:
+        from docker.types import Mount
+
+        errors, req_errors = _docker_errors()
+        kwargs = {
+            "command": ["bash", "-c", KEEPER], "entrypoint": [], "detach": True, "stdin_open": True,
+            "name": self.name, "hostname": "sandbox", "user": "0", "working_dir": self.workdir,
+            "read_only": self.read_only_root, "labels": {"execcritic.sandbox": self.name},
+            "mounts": [Mount(SNAP, self._snap_volume, type="volume", read_only=True),
+                       Mount(self.workdir, self._volume("tree"), type="volume", no_copy=True),
+                       Mount(self.home, self._volume("home"), type="volume", no_copy=True),
+                       Mount("/tmp", self._volume("tmp"), type="volume", no_copy=True),
+                       Mount(IO_DIR, self._volume("io"), type="volume", no_copy=True)],
+        }
+        if not self.network:
+            kwargs["network_mode"] = "none"
+        if self.memory_mb:
+            kwargs["mem_limit"] = f"{int(self.memory_mb)}m"
+            kwargs["memswap_limit"] = f"{int(self.memory_mb)}m"
+        if self.nano_cpus:
+            kwargs["nano_cpus"] = self.nano_cpus
+        try:
+            self._container = self.client.containers.run(self.image, **kwargs)
+        except (errors.APIError, req_errors.ConnectionError) as exc:
+            raise SandboxError(f"could not start a container from {self.image}: {exc}") from exc
+        self._oom_seen = 0
+
+    # -- guarding the image filesystem (read_only_root=False) ----------------------------------
+    def _set_rootfs_baseline(self) -> None:
+        """Record the container layer as it is before any command ran (mount points, and whatever
+        the activation prelude writes), and choose how changes to it are detected."""
+        if self.read_only_root:
+            self._rootfs_mode = "read-only"
+            self._rootfs_baseline = None
+            return
+        if self.activate.strip():
+            self._exec_simple(["bash", "-c", self.activate + "\ntrue"],
+                              what=f"running the activation prelude {self.activate!r} (pass activate='' "
+                                   "for an image without conda)")
+        self._container.reload()
+        gd = self._container.attrs.get("GraphDriver") or {}
+        upper = (gd.get("Data") or {}).get("UpperDir")
+        if gd.get("Name") == "overlay2" and upper and os.path.isdir(upper) \
+                and os.access(upper, os.R_OK | os.X_OK):
+            self._rootfs_mode = "upperdir"
+            self._upperdir = upper
+        else:
+            self._rootfs_mode = "docker-diff"
+        self._rootfs_baseline = self._rootfs_state()
+
+    def _rootfs_state(self) -> frozenset:
+        """What the commands changed in the image filesystem: the overlay upper dir read on the host
+        (paths with inode and ctime, so rewriting a file in place counts too), else `docker diff`."""
+        errors, req_errors = _docker_errors()
+        if self._rootfs_mode == "upperdir":
+            out = set()
+            for dirpath, dirnames, filenames in os.walk(self._upperdir):
+                for name in dirnames + filenames:
+                    full = os.path.join(dirpath, name)
+                    try:
+                        st = os.lstat(full)
+                    except FileNotFoundError:
+                        continue
+                    out.add((full[len(self._upperdir):], st.st_ino, st.st_ctime_ns))
+            return frozenset(out)
+        try:
+            return frozenset((c["Path"], c["Kind"]) for c in (self._container.diff() or []))
+        except (errors.APIError, req_errors.ConnectionError) as exc:
+            raise self._gone(exc) from exc
+
+    def _rootfs_changed(self) -> bool:
+        return self._rootfs_baseline is not None and self._rootfs_state() != self._rootfs_baseline
+
+    def _recreate(self) -> None:
+        """Replace the container by a fresh one from the image, on the same volumes (which the
+        following reset script brings back to the snapshot)."""
+        errors, req_errors = _docker_errors()
+        try:
+            self._container.remove(force=True)
+        except (errors.APIError, req_errors.ConnectionError) as exc:
+            raise self._gone(exc) from exc
+        self._start_container()
+        self.recreations += 1
+
+    # -- low-level exec -------------------------------------------------------------------------
+    def _gone(self, exc: Exception | None = None) -> SandboxError:
+        state = "unknown"
+        with contextlib.suppress(Exception):
+            self._container.reload()
+            state = self._container.status
+        detail = f": {exc}" if exc else ""
+        return SandboxError(f"container {self.name} (image {self.image}) is not usable "
+                            f"(state {state}){detail}")
+
+    def _running(self) -> bool:
+        try:
+            self._container.reload()
+            return self._container.status == "running"
+        except Exception:
+            return False
+
+    def _exec_simple(self, cmd: list[str], *, what: str, timeout: float = 600) -> str:
+        """Run a helper command to completion (no user code); SandboxError on any failure."""
+        errors, req_errors = _docker_errors()
+        try:
+            res = self._container.exec_run(cmd, user="0", workdir="/", demux=True)
+        except (errors.APIError, req_errors.ConnectionError) as exc:
+            raise self._gone(exc) from exc
+        out = (res.output[0] or b"").decode("utf-8", "replace") if res.output else ""
+        err = (res.output[1] or b"").decode("utf-8", "replace") if res.output else ""
+        if res.exit_code != 0:
+            if not self._running():
+                raise self._gone()
+            raise SandboxError(f"{what} in container {self.name} failed (exit {res.exit_code}): "
+                               f"{err[-2000:]}")
+        return out
+
+    def _apply_reset_output(self, out: str) -> None:
+        m = None
+        for m in _RESET_RE.finditer(out):
+            pass
+        if m is None:
+            raise SandboxError(f"reset of container {self.name} gave no report: {out[-500:]}")
+        self._restored_at = m.group(1)
+        self.last_restore = {"removed": int(m.group(2)), "restored": int(m.group(3)),
+                             "dirs_fixed": int(m.group(4))}
+        self._oom_seen = max(self._oom_seen, int(m.group(5)))
+
+    # -- the interface --------------------------------------------------------------------------
+    def _script(self, command: str, cwd: str) -> str:
+        prelude = self.activate.strip()
+        return (f"{prelude}\n" if prelude else "") + f"cd -- {shlex.quote(cwd)} || exit 126\n{command}"
+
+    def run(self, command: str, *, timeout: float, env: Mapping[str, str] | None = None,
+            cwd: str | None = None, stdin: bytes | None = None) -> CommandResult:
+        self._check_open()
+        if not timeout or timeout <= 0:
+            raise ValueError(f"timeout must be > 0 seconds (got {timeout!r})")
+        cwd = cwd or self.workdir
+        if not cwd.startswith("/"):
+            raise ValueError(f"cwd must be an absolute sandbox path (got {cwd!r})")
+        errors, req_errors = _docker_errors()
+        api = self.client.api
+        stdin_path = ""
+        if stdin is not None:
+            stdin_path = f"{IO_DIR}/stdin-{uuid.uuid4().hex[:8]}"
+            self._put(stdin_path, stdin, 0o600)
+        environment = {**self.env, **(env or {})}
+        try:
+            exec_id = api.exec_create(self._container.id, ["bash", "-c", RUN_WRAPPER, "execcritic",
+                                                           self._script(command, cwd), stdin_path],
+                                      stdout=True, stderr=True, stdin=False, tty=False, user="0",
+                                      environment=environment or None, workdir="/")["Id"]
+        except (errors.APIError, req_errors.ConnectionError) as exc:
+            raise self._gone(exc) from exc
+        cap = OutputCapture()
+        err_tail = bytearray()
+        q: queue.Queue = queue.Queue()
+
+        def pump():
+            try:
+                for out, err in api.exec_start(exec_id, stream=True, demux=True):
+                    q.put((out, err))
+            except Exception as exc:  # daemon/connection failure: reported below
+                q.put(exc)
+            finally:
+                q.put(None)
+
+        t0 = time.monotonic()
+        deadline = t0 + timeout
+        th = threading.Thread(target=pump, name=f"execcritic-exec-{self.name}", daemon=True)
+        th.start()
+        timed_out = False
+        t_end: float | None = None
+        stream_error: Exception | None = None
+        kill_out = ""
+        done = False
+        while not done:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 and not timed_out:
+                timed_out = True
+                t_end = time.monotonic()
+                kill_out = self._kill_all()
+                deadline = time.monotonic() + 30  # time for the stream to end after the kill
+                continue
+            if remaining <= 0:
+                raise SandboxError(f"the output stream of container {self.name} did not end 30 s after "
+                                   "its processes were killed")
+            try:
+                item = q.get(timeout=min(remaining, 1.0))
+            except queue.Empty:
+                continue
+            if item is None:
+                done = True
+            elif isinstance(item, Exception):
+                stream_error = item
+            else:
+                out, err = item
+                if out:
+                    cap.feed(out)
+                if err:
+                    err_tail += err
+                    del err_tail[:-4096]
+        duration = (t_end or time.monotonic()) - t0
+        if stream_error is not None:
+            raise self._gone(stream_error)
+        trailer = None
+        for m in _TRAILER_RE.finditer(bytes(err_tail)):
+            trailer = m
+        try:
+            info = api.exec_inspect(exec_id)
+            for _ in range(100):
+                if not info.get("Running"):
+                    break
+                time.sleep(0.01)
+                info = api.exec_inspect(exec_id)
+        except (errors.APIError, req_errors.ConnectionError) as exc:
+            raise self._gone(exc) from exc
+        rc = info.get("ExitCode")
+        if trailer is None and not timed_out:
+            # the wrapper did not finish: the container died under us, or the command killed it
+            if not self._running():
+                raise self._gone()
+            kill_out = self._kill_all()
+        oom_now = None
+        if trailer is not None:
+            oom_now = int(trailer.group(2))
+        else:
+            m = None
+            for m in _TRAILER_RE.finditer(kill_out.encode()):
+                pass
+            if m is not None:
+                oom_now = int(m.group(2))
+        oom = False
+        if oom_now is not None and oom_now >= 0:
+            oom = oom_now > self._oom_seen
+            self._oom_seen = max(self._oom_seen, oom_now)
+        if rc is None:
+            if not self._running():
+                raise self._gone()
+            rc = -9 if timed_out else -1
+        return CommandResult(exit_code=int(rc), output=cap.text(), timed_out=timed_out, oom_killed=oom,
+                             duration_s=duration, truncated=cap.truncated, isolated=True)
+
+    def _kill_all(self) -> str:
+        return self._exec_simple(["bash", "-c", KILL_SCRIPT], what="killing the command's processes")
+
+    def _put(self, path: str, data: bytes, mode: int) -> None:
+        errors, req_errors = _docker_errors()
+        parent, base = posixpath.split(posixpath.normpath(path))
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tf:
+            ti = tarfile.TarInfo(base)
+            ti.size = len(data)
+            ti.mode = mode
+            ti.mtime = int(time.time())
+            ti.uid = ti.gid = 0
+            tf.addfile(ti, io.BytesIO(data))
+        payload = buf.getvalue()
+        for attempt in (1, 2):
+            try:
+                if self._container.put_archive(parent, payload):
+                    return
+                raise SandboxError(f"put_archive of {path} into container {self.name} failed")
+            except errors.NotFound:
+                if attempt == 2:
+                    raise
+                self._exec_simple(["mkdir", "-p", "--", parent], what=f"creating {parent}")
+            except errors.APIError as exc:
+                if "read-only" in str(exc):
+                    raise PermissionError(f"{path}: read-only in the sandbox (writable: {self.workdir}, "
+                                          f"/tmp, {self.home})") from exc
+                raise self._gone(exc) from exc
+            except req_errors.ConnectionError as exc:
+                raise self._gone(exc) from exc
+
+    def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
+        self._check_open()
+        if not path.startswith("/") or path.endswith("/"):
+            raise ValueError(f"write_file needs an absolute file path (got {path!r})")
+        self._put(path, data.encode() if isinstance(data, str) else bytes(data), mode)
+
+    def read_file(self, path: str) -> bytes:
+        self._check_open()
+        errors, req_errors = _docker_errors()
+        if not path.startswith("/"):
+            raise ValueError(f"read_file needs an absolute path (got {path!r})")
+        cur = posixpath.normpath(path)
+        for _ in range(40):
+            try:
+                stream, _stat = self._container.get_archive(cur)
+                raw = b"".join(stream)
+            except errors.NotFound as exc:
+                raise FileNotFoundError(2, f"no file at {path} in container {self.name}", path) from exc
+            except (errors.APIError, req_errors.ConnectionError) as exc:
+                raise self._gone(exc) from exc
+            with tarfile.open(fileobj=io.BytesIO(raw)) as tf:
+                members = tf.getmembers()
+                if not members:
+                    raise FileNotFoundError(2, f"no file at {path}", path)
+                m = members[0]
+                if m.issym():
+                    cur = posixpath.normpath(posixpath.join(posixpath.dirname(cur), m.linkname))
+                    continue
+                if not m.isfile():
+                    raise FileNotFoundError(2, f"{path} is not a regular file", path)
+                return tf.extractfile(m).read()
+        raise OSError(40, f"too many symlinks resolving {path}")
+
+    def reset(self) -> None:
+        """Kill everything, restore the volumes; if the image filesystem changed (a `pip install`,
+        a file written under /usr), replace the container by a fresh one and restore again."""
+        self._check_open()
+        t0 = time.monotonic()
+        trusted_t = self._restored_at
+        self._reset_exec()
+        recreated = False
+        if self._rootfs_changed():
+            # Whatever ran may have altered the tools the reset used: start from a fresh container
+            # and restore the volumes relative to the last restore time we know to be genuine.
+            self._recreate()
+            self._restored_at = trusted_t
+            self._reset_exec()
+            self._set_rootfs_baseline()
+            recreated = True
+        self.last_restore["recreated"] = int(recreated)
+        self._timings["last_reset_s"] = time.monotonic() - t0
+
+    def _reset_exec(self) -> None:
+        errors, req_errors = _docker_errors()
+        clean = " ".join(shlex.quote(d) for d in ("/tmp", "/dev/shm", IO_DIR))
+        try:
+            res = self._container.exec_run(
+                ["bash", "-c", RESET_SCRIPT, "reset", self._restored_at, *self._pairs()],
+                user="0", workdir="/", demux=True, environment={"EC_CLEAN": clean})
+        except (errors.APIError, req_errors.ConnectionError) as exc:
+            raise self._gone(exc) from exc
+        out = (res.output[0] or b"").decode("utf-8", "replace") if res.output else ""
+        err = (res.output[1] or b"").decode("utf-8", "replace") if res.output else ""
+        if res.exit_code != 0:
+            if not self._running():
+                raise self._gone()
+            raise SandboxError(f"reset of container {self.name} failed (exit {res.exit_code}): "
+                               f"{err[-2000:]}")
+        self._apply_reset_output(out)
+
+    def close(self) -> None:
+        """Remove the container with SIGKILL (no stop grace period) and its volumes. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._container is not None:
+            with contextlib.suppress(Exception):
+                self._container.remove(force=True, v=True)
+        names = [self._snap_volume] if self._snap_volume else []
+        names += [self._volume(r) for r in ("tree", "home", "tmp", "io")]
+        for name in names:
+            for _ in range(20):
+                try:
+                    self.client.volumes.get(name).remove(force=True)
+                    break
+                except Exception as exc:  # noqa: BLE001 - gone already, or in use for a moment
+                    if "no such volume" in str(exc).lower() or "not found" in str(exc).lower():
+                        break
+                    time.sleep(0.1)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxError(f"docker sandbox {self.name} is closed")
+
+    @property
+    def container_id(self) -> str | None:
+        return self._container.id if self._container is not None else None
+
+    def describe(self) -> dict:
+        d = super().describe()
+        d.update({
+            "image": self.image,
+            "image_id": self.image_id,
+            "container": self.name,
+            "network": self.network,
+            "memory_mb": self.memory_mb,
+            "memory_limit": "container cgroup (swap off)" if self.memory_mb else None,
+            "oom_detection": "container cgroup oom_kill counter",
+            "read_only_root": self.read_only_root,
+            "rootfs_guard": self._rootfs_mode,
+            "recreations": self.recreations,
+            "writable": [self.workdir, "/tmp", self.home],
+            "activate": self.activate,
+            "warm_bytecode": self.warm_bytecode,
+            "reset": "ctime since last restore, exact restore from a read-only snapshot volume",
+            "timings": dict(self._timings),
+        })
+        return d

@@ -1,0 +1,361 @@
+"""The local backend against real bubblewrap, a real cgroup and a real repository (toolz sdist).
+
+Every isolation claim is checked by doing the forbidden thing for real: a connect() that must
+fail, a process that must die, an allocation the kernel must OOM-kill, a dirty tree that must come
+back byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from execcritic.errors import InputError, SandboxError
+from execcritic.sandbox import open_sandbox
+from execcritic.sandbox.base import MAX_OUTPUT_BYTES
+from execcritic.sandbox.local import LocalSandbox, OutputCapture, TreeSnapshot
+from tests.conftest import DIRTY_RUN, TREE_LISTING, tree_diff
+
+pytestmark = pytest.mark.integration
+
+NODE = "toolz/tests/test_itertoolz.py::test_groupby"
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+
+
+def env_kwargs() -> dict:
+    """Run the sandbox with the interpreter running these tests (its venv bound read-only)."""
+    if sys.prefix != sys.base_prefix:
+        return {"activate": f"source {shlex.quote(sys.prefix)}/bin/activate", "binds": [Path(sys.prefix)]}
+    return {"activate": f"export PATH={shlex.quote(str(Path(sys.executable).parent))}:$PATH",
+            "binds": [Path(sys.base_prefix)]}
+
+
+@pytest.fixture(scope="module")
+def sb(toolz_repo):
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap not installed")
+    with LocalSandbox(toolz_repo, memory_mb=256, **env_kwargs()) as s:
+        yield s
+
+
+@pytest.fixture
+def clean(sb):
+    sb.reset()
+    return sb
+
+
+def after_summary(out: str) -> str:
+    """What a check printed after pytest's summary line (the tree listing)."""
+    return out[out.index("\n", out.index(" passed")) + 1:]
+
+
+def listing(s) -> str:
+    r = s.run(TREE_LISTING, timeout=60)
+    assert r.exit_code == 0, r.output[-2000:]
+    return r.output
+
+
+# --- pure parts ---------------------------------------------------------------------------------
+
+def test_output_capture_keeps_head_and_tail():
+    cap = OutputCapture(cap=100)
+    cap.feed(b"H" * 30)
+    for _ in range(50):
+        cap.feed(b"m" * 10)
+    cap.feed(b"T" * 20)
+    text = cap.text()
+    assert cap.truncated and cap.total == 550
+    assert text.startswith("H" * 30 + "m" * 20)
+    assert text.endswith("m" * 30 + "T" * 20)
+    assert "500 bytes" not in text and "450 bytes of output truncated" in text
+
+
+def test_output_capture_small_is_verbatim():
+    cap = OutputCapture(cap=100)
+    cap.feed(b"abc")
+    cap.feed(b"\xff")
+    assert not cap.truncated and cap.text() == "abc\ufffd"
+
+
+def test_tree_snapshot_restores_exactly(tmp_path):
+    base, work = tmp_path / "base", tmp_path / "work"
+    (base / "d" / "e").mkdir(parents=True)
+    (base / "d" / "f.txt").write_text("one")
+    (base / "g").write_text("two")
+    os.symlink("g", base / "ln")
+    os.system(f"cp -a {base} {work}")
+    snap = TreeSnapshot(base, work)
+    snap.record()
+    (work / "g").write_text("TWO")                  # same size, new content
+    os.utime(work / "g", ns=(0, os.lstat(base / "g").st_mtime_ns))  # and the old mtime back
+    (work / "new").write_text("x")
+    os.unlink(work / "ln")
+    os.symlink("/etc", work / "ln")
+    shutil.rmtree(work / "d")
+    stats = snap.restore()
+    assert (work / "g").read_text() == "two"
+    assert not (work / "new").exists()
+    assert os.readlink(work / "ln") == "g"
+    assert (work / "d" / "f.txt").read_text() == "one" and (work / "d" / "e").is_dir()
+    assert stats.removed == 1 and stats.restored >= 3
+    again = snap.restore()
+    assert (again.removed, again.restored, again.dirs_fixed) == (0, 0, 0)
+
+
+# --- isolation ----------------------------------------------------------------------------------
+
+def test_no_network(clean):
+    r = clean.run("python -c \"import socket; socket.create_connection(('1.1.1.1', 80), timeout=3)\"",
+                  timeout=30)
+    assert r.exit_code != 0 and not r.timed_out
+    assert "unreachable" in r.output.lower()
+    ifaces = clean.run("tail -n +3 /proc/net/dev | cut -d: -f1", timeout=10).output.split()
+    assert ifaces == ["lo"]
+
+
+def test_private_tmp_persists_until_reset(clean, toolz_repo):
+    marker = f"execcritic-marker-{os.getpid()}-{time.time_ns()}"
+    assert clean.run(f"echo hi > /tmp/{marker}", timeout=10).exit_code == 0
+    assert not os.path.exists(f"/tmp/{marker}")                       # not the host's /tmp
+    assert clean.run(f"cat /tmp/{marker}", timeout=10).output == "hi\n"  # persists across runs
+    with LocalSandbox(toolz_repo, **env_kwargs()) as other:
+        assert other.run(f"test -e /tmp/{marker}", timeout=10).exit_code == 1
+    clean.reset()
+    assert clean.run(f"test -e /tmp/{marker}", timeout=10).exit_code == 1
+
+
+def test_environment_is_read_only(clean):
+    r = clean.run(f"touch {shlex.quote(sys.prefix)}/x-forbidden; touch /usr/x-forbidden; "
+                  "mount -o remount,rw /usr; echo done", timeout=10)
+    assert r.output.count("Read-only file system") == 2
+    assert "done" in r.output and not os.path.exists(os.path.join(sys.prefix, "x-forbidden"))
+    assert "permission denied" in r.output.lower()  # no CAP_SYS_ADMIN: cannot remount
+
+
+def test_write_and_read_files(clean):
+    clean.write_file("/testbed/sub/dir/note.txt", "hello\n")
+    assert clean.run("cat /testbed/sub/dir/note.txt", timeout=10).output == "hello\n"
+    clean.run("printf 'from run' > /tmp/out.bin", timeout=10)
+    assert clean.read_file("/tmp/out.bin") == b"from run"
+    with pytest.raises(FileNotFoundError):
+        clean.read_file("/testbed/does-not-exist")
+    clean.run("ln -s /etc /testbed/escape", timeout=10)
+    with pytest.raises(PermissionError):
+        clean.write_file("/testbed/escape/passwd-x", "no")       # a symlink never leads out
+    with pytest.raises(PermissionError):
+        clean.read_file("/etc/hostname")
+
+
+def test_stdin(clean):
+    r = clean.run("wc -c", timeout=10, stdin=b"x" * 1000)
+    assert r.output.strip() == "1000"
+
+
+# --- limits and accounting ----------------------------------------------------------------------
+
+def test_exit_codes(clean):
+    assert clean.run("true", timeout=10).exit_code == 0
+    assert clean.run("exit 3", timeout=10).exit_code == 3
+    r = clean.run("kill -TERM $$", timeout=10)
+    assert r.exit_code == 143 and not r.timed_out and not r.oom_killed
+
+
+def test_timeout_kills_the_whole_tree(clean):
+    tag = f"{4000 + os.getpid() % 1000}.{time.time_ns() % 1000}"
+    t0 = time.monotonic()
+    r = clean.run(f"sleep {tag}1 & (setsid sleep {tag}2 &); echo started; sleep {tag}3", timeout=1.5)
+    assert r.timed_out and not r.oom_killed
+    assert time.monotonic() - t0 < 10
+    assert "started" in r.output
+    time.sleep(0.2)
+    left = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if f"sleep {tag}" in cmd:
+                left.append(cmd)
+    assert left == []
+
+
+def test_memory_limit_oom_is_flagged(clean):
+    d = clean.describe()
+    r = clean.run("python -c \"x = b'x' * (600 << 20); print('survived')\"", timeout=60)
+    if d["memory_limit"].startswith("cgroup"):
+        assert r.oom_killed and r.exit_code in (137, -9)
+        assert "survived" not in r.output
+    else:  # rlimit fallback (no usable cgroup): the allocation fails, but no OOM accounting
+        assert d["memory_limit"] == "rlimit" and r.exit_code != 0 and not r.oom_killed
+    small = clean.run("python -c \"x = b'x' * (20 << 20); print('ok')\"", timeout=60)
+    assert small.exit_code == 0 and not small.oom_killed
+
+
+def test_output_is_merged_and_capped(clean):
+    r = clean.run("echo a; echo b >&2; echo c", timeout=10)
+    assert r.output == "a\nb\nc\n" and not r.truncated
+    big = clean.run("python -c \"import sys; sys.stdout.write('HEAD\\n' + 'x' * (6 << 20) + '\\nTAIL\\n')\"",
+                    timeout=60)
+    assert big.truncated and big.exit_code == 0
+    assert big.output.startswith("HEAD\n") and big.output.endswith("\nTAIL\n")
+    assert MAX_OUTPUT_BYTES <= len(big.output) < MAX_OUTPUT_BYTES + 200
+
+
+# --- reset -------------------------------------------------------------------------------------
+
+def test_reset_restores_the_exact_prepared_tree(clean, toolz_repo):
+    first = listing(clean)
+    assert "toolz/_build_info.py|f" in first and "build/lib/toolz/__init__.py|f" in first
+    r = clean.run(DIRTY_RUN, timeout=60)
+    assert r.exit_code == 0, r.output
+    dirty = listing(clean)
+    assert dirty != first
+    clean.reset()
+    after = listing(clean)
+    assert after == first, tree_diff(first, after)
+    # HOME is empty again, except mount points of read-only binds that live under /root
+    mounts = sorted({Path(b).relative_to("/root").parts[0] for b in clean.binds
+                     if str(b).startswith("/root/")})
+    assert clean.run("ls -A /tmp $HOME", timeout=10).output.split() == ["/root:", *mounts, "/tmp:"]
+    st = clean.run("git status --porcelain --ignored", timeout=30).output
+    assert st.split("\n") == ["!! build/", "!! toolz.egg-info/", "!! toolz/_build_info.py", ""]
+    # the checkout itself was never touched
+    assert (toolz_repo / "setup.py").is_file() and not (toolz_repo / "NEW_UNTRACKED.txt").exists()
+
+
+def test_second_check_after_dirty_run_sees_the_first_tree(clean):
+    check = (f"{TREE_LISTING} > /tmp/tree.txt; python -m pytest -q -p no:cacheprovider {NODE}; "
+             "cat /tmp/tree.txt")
+    first = clean.run(check, timeout=120)
+    assert first.exit_code == 0, first.output[-2000:]
+    assert clean.run(DIRTY_RUN + f"\npython -m pytest -q {NODE} >/dev/null || true",
+                     timeout=120).exit_code == 0
+    clean.reset()
+    second = clean.run(check, timeout=120)
+    assert second.exit_code == 0 and after_summary(second.output) == after_summary(first.output)
+
+
+def test_reset_is_cheap_when_little_changed(clean):
+    clean.run("echo x >> README.rst", timeout=10)
+    t0 = time.monotonic()
+    clean.reset()
+    assert time.monotonic() - t0 < 1.0
+    assert clean.last_restore.restored == 1
+
+
+# --- modes, errors, factory ----------------------------------------------------------------------
+
+def test_plain_subprocess_mode_says_not_isolated(toolz_repo):
+    with open_sandbox("local", checkout=toolz_repo, isolated=False, **env_kwargs()) as s:
+        assert s.describe()["isolated"] is False and "path_mapping" in s.describe()
+        r = s.run("head -c 20 /testbed/setup.py; pwd", timeout=30)
+        assert r.isolated is False and r.exit_code == 0
+        assert r.output.endswith(str(s.tree) + "\n")
+        s.write_file("/tmp/p.txt", "mapped")
+        assert s.run("cat /tmp/p.txt", timeout=10).output == "mapped"
+        s.run("echo dirty > /testbed/setup.py", timeout=10)
+        s.reset()
+        assert (s.tree / "setup.py").read_bytes() == (toolz_repo / "setup.py").read_bytes()
+
+
+@needs_bwrap
+def test_describe_and_results_say_isolated(sb):
+    d = sb.describe()
+    assert d["backend"] == "local" and d["isolated"] is True and d["network"] is False
+    assert d["sandbox"].startswith("bubblewrap")
+    assert sb.run("true", timeout=10).isolated is True
+
+
+def test_refuses_worktrees_and_bad_input(toolz_repo, tmp_path):
+    wt = tmp_path / "wt"
+    wt.mkdir()
+    (wt / ".git").write_text("gitdir: /elsewhere\n")
+    with pytest.raises(InputError, match="worktree"):
+        LocalSandbox(wt)
+    with pytest.raises(InputError, match="not a directory"):
+        LocalSandbox(tmp_path / "missing")
+    with LocalSandbox(toolz_repo, **env_kwargs()) as s:
+        with pytest.raises(ValueError):
+            s.run("true", timeout=0)
+
+
+@needs_bwrap
+def test_sandbox_error_when_workspace_vanishes(toolz_repo):
+    s = LocalSandbox(toolz_repo, **env_kwargs())
+    shutil.rmtree(s.ws)
+    with pytest.raises(SandboxError):
+        s.run("true", timeout=10)
+    with pytest.raises(SandboxError):
+        s.reset()
+    s.close()
+    s.close()  # idempotent
+    with pytest.raises(SandboxError, match="closed"):
+        s.run("true", timeout=10)
+
+
+@needs_bwrap
+def test_bwrap_setup_failure_is_a_sandbox_error_not_a_result(toolz_repo, tmp_path):
+    env = tmp_path / "vanishing-env"
+    env.mkdir()
+    with LocalSandbox(toolz_repo, binds=[env]) as s:
+        assert s.run("echo bwrap: looks like an error; exit 1", timeout=10).exit_code == 1  # just output
+        env.rmdir()
+        with pytest.raises(SandboxError, match="could not set up"):
+            s.run("true", timeout=10)
+
+
+@needs_bwrap
+def test_warm_bytecode_never_serves_stale_code(toolz_repo):
+    with LocalSandbox(toolz_repo, warm_bytecode=True, **env_kwargs()) as s:
+        assert (s.base_dir / "toolz" / "__pycache__").is_dir()
+        before = listing(s)
+        assert s.run("python -c 'import toolz'", timeout=30).exit_code == 0
+        assert listing(s) == before                     # warm pycs used, nothing rewritten
+        s.run("echo 'MARK = 41 + 1' >> toolz/__init__.py", timeout=10)
+        assert s.run("python -c 'import toolz; print(toolz.MARK)'", timeout=30).output == "42\n"
+        s.reset()
+        after = listing(s)
+        assert after == before, tree_diff(before, after)
+        r = s.run("python -c 'import toolz; print(hasattr(toolz, \"MARK\"))'", timeout=30)
+        assert r.output == "False\n"
+
+
+@needs_bwrap
+def test_writable_binds_are_private_and_restored(toolz_repo, tmp_path):
+    env = tmp_path / "env"
+    (env / "lib").mkdir(parents=True)
+    (env / "lib" / "mod.py").write_text("X = 1\n")
+    with LocalSandbox(toolz_repo, writable_binds=[env], **env_kwargs()) as s:
+        r = s.run(f"echo 'X = 2' > {env}/lib/mod.py; touch {env}/lib/installed.pth; cat {env}/lib/mod.py",
+                  timeout=10)
+        assert r.exit_code == 0 and r.output == "X = 2\n"
+        assert (env / "lib" / "mod.py").read_text() == "X = 1\n"       # the host env is untouched
+        s.reset()
+        assert s.run(f"cat {env}/lib/mod.py; ls {env}/lib", timeout=10).output == "X = 1\nmod.py\n"
+    with pytest.raises(InputError, match="isolated"):
+        LocalSandbox(toolz_repo, writable_binds=[env], isolated=False)
+
+
+@needs_bwrap
+def test_debootstrap_rootfs_as_root(toolz_repo):
+    from execcritic.sandbox.images import rootfs_path
+
+    root = rootfs_path()
+    if not (root / ".execcritic-rootfs").is_file():
+        if shutil.which("debootstrap") is None and not os.path.isfile("/usr/sbin/debootstrap"):
+            pytest.skip("debootstrap is not installed; no rootfs to use as /")
+        from execcritic.sandbox.images import ensure_rootfs
+
+        root = ensure_rootfs()
+    with LocalSandbox(toolz_repo, rootfs=root) as s:
+        r = s.run(f"cat /etc/debian_version; python3 -m pytest -q -p no:cacheprovider {NODE}", timeout=120)
+        assert r.exit_code == 0, r.output[-2000:]
+        assert "1 passed" in r.output
