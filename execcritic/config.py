@@ -30,6 +30,8 @@ class HarnessConfig:
 class TestAgentConfig:
     """Learn to Test episode (paper §3.1, Listing 2, Table 7)."""
 
+    __test__ = False  # not a pytest test class
+
     max_submissions: int = 5               # "at most 5 submission attempts"
     max_turns: int = 60                    # "within 60 turns"
     max_output_tokens: int = 8192          # Test agent sampling, max output tokens
@@ -55,6 +57,8 @@ class RepairConfig:
 @dataclass(frozen=True)
 class TestRewardConfig:
     """Eq. 5: Test-agent reward levels and the turn penalty."""
+
+    __test__ = False
 
     no_valid_submission: float = -0.2
     not_base_to_gold: float = 0.0

@@ -43,7 +43,7 @@ class ScenarioKit:
         self.test_dir = str(Path(demo.spec.test_file).parent)
 
     def command(self, file: str, names: list[str]) -> str:
-        return "python -m pytest -p no:cacheprovider " + " ".join(f"{file}::{n}" for n in names)
+        return "python3 -m pytest -p no:cacheprovider " + " ".join(f"{file}::{n}" for n in names)
 
     def official_bundle(self, extra_files: dict[str, str] | None = None) -> TestBundle:
         def edit(w: Path) -> None:

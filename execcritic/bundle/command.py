@@ -23,6 +23,8 @@ FORBIDDEN_ENV = {
     "PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV", "SHELLOPTS", "PROMPT_COMMAND",
     "PYTHONSTARTUP", "PYTHONHOME", "PYTHONINSPECT", "PYTEST_ADDOPTS", "PYTEST_PLUGINS",
     "NODE_OPTIONS", "RUSTFLAGS", "MAVEN_OPTS", "JAVA_TOOL_OPTIONS", "GOFLAGS", "RUBYOPT",
+    # can put test-patch modules in front of the runner's own (a fake `pytest` that reports PASSED)
+    "PYTHONPATH", "PYTHONUSERBASE", "PYTHONPLATLIBDIR", "PYTHONEXECUTABLE",
 }
 # Programs that are not test runners but can wrap or short-circuit one.
 WRAPPER_PROGRAMS = {"bash", "sh", "zsh", "dash", "eval", "exec", "env", "xargs", "true", "false", ":", "exit",

@@ -20,6 +20,8 @@ from execcritic.sandbox.base import CommandResult
 
 _MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^']+)'")
 _IMPORT_ERROR = re.compile(r"\bImportError\b")
+# load-error descriptions runners use for "this selector matched nothing" (see Runner.load_errors)
+_NOT_FOUND_PREFIXES = ("not found:", "no collectors for")
 
 
 @dataclass
@@ -39,6 +41,8 @@ class Classification:
 def _load_error_kind(load_errors: Sequence[str]) -> FailureKind:
     """Name an established collection problem by the runner's own per-collector error entries."""
     text = "\n".join(load_errors)
+    if all(e.startswith(_NOT_FOUND_PREFIXES) for e in load_errors):
+        return FailureKind.NODE_NOT_COLLECTED   # the runner refused a selector that matched nothing
     if _MISSING_MODULE.search(text):
         return FailureKind.MISSING_DEPENDENCY
     if _IMPORT_ERROR.search(text):
@@ -76,11 +80,12 @@ def classify(runner: Runner, declared: Sequence[Node], result: CommandResult) ->
         return Classification(kind, None, message, nodes, load_errors, len(results))
 
     absent = [n for n in nodes if n.status is None]
+    errored = [n for n in nodes if n.outcome == Outcome.ERRORED.value]
+    if load_errors and (absent or errored):
+        kind = _load_error_kind(load_errors)
+        return invalid(kind, f"a test module failed to load ({kind.value}): {load_errors[0][:300]}; "
+                             f"bound node(s) {_names(absent + errored)} did not run")
     if absent:
-        if load_errors:
-            kind = _load_error_kind(load_errors)
-            return invalid(kind, f"a test module failed to load ({kind.value}): {load_errors[0][:300]}; "
-                                 f"bound node(s) {_names(absent)} did not run")
         if not results:
             return invalid(FailureKind.NO_RESULTS, f"{runner.name} reported no per-test results "
                                                    f"(exit status {result.exit_code}); bound node(s) "
@@ -88,7 +93,6 @@ def classify(runner: Runner, declared: Sequence[Node], result: CommandResult) ->
         return invalid(FailureKind.NODE_NOT_COLLECTED,
                        f"bound node(s) {_names(absent)} are absent from the {len(results)} result(s) "
                        f"{runner.name} reported: the selector did not collect them")
-    errored = [n for n in nodes if n.outcome == Outcome.ERRORED.value]
     if errored:
         return invalid(FailureKind.NODE_ERROR, f"bound node(s) {_names(errored)} errored outside the test "
                                                "body (setup/teardown/fixture); no verdict")

@@ -13,8 +13,8 @@ import time
 from typing import Callable
 
 from execcritic.bundle.command import parse_command
+from execcritic.bundle.patch import source_patch_problems
 from execcritic.bundle.model import TestBundle
-from execcritic.bundle.problems import Problem
 from execcritic.config import HarnessConfig
 from execcritic.errors import SandboxError
 from execcritic.harness.apply import apply_patch, sha256
@@ -29,13 +29,14 @@ def _tail(text: str, limit: int) -> str:
     return text if len(text) <= limit else "...[truncated]...\n" + text[-limit:]
 
 
-def source_patch_problems(source_patch: str, read_base_file: Callable[[str], str | None] | None = None
-                          ) -> list[Problem]:
-    """Problems that make a Repair candidate inadmissible: edits to tests, runner configuration,
-    interpreter start-up hooks or the repository's own test runner (SPEC §2.4)."""
-    from execcritic.bundle.patch import source_patch_problems as check
-
-    return check(source_patch, read_base_file=read_base_file)
+def base_reader(sandbox: Sandbox) -> Callable[[str], str | None]:
+    """Read a repository file as it is in the sandbox (call right after a reset: the Base)."""
+    def read(path: str) -> str | None:
+        try:
+            return sandbox.read_file(f"{sandbox.workdir}/{path}").decode("utf-8", errors="replace")
+        except (FileNotFoundError, IsADirectoryError):
+            return None
+    return read
 
 
 def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, sandbox: Sandbox,
@@ -66,16 +67,16 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
     declared = [runner.parse_node(n) for n in contract.test_nodes]
     observed = runner.observed_command(cmd).render()
 
-    if source_patch and check_source_patch:
-        problems = source_patch_problems(source_patch)
-        if problems:
-            return invalid(FailureKind.FORBIDDEN_SOURCE_EDIT, f"the source patch edits test or test-runner files: "
-                                                              f"{problems[0]}", problems=problems,
-                           runner=runner.name, command=observed)
     try:
         t = time.monotonic()
         sandbox.reset()
         phases["reset"] = time.monotonic() - t
+        if source_patch and check_source_patch:
+            problems = source_patch_problems(source_patch, read_base=base_reader(sandbox), language=task.language)
+            if problems:
+                return invalid(FailureKind.FORBIDDEN_SOURCE_EDIT, "the source patch is not an admissible Repair "
+                                                                  f"candidate: {problems[0]}", problems=problems,
+                               runner=runner.name, command=observed)
         t = time.monotonic()
         extra: dict[str, str] = {}
         if source_patch:

@@ -1,0 +1,158 @@
+"""A bash-tool conversation between one model and one sandbox: the loop both agents share.
+
+Small on purpose (mini-swe-agent's shape): the model proposes bash actions, the sandbox runs them,
+observations go back truncated, and control flow leaves the loop by a few explicit exceptions:
+`Submitted` when an action's output starts with a protocol marker and exited 0, `TurnLimit` when the
+budget is spent. Format errors (no valid action) are answered with the paper's Listing 3 and cost a
+turn. Everything that happened is appended to a `Trajectory` that can be saved and loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from execcritic.agents.models.base import ChatModel, FormatError
+from execcritic.errors import SandboxError
+from execcritic.sandbox.base import Sandbox
+
+SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+CHECK_MARKER = "COMPLETE_TASK_AND_CHECK_CANDIDATE_PATCH"
+MARKERS = (SUBMIT_MARKER, CHECK_MARKER)
+TRAJECTORY_FORMAT = "execcritic-trajectory-1"
+
+
+class Submitted(Exception):
+    """An action printed a protocol marker as its first output line and exited 0."""
+
+    def __init__(self, marker: str, payload: str):
+        super().__init__(marker)
+        self.marker = marker
+        self.payload = payload
+
+
+class TurnLimit(Exception):
+    """The session's turn budget is spent."""
+
+
+def truncate_observation(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return (text[:half] + f"\n<elided_chars>{len(text) - 2 * half} characters elided</elided_chars>\n"
+            + text[-half:])
+
+
+def detect_marker(output: str, exit_code: int) -> tuple[str, str] | None:
+    """(marker, payload) if the first non-blank output line is exactly a marker and the command exited 0."""
+    if exit_code != 0:
+        return None
+    lines = output.lstrip().splitlines()
+    if lines and lines[0].strip() in MARKERS:
+        return lines[0].strip(), "\n".join(lines[1:])
+    return None
+
+
+@dataclass
+class Trajectory:
+    """Messages plus one record per event (model turn, action, controller message), loadable as JSON."""
+
+    meta: dict[str, Any] = field(default_factory=dict)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def event(self, kind: str, **data: Any) -> None:
+        self.events.append({"kind": kind, "t": time.time(), **data})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": TRAJECTORY_FORMAT, "meta": self.meta, "messages": self.messages, "events": self.events}
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1, default=str))
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Trajectory":
+        data = json.loads(Path(path).read_text())
+        if data.get("format") != TRAJECTORY_FORMAT:
+            raise ValueError(f"{path}: not an {TRAJECTORY_FORMAT} file")
+        return cls(meta=data["meta"], messages=data["messages"], events=data["events"])
+
+    def model_turns(self, phase: str | None = None) -> int:
+        return sum(1 for e in self.events if e["kind"] == "model" and (phase is None or e.get("phase") == phase))
+
+
+class Session:
+    """One model talking to one sandbox. `turns` counts model calls (format errors included)."""
+
+    def __init__(self, model: ChatModel, sandbox: Sandbox, *, trajectory: Trajectory, format_error: Callable[[str], str],
+                 command_timeout_s: float = 180.0, observation_chars: int = 10_000):
+        self.model = model
+        self.sandbox = sandbox
+        self.trajectory = trajectory
+        self.format_error = format_error
+        self.command_timeout_s = command_timeout_s
+        self.observation_chars = observation_chars
+        self.turns = 0
+        self.phase = ""
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return self.trajectory.messages
+
+    def say(self, role: str, content: str, *, kind: str = "controller") -> None:
+        self.messages.append({"role": role, "content": content})
+        self.trajectory.event(kind, phase=self.phase, role=role, chars=len(content))
+
+    def step(self) -> None:
+        """One model turn: query, then run its actions in order. Raises Submitted at a marker."""
+        self.turns += 1
+        try:
+            response = self.model.query(self.messages)
+        except FormatError as exc:
+            if exc.message:
+                self.messages.append(exc.message)
+            self.trajectory.event("model", phase=self.phase, turn=self.turns, format_error=str(exc),
+                                  usage=getattr(exc, "usage", None), latency_s=getattr(exc, "latency_s", None))
+            self.say("user", self.format_error(str(exc)), kind="format_error")
+            return
+        self.messages.append(response.message)
+        self.trajectory.event("model", phase=self.phase, turn=self.turns, usage=response.usage,
+                              latency_s=response.latency_s, n_actions=len(response.actions))
+        for i, action in enumerate(response.actions):
+            found = self._run_action(action)
+            if found:
+                for rest in response.actions[i + 1:]:  # every tool call needs an answer to stay well-formed
+                    self._observe(rest, "<returncode>-1</returncode>\n<output>\nnot executed: an earlier command "
+                                        "in this turn submitted\n</output>")
+                raise Submitted(*found)
+
+    def _observe(self, action, observation: str) -> None:
+        if getattr(action, "tool_call_id", None):
+            self.messages.append({"role": "tool", "tool_call_id": action.tool_call_id, "content": observation})
+        else:
+            self.messages.append({"role": "user", "content": observation})
+
+    def _run_action(self, action) -> tuple[str, str] | None:
+        started = time.monotonic()
+        try:
+            res = self.sandbox.run(action.command, timeout=self.command_timeout_s)
+            output, code, timed_out = res.output, res.exit_code, res.timed_out
+        except SandboxError as exc:
+            output, code, timed_out = f"sandbox error: {exc}", -1, False
+        note = f"\n[command timed out after {self.command_timeout_s:.0f} s and was killed]" if timed_out else ""
+        observation = (f"<returncode>{code}</returncode>\n<output>\n"
+                       f"{truncate_observation(output, self.observation_chars)}{note}\n</output>")
+        self._observe(action, observation)
+        self.trajectory.event("action", phase=self.phase, turn=self.turns, command=action.command, exit_code=code,
+                              timed_out=timed_out, duration_s=round(time.monotonic() - started, 3),
+                              output_chars=len(output))
+        return detect_marker(output, code)

@@ -1,0 +1,56 @@
+"""Deterministic scripted *policies* for demonstrations and tests of the pipeline's control flow.
+
+These are not models and never claim to be: each builds a `ScriptedModel` whose manifest says
+"scripted". `wrong_then_gold` plays a Repair agent that first submits a wrong patch (a harmless
+comment in the first file Gold touches), receives the feedback envelope, then applies Gold and CHECKs.
+It reads Gold *because it is a scripted stand-in* used to exercise the Test-to-Improve loop end to end
+(first CHECK fails with feedback, second passes, official resolved) - never a result about agents.
+
+Policies are referenced by spec strings: `scripted:execcritic.agents.scripted_policies:wrong_then_gold`.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from execcritic.agents.loop import CHECK_MARKER, SUBMIT_MARKER
+from execcritic.agents.models.scripted import ScriptedModel
+from execcritic.tasks.model import Task
+
+EXPORT = "cd /testbed && git add -A -N && git diff -- . > /tmp/fix.patch"
+
+
+def _first_source_file(patch: str) -> str:
+    for line in patch.splitlines():
+        if line.startswith("+++ b/"):
+            return line[6:].strip()
+    raise ValueError("the gold patch names no file")
+
+
+def _heredoc(path: str, text: str) -> str:
+    tag = "EXECCRITIC_SCRIPTED_EOF"
+    while tag in text:
+        tag += "_X"
+    return f"cat > {path} <<'{tag}'\n{text if text.endswith(chr(10)) else text + chr(10)}{tag}"
+
+
+def wrong_then_gold(task: Task, role: str = "repair", run_index: int = 0) -> ScriptedModel:
+    target = _first_source_file(task.patch)
+    comment = "# scripted policy: a first attempt that changes nothing\n"
+    steps = [
+        ["cd /testbed && git status --short"],
+        [f"cd /testbed && printf %s {shlex.quote(chr(10) + comment)} >> {shlex.quote(target)}"],
+        [EXPORT],
+        [f"echo {SUBMIT_MARKER} && cat /tmp/fix.patch"],
+        # revision round 1: revert the wrong attempt, apply the fix, CHECK
+        [f"cd /testbed && git checkout -- {shlex.quote(target)} && " + _heredoc("/tmp/gold.patch", task.patch)
+         + " && git apply --whitespace=nowarn /tmp/gold.patch"],
+        [EXPORT],
+        [f"echo {CHECK_MARKER} && cat /tmp/fix.patch"],
+    ]
+    return ScriptedModel(steps, name=f"scripted:wrong_then_gold:{task.instance_id}")
+
+
+def gives_up(task: Task, role: str = "repair", run_index: int = 0) -> ScriptedModel:
+    """Submits an empty Round-0 patch at once (a floor for the pipeline: never resolves)."""
+    return ScriptedModel([[EXPORT], [f"echo {SUBMIT_MARKER} && cat /tmp/fix.patch"]], name="scripted:gives_up")

@@ -1,0 +1,153 @@
+"""The agents' workspace: the Gold-free boundary and the Base-relative source candidate.
+
+Gold-free boundary (paper §3.1, Listing 2): the Test agent's checkout has no route to the fix - no refs
+beyond HEAD, no remotes, no reflog, no unreachable objects - and this is *verified* after sanitizing,
+not assumed. Gold and the official tests are never in the workspace (it is opened from Base).
+
+Source candidate (Appendix B.1): every Repair candidate is the complete, cumulative Base-relative
+source patch - new files included (intent-to-add), test paths excluded - computed by the controller
+from the workspace, so an agent's hand-made incremental diff can never change the comparison point.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+from execcritic.errors import SandboxError
+from execcritic.sandbox.base import Sandbox
+
+GIT = "git -c safe.directory='*' -c core.fileMode=false"
+
+SANITIZE = f"""set -e
+cd /testbed
+head_ref=$({GIT} symbolic-ref -q HEAD || true)
+for r in $({GIT} remote); do {GIT} remote remove "$r"; done
+{GIT} for-each-ref --format='%(refname)' | while read -r ref; do
+  [ "$ref" = "$head_ref" ] || {GIT} update-ref -d "$ref"
+done
+{GIT} reflog expire --expire=now --all
+{GIT} stash clear 2>/dev/null || true
+rm -f .git/ORIG_HEAD .git/FETCH_HEAD .git/MERGE_HEAD .git/packed-refs.lock
+{GIT} gc --prune=now --quiet
+"""
+
+VERIFY = f"""cd /testbed
+echo "remotes=$({GIT} remote | wc -l)"
+head_ref=$({GIT} symbolic-ref -q HEAD || true)
+echo "extra_refs=$({GIT} for-each-ref --format='%(refname)' | grep -vxF "${{head_ref:-/nonexistent}}" | wc -l)"
+echo "reflog=$({GIT} reflog 2>/dev/null | wc -l)"
+echo "all_commits=$({GIT} rev-list --all | wc -l)"
+echo "head_commits=$({GIT} rev-list HEAD | wc -l)"
+echo "unreachable=$({GIT} fsck --unreachable --no-reflogs 2>/dev/null | wc -l)"
+"""
+
+
+@dataclass
+class SanitizeReport:
+    sanitized: bool
+    facts: dict[str, int] = field(default_factory=dict)
+    error: str = ""
+
+    def to_dict(self) -> dict:
+        return {"sanitized": self.sanitized, "facts": self.facts, "error": self.error}
+
+
+def verify_history(sandbox: Sandbox, *, allow_new_objects: bool = False) -> SanitizeReport:
+    """Prove the boundary: no remotes, no refs but HEAD's, empty reflog, every commit an ancestor of
+    HEAD, and (right after sanitizing) no unreachable objects. After an episode, objects the agent
+    created itself (e.g. the empty blob behind `git add -N`) are allowed: they lead nowhere."""
+    res = sandbox.run(VERIFY, timeout=120)
+    facts: dict[str, int] = {}
+    for line in res.output.splitlines():
+        if "=" in line:
+            k, v = line.split("=", 1)
+            if v.strip().isdigit():
+                facts[k.strip()] = int(v)
+    expected = {"remotes", "extra_refs", "reflog", "all_commits", "head_commits", "unreachable"}
+    if res.exit_code != 0 or set(facts) != expected:
+        return SanitizeReport(False, facts, f"verification did not run cleanly: {res.output[-500:]}")
+    ok = (facts["remotes"] == 0 and facts["extra_refs"] == 0 and facts["reflog"] == 0
+          and (allow_new_objects or facts["unreachable"] == 0) and facts["all_commits"] == facts["head_commits"])
+    return SanitizeReport(ok, facts, "" if ok else "history still reaches beyond HEAD")
+
+
+def sanitize_history(sandbox: Sandbox) -> SanitizeReport:
+    """Remove every route from the workspace's git to anything but HEAD's ancestry, then verify."""
+    res = sandbox.run(SANITIZE, timeout=600)
+    if res.exit_code != 0:
+        return SanitizeReport(False, {}, f"sanitizing failed (exit {res.exit_code}): {res.output[-500:]}")
+    return verify_history(sandbox)
+
+
+@dataclass
+class Candidate:
+    patch: str                                  # complete Base-relative source patch ('' = no change)
+    excluded_paths: list[str] = field(default_factory=list)   # test / runner-config edits left out
+
+    @property
+    def empty(self) -> bool:
+        return not self.patch.strip()
+
+
+def _split_diff(diff: str) -> list[tuple[str, str]]:
+    """[(path, file_diff)] for a `git diff` text (path is the b/ side)."""
+    chunks: list[str] = []
+    for line in diff.splitlines(keepends=True):
+        if line.startswith("diff --git ") or not chunks:
+            chunks.append(line)
+        else:
+            chunks[-1] += line
+    out = []
+    for chunk in chunks:
+        first = chunk.split("\n", 1)[0]
+        try:
+            parts = shlex.split(first[len("diff --git "):])
+        except ValueError:
+            parts = first[len("diff --git "):].split()
+        path = parts[-1][2:] if parts and parts[-1].startswith("b/") else (parts[-1] if parts else "")
+        out.append((path, chunk))
+    return out
+
+
+def export_candidate(sandbox: Sandbox, *, baseline_untracked: dict[str, str] | None = None,
+                     is_excluded=None) -> Candidate:
+    """The workspace's complete Base-relative source patch.
+
+    `git add -A -N` registers new files (intent-to-add) so `git diff HEAD` includes them;
+    `baseline_untracked` ({path: sha1}) lists untracked files present in the prepared Base (build
+    outputs), which are not part of any candidate unless changed; `is_excluded(path)` drops test and
+    runner-config paths (recorded in `excluded_paths`).
+    """
+    if is_excluded is None:
+        from execcritic.bundle.patch import forbidden_for_source as is_excluded  # noqa: N813
+    res = sandbox.run(f"cd /testbed && {GIT} add -A -N && {GIT} diff --no-color --binary --no-ext-diff HEAD",
+                      timeout=300)
+    if res.exit_code != 0:
+        raise SandboxError(f"could not export the workspace diff: {res.output[-500:]}")
+    kept, excluded = [], []
+    unchanged_baseline = set()
+    if baseline_untracked:
+        now = untracked_hashes(sandbox)
+        unchanged_baseline = {p for p, h in baseline_untracked.items() if now.get(p) == h}
+    for path, chunk in _split_diff(res.output):
+        if path in unchanged_baseline:
+            continue
+        if is_excluded(path):
+            excluded.append(path)
+            continue
+        kept.append(chunk)
+    patch = "".join(kept)
+    if patch and not patch.endswith("\n"):
+        patch += "\n"
+    return Candidate(patch, excluded)
+
+
+def untracked_hashes(sandbox: Sandbox) -> dict[str, str]:
+    """{path: git blob sha} of untracked, non-ignored files (the prepared Base's loose build outputs)."""
+    res = sandbox.run(f"cd /testbed && {GIT} ls-files -z --others --exclude-standard | "
+                      f"xargs -0 -r {GIT} hash-object --", timeout=300)
+    names = sandbox.run(f"cd /testbed && {GIT} ls-files --others --exclude-standard", timeout=300)
+    paths = [p for p in names.output.splitlines() if p]
+    hashes = [h for h in res.output.split() if len(h) == 40]
+    return dict(zip(paths, hashes)) if len(paths) == len(hashes) else {}

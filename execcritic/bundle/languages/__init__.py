@@ -1,0 +1,190 @@
+"""Language-specific test-patch rules, dispatched by file extension (one module per language).
+
+Why: "tests only" (SPEC §2.1) and "every added test is declared" mean different things in each
+language (pytest `def test_x`, Rust `#[test] fn x`, Go `func TestX(t *testing.T)`, JUnit `@Test`...).
+The patch module stays language-neutral and asks this package.
+
+The interface of a language module `execcritic/bundle/languages/<name>.py` (module-level names; the
+package discovers every module in this directory, nothing else to register):
+
+    LANGUAGE: str                      # e.g. "python", "rust"; Task.language uses the same names
+    EXTENSIONS: tuple[str, ...]        # source-file suffixes it owns, lower case, e.g. (".py", ".pyi")
+    def is_test_path(path: str) -> bool
+        # `path` is repository-relative, '/'-separated, no leading './'. True if a file with this
+        # suffix at this path is test code (a test file, a test helper/fixture module) rather than
+        # product source.
+    def added_tests(path: str, added_lines: list[str], removed_lines: list[str]) -> list[str]
+        # The names of tests the hunk lines of one file ADD (as the runner would name them; bare
+        # names are fine, e.g. "test_xor" or "TestParse"). `added_lines`/`removed_lines` are the
+        # '+'/'-' lines of that file's diff with the marker stripped, in patch order. A test whose
+        # definition line appears in both lists (moved or re-indented) is not new.
+    # optional:
+    def added_test_nodes(path: str, hunks: list[tuple[str, list[str]]]) -> list[DefInfo-like]
+        # Like added_tests, with what the hunks show of the enclosing scope. `hunks` is
+        # [(hunk header section text, hunk lines with their ' '/'+'/'-' markers)]. Each result has
+        # `.name`, `.scope` (tuple of enclosing classes/describe blocks), `.certain` (the whole
+        # scope is visible), `.siblings` (other test names of the same block, used to look the scope
+        # up in a dataset's ids) and `.section`. `languages.python.DefInfo` is such a class. When
+        # present, the patch module uses it instead of added_tests.
+    def forbidden_for_source(path: str) -> str | None
+        # Why a Repair *source* patch may not touch this file (runner config of this ecosystem),
+        # beyond the common rules; None if it may.
+    def test_support_path(path: str) -> bool
+        # True for non-test-code files that a test patch may add/change in this language ecosystem
+        # (snapshots, golden files, testdata/). The package already allows data files under test
+        # directories; use this for anything else.
+
+Files whose suffix no module claims (data, fixtures, snapshots) are judged by `is_test_data_path`:
+allowed only under a test directory. When two modules claim a suffix (`.h`: c and cpp), the caller's
+`language` (the task's) breaks the tie.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import posixpath
+from types import ModuleType
+
+# Directory names that mark a test tree in the ecosystems we serve. A data file (non-code) under one
+# of these is part of the tests.
+TEST_DIR_NAMES = frozenset(
+    {
+        "test",
+        "tests",
+        "testing",
+        "testcases",
+        "test_data",
+        "testdata",
+        "test-data",
+        "__tests__",
+        "__test__",
+        "spec",
+        "specs",
+        "fixtures",
+        "fixture",
+        "__fixtures__",
+        "__snapshots__",
+        "snapshots",
+        "unittests",
+        "unit_tests",
+        "unit-tests",
+        "regress",
+        "regression",
+        "it",
+        "e2e",
+        "baseline",
+        "baselines",
+        "test_files",
+        "testfiles",
+        "resources",
+        "mock_data",
+    }
+)
+# 'resources' and 'baseline(s)' only count *inside* a test tree (src/test/resources in Maven)
+_ONLY_NESTED = frozenset({"resources", "it", "baseline", "baselines", "mock_data", "regress", "regression"})
+
+_MODULES: dict[str, ModuleType] | None = None
+
+
+def _load() -> dict[str, ModuleType]:
+    global _MODULES
+    if _MODULES is None:
+        mods: dict[str, ModuleType] = {}
+        for info in pkgutil.iter_modules(__path__):  # type: ignore[name-defined]
+            if info.name.startswith("_"):
+                continue
+            mod = importlib.import_module(f"{__name__}.{info.name}")
+            if hasattr(mod, "LANGUAGE") and hasattr(mod, "is_test_path") and hasattr(mod, "added_tests"):
+                mods[mod.LANGUAGE] = mod
+        _MODULES = mods
+    return _MODULES
+
+
+def languages() -> list[str]:
+    return sorted(_load())
+
+
+def module_for_language(language: str) -> ModuleType | None:
+    return _load().get(language)
+
+
+def _suffix(path: str) -> str:
+    base = posixpath.basename(path).lower()
+    dot = base.rfind(".")
+    return base[dot:] if dot > 0 else ""
+
+
+def module_for_path(path: str, language: str | None = None) -> ModuleType | None:
+    """The language module that owns this file's suffix; `language` breaks ties (and wins if it owns
+    the suffix). None for data files and unknown suffixes."""
+    suffix = _suffix(path)
+    if not suffix:
+        return None
+    mods = _load()
+    if language and language in mods and suffix in getattr(mods[language], "EXTENSIONS", ()):
+        return mods[language]
+    owners = [m for m in mods.values() if suffix in getattr(m, "EXTENSIONS", ())]
+    return owners[0] if owners else None
+
+
+def under_test_dir(path: str) -> bool:
+    """True if some directory component of `path` marks a test tree (`tests/`, `__tests__/`, ...)."""
+    parts = [p.lower() for p in path.split("/")[:-1]]
+    for i, part in enumerate(parts):
+        if part in TEST_DIR_NAMES and (
+            part not in _ONLY_NESTED or any(q in TEST_DIR_NAMES and q not in _ONLY_NESTED for q in parts[:i])
+        ):
+            return True
+        if (
+            part.startswith("test_")
+            or part.endswith("_test")
+            or part.endswith("_tests")
+            or part.startswith("tests_")
+            or part.endswith("-tests")
+        ):
+            return True
+    return False
+
+
+def is_test_data_path(path: str) -> bool:
+    """A file no language module claims (data, fixture, snapshot): a test file only under a test dir."""
+    return under_test_dir(path)
+
+
+def is_test_path(path: str, language: str | None = None) -> bool:
+    """May a *test* patch add or change this file? Code files ask their language module; other files
+    are test data only under a test directory."""
+    mod = module_for_path(path, language)
+    if mod is not None:
+        if mod.is_test_path(path):
+            return True
+        support = getattr(mod, "test_support_path", None)
+        return bool(support and support(path))
+    for m in _load().values():
+        support = getattr(m, "test_support_path", None)
+        if support and support(path):
+            return True
+    return is_test_data_path(path)
+
+
+def added_tests(
+    path: str, added_lines: list[str], removed_lines: list[str], language: str | None = None
+) -> list[str]:
+    """Names of the tests one file's diff adds; [] for files no language module claims."""
+    mod = module_for_path(path, language)
+    if mod is None:
+        return []
+    return list(mod.added_tests(path, added_lines, removed_lines))
+
+
+__all__ = [
+    "TEST_DIR_NAMES",
+    "added_tests",
+    "is_test_data_path",
+    "is_test_path",
+    "languages",
+    "module_for_language",
+    "module_for_path",
+    "under_test_dir",
+]

@@ -1,0 +1,136 @@
+"""`execcritic bundle ...`: validate Test bundles, one directory or every official bundle of a dataset."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from execcritic.cli.common import JSON_OPTION, emit_json, fail, guarded
+from execcritic.errors import InputError
+
+app = typer.Typer(
+    no_args_is_help=True, help="Test bundles: validate (test.patch, test_command, test_contract.json)."
+)
+
+
+@app.command("check")
+def check(
+    directory: Optional[Path] = typer.Argument(
+        None, help="bundle directory: test.patch, test_command, test_contract.json"
+    ),
+    dataset: Optional[str] = typer.Option(
+        None, "--dataset", help="dataset file (parquet/JSONL) or hub id holding the task"
+    ),
+    instance: Optional[str] = typer.Option(
+        None, "--instance", help="instance_id of the task the bundle is for"
+    ),
+    oracle: Optional[str] = typer.Option(
+        None, "--oracle", help="validate the *official* bundle of every instance of this dataset instead"
+    ),
+    sources: Optional[Path] = typer.Option(
+        None,
+        "--sources",
+        help="release outlines standing in for Base sources (experiments/oracle_validation.py writes them)",
+    ),
+    out: Optional[Path] = typer.Option(None, "--out", help="also write the full JSON report here"),
+    min_rate: Optional[float] = typer.Option(
+        None, "--min-rate", help="exit 1 if the oracle valid rate is below this (0-1)"
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Exit 0 iff the bundle is valid; otherwise print every problem (exit 1). With --oracle, report the
+    rate of official bundles that validate and every rejection grouped by problem code."""
+    if oracle:
+        _check_oracle(oracle, sources, out, min_rate, as_json)
+        return
+    if directory is None:
+        fail(InputError("give a bundle DIRECTORY (with --dataset/--instance), or --oracle DATASET"), as_json)
+    from execcritic.bundle.model import TestBundle
+    from execcritic.bundle.validate import validate_bundle
+
+    task = None
+    with guarded(as_json):
+        bundle = TestBundle.from_dir(directory)
+        if dataset or instance:
+            if not (dataset and instance):
+                raise InputError("--dataset and --instance go together (the task the bundle is for)")
+            from execcritic.tasks import load_tasks
+
+            task = load_tasks(dataset, instance_ids=[instance]).get(instance)
+        problems = validate_bundle(bundle, task)
+    report = {
+        "valid": not problems,
+        "problems": [p.to_dict() for p in problems],
+        "bundle": str(directory),
+        "instance": instance,
+        "digest": bundle.digest(),
+    }
+    if out:
+        out.write_text(json.dumps(report, indent=2) + "\n")
+    if as_json:
+        emit_json(report)
+    else:
+        console = Console()
+        if not problems:
+            console.print(f"[green]valid[/green] {directory}" + (f" for {instance}" if instance else ""))
+        else:
+            console.print(f"[red]invalid[/red] {directory}: {len(problems)} problem(s)")
+            for p in problems:
+                console.print(f"  {p.artifact}: [bold]{p.code}[/bold] {p.message}", highlight=False)
+    raise typer.Exit(0 if not problems else 1)
+
+
+def _check_oracle(
+    dataset: str, sources: Optional[Path], out: Optional[Path], min_rate: Optional[float], as_json: bool
+) -> None:
+    from execcritic.bundle.oracle import check_official, load_rows, outline_reader, summarize
+
+    with guarded(as_json):
+        tasks, bad, sha = load_rows(dataset)
+        outlines = None
+        if sources is not None:
+            if not sources.is_file():
+                raise InputError("outlines file not found", file=str(sources))
+            outlines = json.loads(sources.read_text())
+        results = []
+        used = {}
+        for task in tasks:
+            reader = outline_reader(outlines, task) if outlines else None
+            r = check_official(task)
+            needs_base = r.inferred or any(p.code.startswith("oracle.") for p in r.problems)
+            if reader is not None and needs_base:
+                r = check_official(task, read_base=reader)
+                used[task.instance_id] = f"{task.repo}@{task.version}"
+            results.append(r)
+        report = summarize(results + bad)
+        report["dataset"] = {"source": dataset, "rows": len(tasks) + len(bad), "sha256": sha}
+        report["release_sources_used"] = used
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=1) + "\n")
+    if as_json:
+        emit_json(report)
+    else:
+        console = Console()
+        console.print(
+            f"official bundles of {dataset}: [bold]{report['valid']}/{report['total']}[/bold] valid "
+            f"({report['rate']:.1%})" + (f"; Base stand-ins used for {len(used)}" if used else "")
+        )
+        table = Table(title="rejections by problem code")
+        table.add_column("code")
+        table.add_column("n", justify="right")
+        table.add_column("instances")
+        for code, ids in report["rejections_by_code"].items():
+            table.add_row(code, str(len(ids)), " ".join(ids))
+        console.print(table)
+        for rej in report["rejections"]:
+            console.print(f"[bold]{rej['instance_id']}[/bold]", highlight=False)
+            for p in rej["problems"]:
+                console.print(f"   {p['code']}: {p['message'][:300]}", highlight=False)
+    if min_rate is not None and report["rate"] < min_rate:
+        raise typer.Exit(1)

@@ -1,0 +1,90 @@
+"""The manifest every result under results/ carries: enough to trust a number and regenerate it.
+
+git SHA (and whether the tree was dirty), the exact command, the protocol config and its deviations
+from the paper, harness and prompt digests, model, dataset ids + hashes, seeds, timings, host facts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from execcritic import __version__
+from execcritic.config import PAPER, ProtocolConfig
+
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+def git_state(repo: Path | None = None) -> dict[str, Any]:
+    repo = repo or _PACKAGE_DIR.parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
+                                    capture_output=True, text=True, timeout=10).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        return {"sha": None, "dirty": None}
+    return {"sha": sha or None, "dirty": dirty}
+
+
+def harness_digest() -> str:
+    """sha256 over the harness-defining sources: bundle validation, runners, classifier, executor."""
+    h = hashlib.sha256()
+    for sub in ("bundle", "runners", "harness", "sandbox"):
+        for path in sorted((_PACKAGE_DIR / sub).rglob("*.py")):
+            h.update(str(path.relative_to(_PACKAGE_DIR)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def host_facts() -> dict[str, Any]:
+    return {"hostname": socket.gethostname(), "platform": platform.platform(), "python": sys.version.split()[0],
+            "cpus": os.cpu_count(), "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE")}
+
+
+def build_manifest(*, command: list[str] | str | None = None, config: ProtocolConfig = PAPER,
+                   datasets: list[dict[str, Any]] | None = None, model: dict[str, Any] | None = None,
+                   seeds: list[int] | None = None, timings: dict[str, float] | None = None,
+                   extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    from execcritic.agents.prompts import prompt_digests
+
+    if command is None:
+        command = sys.argv
+    if not isinstance(command, str):
+        command = shlex.join(str(c) for c in command)
+    return {
+        "execcritic_version": __version__,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "command": command,
+        "git": git_state(),
+        "config": config.to_dict(),
+        "config_digest": config.digest(),
+        "deviations_from_paper": {k: {"paper": a, "used": b} for k, (a, b) in config.deviations().items()},
+        "harness_digest": harness_digest(),
+        "prompt_digests": prompt_digests(),
+        "model": model,
+        "datasets": datasets or [],
+        "seeds": seeds or [],
+        "timings": timings or {},
+        "host": host_facts(),
+        **(extra or {}),
+    }
+
+
+def write_result(path: str | Path, payload: dict[str, Any], manifest: dict[str, Any]) -> Path:
+    """Write `payload` with its manifest as one JSON document (atomic rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps({"manifest": manifest, **payload}, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+    return path

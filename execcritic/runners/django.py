@@ -1,0 +1,378 @@
+"""Django's own test runner: `./tests/runtests.py [options] label...`.
+
+A label is dotted: `app` or `app.tests` (module), `app.tests.SomeTests` (class) or
+`app.tests.SomeTests.test_x` (method, the only node-level label). A label with `/` is a directory
+or file path. Django's results are unittest's verbose lines, `test_x (app.tests.SomeTests) ... ok`
+(`test_x (app.tests.SomeTests.test_x)` on Python >= 3.11); a test with a docstring prints the
+docstring's first line in place of its id, which is what SWE-bench's parser keys it by, so this
+runner's parser also records the id printed on the line before.
+
+Outcomes: unittest reports an exception raised in the test body as ERROR. That is a behavioral
+failure of the exercised code (Django #16901's RecursionError), so ERROR maps to FAILED here; failed
+imports and class/module fixtures (`_FailedTest`, `setUpClass (...)`) are load errors.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import TYPE_CHECKING, Sequence
+
+from execcritic.bundle.command import ParsedCommand
+from execcritic.bundle.problems import TEST_COMMAND, Problem
+from execcritic.runners.base import Node, Outcome, Runner, Selection, Selector, register
+from execcritic.runners.pytest import official_test_line
+
+if TYPE_CHECKING:  # pragma: no cover
+    from execcritic.tasks.model import Task
+
+_PYTHON = re.compile(r"^(python|python3|python3\.\d+|python2(\.\d+)?)$")
+_ID = re.compile(r"^(?P<name>\w+) \((?P<where>[\w.]+)\)$")
+_VALUE_OPTIONS = {
+    "--settings",
+    "--parallel",
+    "--verbosity",
+    "-v",
+    "--tag",
+    "--exclude-tag",
+    "-k",
+    "--start-at",
+    "--start-after",
+    "--selenium",
+    "--selenium-hub",
+    "--external-host",
+    "--shuffle",
+    "--durations",
+    "--bisect",
+    "--pair",
+}
+_OPTIONAL_VALUE = {"--parallel", "--shuffle"}
+_NARROW = {"-k", "--tag", "--exclude-tag", "--start-at", "--start-after"}
+_FLAGS_OK = {
+    "--noinput",
+    "--no-input",
+    "--failfast",
+    "--keepdb",
+    "--reverse",
+    "--debug-sql",
+    "-d",
+    "--timing",
+    "-b",
+    "--buffer",
+    "--no-faulthandler",
+    "--headless",
+    "--force-color",
+    "--no-color",
+    "--debug-mode",
+}
+_REJECT = {
+    "--bisect": "`--bisect` searches for an interacting test across the whole suite; select the nodes",
+    "--pair": "`--pair` runs a label against the whole suite; select the nodes",
+    "--pdb": "an interactive debugger waits for input; remove it",
+    "-h": "prints help and runs nothing",
+    "--help": "prints help and runs nothing",
+    "--version": "prints the version and runs nothing",
+}
+_SETTINGS = re.compile(r"^[A-Za-z_][\w.]*$")
+
+
+def _is_class(part: str) -> bool:
+    return part[:1].isupper()
+
+
+def module_label(path: str) -> str:
+    """`tests/queries/tests.py` -> `queries.tests`; `tests/forms_tests/tests/__init__.py` ->
+    `forms_tests.tests`."""
+    p = path.strip("/").removeprefix("./")
+    if p.startswith("tests/"):
+        p = p[len("tests/") :]
+    if p.endswith(".py"):
+        p = p[:-3]
+    if p.endswith("/__init__"):
+        p = p[: -len("/__init__")]
+    return p.replace("/", ".")
+
+
+@register
+class DjangoRunner(Runner):
+    name = "django"
+    language = "python"
+    log_parser = "parse_log_django"
+
+    def serves(self, task: "Task") -> bool:
+        return task.repo == "django/django" or task.log_parser == "parse_log_django"
+
+    def _runtests_args(self, cmd: ParsedCommand) -> list[str] | None:
+        argv = list(cmd.argv)
+        if not argv:
+            return None
+        i = 0
+        if _PYTHON.match(argv[0].rsplit("/", 1)[-1]):
+            i = 1
+            while i < len(argv) and argv[i].startswith("-"):
+                if argv[i] in ("-X", "-W"):
+                    i += 2
+                elif argv[i] == "-m":
+                    return None
+                else:
+                    i += 1
+            if i >= len(argv):
+                return None
+        prog = argv[i]
+        if (
+            prog.removeprefix("./") in ("tests/runtests.py", "runtests.py")
+            or prog == "/testbed/tests/runtests.py"
+        ):
+            where = self._script_path(prog, cmd)
+            if where == "tests/runtests.py":
+                return argv[i + 1 :]
+        return None
+
+    @staticmethod
+    def _script_path(prog: str, cmd: ParsedCommand) -> str:
+        p = prog.removeprefix("/testbed/").removeprefix("./")
+        cwd = cmd.cwd_in_repo()
+        return f"{cwd}/{p}".strip("/") if cwd else p
+
+    def recognizes(self, cmd: ParsedCommand) -> bool:
+        return self._runtests_args(cmd) is not None
+
+    def selection(self, cmd: ParsedCommand) -> Selection:
+        args = self._runtests_args(cmd)
+        sel = Selection()
+        if args is None:
+            sel.problems.append(
+                Problem("runner.unrecognized", TEST_COMMAND, "not Django's tests/runtests.py")
+            )
+            return sel
+        labels: list[str] = []
+        narrowing: list[str] = []
+        i = 0
+        while i < len(args):
+            a = args[i]
+            if not a.startswith("-"):
+                labels.append(a)
+                i += 1
+                continue
+            name, eq, value = a.partition("=")
+            if name in _REJECT:
+                sel.problems.append(
+                    Problem("runner.forbidden_option", TEST_COMMAND, f"runtests.py {name}: {_REJECT[name]}")
+                )
+            if name in _VALUE_OPTIONS and not eq:
+                nxt = args[i + 1] if i + 1 < len(args) else None
+                if name in _OPTIONAL_VALUE and (nxt is None or not re.match(r"^(\d+|auto)$", nxt)):
+                    value = ""
+                    i += 1
+                else:
+                    value = nxt or ""
+                    i += 2
+            else:
+                i += 1
+            if name == "--settings" and value and not _SETTINGS.match(value):
+                sel.problems.append(
+                    Problem(
+                        "runner.bad_option",
+                        TEST_COMMAND,
+                        f"--settings {value!r} must be a dotted settings module",
+                    )
+                )
+            if name in _NARROW:
+                narrowing.append(f"{name} {value}".strip())
+            elif name not in _VALUE_OPTIONS and name not in _FLAGS_OK and name not in _REJECT:
+                sel.problems.append(
+                    Problem(
+                        "runner.unknown_option",
+                        TEST_COMMAND,
+                        f"runtests.py option {name!r} is not one this harness knows; remove it",
+                    )
+                )
+        for label in labels:
+            sel.selectors.append(self._classify(label))
+        if not labels:
+            sel.selectors.append(
+                Selector("(no labels)", "suite", note="runtests.py without labels runs the whole suite")
+            )
+        if narrowing and not all(s.level == "node" for s in sel.selectors):
+            for n in narrowing:
+                if n.startswith("-k"):
+                    sel.selectors.append(
+                        Selector(
+                            n,
+                            "pattern",
+                            note="a -k pattern next to a module or class label selects every match",
+                        )
+                    )
+        return sel
+
+    def _classify(self, label: str) -> Selector:
+        if "/" in label or label.endswith(".py"):
+            return Selector(
+                label,
+                "directory" if not label.endswith(".py") else "file",
+                note="a path label runs every test under it",
+            )
+        parts = label.split(".")
+        if any(not re.match(r"^\w+$", p) for p in parts):
+            return Selector(label, "unknown", note="not a dotted label")
+        if len(parts) >= 3 and parts[-1].startswith("test") and _is_class(parts[-2]):
+            node = Node(self.name, parts[-1], ".".join(parts[:-2]), (parts[-2],), None, label)
+            return Selector(label, "node", node=node)
+        if _is_class(parts[-1]):
+            return Selector(label, "class")
+        return Selector(
+            label,
+            "file" if len(parts) > 1 else "directory",
+            note="a module label runs every test in it"
+            if len(parts) > 1
+            else "an app label runs every test in the app",
+        )
+
+    # ---- nodes -----------------------------------------------------------------------------------
+    def parse_node(self, text: str) -> Node:
+        """`test_x (app.tests.C)`, `test_x (app.tests.C.test_x)`, `app.tests.C.test_x`, `C.test_x`,
+        `test_x`. Anything else (a docstring-style SWE-bench name) becomes a name-only node that no
+        label can bind; `execcritic.bundle.oracle` resolves those from the source."""
+        s = text.strip()
+        m = _ID.match(s)
+        if m:
+            name, where = m.group("name"), m.group("where").split(".")
+            if where[-1] == name and len(where) >= 2:
+                where = where[:-1]
+            if len(where) >= 2 and _is_class(where[-1]):
+                return Node(self.name, name, ".".join(where[:-1]), (where[-1],), None, s)
+            return Node(self.name, name, ".".join(where), (), None, s)
+        if re.match(r"^[\w.]+$", s):
+            parts = s.split(".")
+            name = parts[-1]
+            rest = parts[:-1]
+            scope: tuple[str, ...] = ()
+            if rest and _is_class(rest[-1]):
+                scope = (rest.pop(),)
+            return Node(self.name, name, ".".join(rest) or None, scope, None, s)
+        if "::" in s:  # pytest-style written for a Django test: tests/app/tests.py::C::test_x
+            path, _, tail = s.partition("::")
+            parts = tail.split("::")
+            return Node(self.name, parts[-1], module_label(path), tuple(parts[:-1]), None, s)
+        return Node(self.name, s, None, (), None, s)
+
+    def binds(self, selected: Node, declared: Node) -> bool:
+        if selected.name != declared.name:
+            return False
+        if declared.scope and tuple(declared.scope) != tuple(selected.scope):
+            return False
+        if declared.path and selected.path:
+            a, b = selected.path, declared.path
+            if not (a == b or a.endswith("." + b) or b.endswith("." + a)):
+                return False
+        return True
+
+    def label(self, node: Node) -> str:
+        if not node.path or not node.scope:
+            raise ValueError(f"Django node {node} needs its module and class (app.tests.Class.test_x)")
+        return ".".join([node.path, *node.scope, node.name])
+
+    def node_for_file(self, path: str, scope: tuple[str, ...], name: str) -> Node:
+        return Node(
+            self.name,
+            name,
+            module_label(path),
+            tuple(scope),
+            None,
+            ".".join([module_label(path), *scope, name]),
+        )
+
+    # ---- commands --------------------------------------------------------------------------------
+    def command_prefix(self, task: "Task | None") -> list[str]:
+        line = official_test_line(task) if task else None
+        if line:
+            tokens = shlex.split(line)
+            prefix = []
+            for i, tok in enumerate(tokens):
+                if (
+                    i > 0
+                    and not tok.startswith("-")
+                    and not (prefix and prefix[-1] in _VALUE_OPTIONS and "=" not in prefix[-1])
+                ):
+                    break
+                prefix.append(tok)
+            if prefix and self.recognizes(ParsedCommand(line, argv=tuple(prefix))):
+                return prefix
+        return ["./tests/runtests.py", "--verbosity", "2", "--settings=test_sqlite", "--parallel", "1"]
+
+    def build_command(self, nodes: Sequence[Node], *, task: "Task | None" = None) -> str:
+        labels: list[str] = []
+        for node in nodes:
+            lab = self.label(node)
+            if lab not in labels:
+                labels.append(lab)
+        return " ".join([*(shlex.quote(t) for t in self.command_prefix(task)), *labels])
+
+    def observed_command(self, cmd: ParsedCommand) -> ParsedCommand:
+        """Force `--verbosity 2` (one result line per test); selection is unchanged."""
+        args = self._runtests_args(cmd)
+        if args is None:
+            return cmd
+        argv = list(cmd.argv)
+        start = len(argv) - len(args)
+        out = argv[:start]
+        i = start
+        while i < len(argv):
+            a = argv[i]
+            if a in ("--verbosity", "-v") and i + 1 < len(argv):
+                i += 2
+                continue
+            if a.startswith("--verbosity=") or re.match(r"^-v\d$", a):
+                i += 1
+                continue
+            out.append(a)
+            i += 1
+        out[start:start] = ["--verbosity", "2"]
+        return cmd.with_argv(out)
+
+    # ---- results ---------------------------------------------------------------------------------
+    def parse_results(self, log: str, parser: str | None = None) -> dict[str, str]:
+        """swebench's Django parser, plus the real id of every test whose docstring line it keyed
+        the result by (`test_x (app.tests.C)` on the line before `Docstring ... ok`)."""
+        from execcritic.evaluation.swebench_compat import parser_for
+
+        results = dict(parser_for(parser or self.log_parser)(log))
+        lines = [ln.strip() for ln in log.split("\n")]
+        for prev, line in zip(lines, lines[1:]):
+            if _ID.match(prev) and " ... " in line:
+                doc, _, status = line.rpartition(" ... ")
+                if doc in results:
+                    results.setdefault(prev, results[doc])
+        return results
+
+    def result_for(self, node: Node, results: dict[str, str]) -> str | None:
+        """Only full ids count (`test_x (app.tests.C)` / `(...C.test_x)`): the parser also records the
+        bare name of every `ERROR: test_x (...)` header, and `_FailedTest` entries are load errors."""
+        for key, status in results.items():
+            if not _ID.match(key) or "_FailedTest" in key:
+                continue
+            if key == node.text or self.binds(self.parse_node(key), node):
+                return status
+        return None
+
+    def outcome(self, status: str) -> Outcome:
+        if status == "ERROR":
+            return Outcome.FAILED  # an exception raised in the test body is behavioral
+        return super().outcome(status)
+
+    def load_errors(self, results: dict[str, str], log: str) -> list[str]:
+        out = []
+        for key, status in results.items():
+            if "_FailedTest" in key or re.match(
+                r"^(setUpClass|setUpModule|tearDownClass|tearDownModule) \(", key
+            ):
+                out.append(f"{key}: {status}")
+        for line in log.splitlines():
+            m = re.match(r"^\s*ImportError: Failed to import test module: (\S+)", line)
+            if m:
+                out.append(f"failed to import test module {m.group(1)}")
+            m = re.match(r"^\s*(ModuleNotFoundError|ImportError|AttributeError): (.*)$", line)
+            if m and ("_FailedTest" in log or "Failed to import" in log):
+                out.append(f"{m.group(1)}: {m.group(2)[:200]}")
+        seen: set[str] = set()
+        return [o for o in out if not (o in seen or seen.add(o))]  # type: ignore[func-returns-value]
