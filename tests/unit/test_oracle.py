@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.paths import VERIFIED
+
 from execcritic.bundle.oracle import (
     GENERATED_ENTRYPOINT,
     build_oracle,
@@ -21,7 +23,7 @@ from execcritic.bundle.oracle import (
 from execcritic.bundle.validate import validate_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = Path("/work/shared/data/swebench/verified_test.parquet")
+DATA = VERIFIED
 OUTLINES = ROOT / "results" / "oracle_validation" / "verified_test.release_outlines.json"
 pytestmark = pytest.mark.skipif(not DATA.exists(), reason="SWE-bench Verified parquet not available")
 

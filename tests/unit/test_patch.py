@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.paths import VERIFIED
+
 from execcritic.bundle import languages
 from execcritic.bundle.patch import (
     added_tests,
@@ -16,7 +18,7 @@ from execcritic.bundle.patch import (
     test_patch_problems,
 )
 
-DATA = Path("/work/shared/data/swebench/verified_test.parquet")
+DATA = VERIFIED
 needs_data = pytest.mark.skipif(not DATA.exists(), reason="SWE-bench Verified parquet not available")
 
 

@@ -20,12 +20,14 @@ import os
 
 import pytest
 
+from tests import paths
+
 from execcritic.bundle.command import parse_command
 from execcritic.bundle.languages import added_tests, is_test_path
 from execcritic.runners import Node, Outcome, get_runner, runner_for_command, runner_for_task
 from execcritic.tasks.model import Task
 
-MULTILINGUAL = "/work/shared/data/swebench/multilingual_test.parquet"
+MULTILINGUAL = str(paths.MULTILINGUAL)
 
 
 def sel(text: str):

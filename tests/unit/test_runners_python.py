@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.paths import VERIFIED
+
 from execcritic.bundle.command import parse_command
 from execcritic.runners import Outcome, get_runner, runner_for_command
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
-DATA = Path("/work/shared/data/swebench/verified_test.parquet")
+DATA = VERIFIED
 needs_data = pytest.mark.skipif(not DATA.exists(), reason="SWE-bench Verified parquet not available")
 
 pytest_runner = get_runner("pytest")

@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.paths import VERIFIED
+
 from execcritic.bundle.model import TestBundle
 from execcritic.bundle.validate import validate_bundle
 from execcritic.config import HarnessConfig
 
-DATA = Path("/work/shared/data/swebench/verified_test.parquet")
+DATA = VERIFIED
 needs_data = pytest.mark.skipif(not DATA.exists(), reason="SWE-bench Verified parquet not available")
 
 CONTRACT = {

@@ -1,0 +1,114 @@
+"""Run units of work in parallel (threads on one machine, or Ray across many) with live progress.
+
+The driver owns the RecordStore: workers return records, the driver appends them, so a record exists
+iff its unit finished. A unit that raises is logged to `<store>.errors.jsonl` and left undone, so a
+resume retries it; an operational problem *inside* a unit (timeouts, invalid executions) is part of its
+record, not an exception.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from collections import Counter
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from execcritic.pipeline.records import RecordStore
+
+
+@dataclass(frozen=True)
+class Unit:
+    key: str
+    payload: Any                    # whatever the unit function needs (picklable for Ray)
+
+
+@dataclass
+class RunSummary:
+    total: int = 0
+    skipped: int = 0                # already in the store (resume)
+    done: int = 0
+    errors: int = 0
+    counts: Counter = field(default_factory=Counter)
+    wall_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"total": self.total, "skipped": self.skipped, "done": self.done, "errors": self.errors,
+                "counts": dict(self.counts), "wall_s": round(self.wall_s, 2)}
+
+
+def _describe(label: str, counts: Counter, errors: int) -> str:
+    shown = " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+    return f"{label} [{shown}{' ' if shown else ''}errors={errors}]"
+
+
+def run_units(units: Sequence[Unit], fn: Callable[[Any], dict[str, Any]], *, store: RecordStore, workers: int = 1,
+              backend: str = "threads", label: str = "units", count: Callable[[dict], dict[str, int]] | None = None,
+              show_progress: bool = True, ray_address: str | None = None) -> RunSummary:
+    summary = RunSummary(total=len(units))
+    todo = [u for u in units if u.key not in store]
+    summary.skipped = len(units) - len(todo)
+    errors_path = store.path.with_suffix(".errors.jsonl")
+    started = time.monotonic()
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        disable=not show_progress, transient=False)
+
+    def finish(unit: Unit, record: dict | None, exc: BaseException | None, bar) -> None:
+        if exc is not None:
+            summary.errors += 1
+            with errors_path.open("a") as fh:
+                fh.write(json.dumps({"key": unit.key, "error": f"{type(exc).__name__}: {exc}",
+                                     "traceback": "".join(traceback.format_exception(exc))[-4000:],
+                                     "t": time.time()}) + "\n")
+        else:
+            assert record is not None
+            record = {**record, "key": unit.key}
+            store.append(record)
+            summary.done += 1
+            if count:
+                summary.counts.update({k: int(v) for k, v in count(record).items()})
+        progress.update(bar, advance=1, description=_describe(label, summary.counts, summary.errors))
+
+    with progress:
+        bar = progress.add_task(_describe(label, summary.counts, 0), total=len(todo))
+        if backend == "threads":
+            with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+                pending = {pool.submit(fn, u.payload): u for u in todo}
+                while pending:
+                    finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    for fut in finished:
+                        unit = pending.pop(fut)
+                        exc = fut.exception()
+                        finish(unit, None if exc else fut.result(), exc, bar)
+        elif backend == "ray":
+            _run_ray(todo, fn, workers, finish, bar, ray_address)
+        else:
+            raise ValueError(f"unknown backend {backend!r}; use 'threads' or 'ray'")
+    summary.wall_s = time.monotonic() - started
+    return summary
+
+
+def _run_ray(todo: Sequence[Unit], fn, workers: int, finish, bar, address: str | None) -> None:
+    """Scale-out path: one Ray task per unit, at most `workers` in flight; results come back to the driver."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
+    remote = ray.remote(fn)
+    queue = list(todo)
+    inflight: dict[Any, Unit] = {}
+    while queue or inflight:
+        while queue and len(inflight) < max(1, workers):
+            unit = queue.pop(0)
+            inflight[remote.remote(unit.payload)] = unit
+        ready, _ = ray.wait(list(inflight), num_returns=1)
+        for ref in ready:
+            unit = inflight.pop(ref)
+            try:
+                finish(unit, ray.get(ref), None, bar)
+            except Exception as exc:  # the unit raised on the worker
+                finish(unit, None, exc, bar)
