@@ -1,0 +1,79 @@
+"""Model specs: one string names how to get a ChatModel, so configs and records stay plain data.
+
+  openai:<base_url>#<model>[?key_env=VAR&max_tokens=N]
+                                   OpenAI-compatible endpoint, bash tool via function calling
+  openai-text:<base_url>#<model>   same endpoint, one fenced ```bash block per turn (no tool calls)
+  local                            the embedded CPU default (SmolLM2-135M-Instruct behind
+                                   `transformers serve`), started once by the driver and rewritten
+                                   to an `openai-text:` spec before work is dispatched
+  scripted:<module>:<factory>      a deterministic scripted stand-in, factory(task, role, run_index)
+
+API keys come from the environment (OPENAI_API_KEY by default, or `?key_env=NAME` appended to the
+spec); they are never part of a spec or a record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from contextlib import contextmanager
+from typing import Iterator
+
+from execcritic.agents.models.base import ChatModel, SamplingConfig
+from execcritic.errors import InputError
+from execcritic.tasks.model import Task
+
+
+def _split(spec: str) -> tuple[str, str, dict[str, str]]:
+    body, _, query = spec.partition("?")
+    options = dict(part.partition("=")[::2] for part in query.split("&") if part) if query else {}
+    unknown = set(options) - {"key_env", "max_tokens"}
+    if unknown:
+        raise InputError(f"model spec {spec!r}: unknown option(s) {sorted(unknown)}; known: key_env, max_tokens",
+                         field="model")
+    base, sep, model = body.partition("#")
+    if not sep or not model:
+        raise InputError(f"model spec {spec!r} needs '#<model name>' after the base URL", field="model")
+    return base, model, options
+
+
+def make_model(spec: str, *, task: Task, role: str, run_index: int = 0, sampling: SamplingConfig | None = None
+               ) -> ChatModel:
+    if spec.startswith("scripted:"):
+        try:
+            _, module, factory = spec.split(":", 2)
+            fn = getattr(importlib.import_module(module), factory)
+        except (ValueError, ImportError, AttributeError) as exc:
+            raise InputError(f"cannot load scripted policy {spec!r}: {exc}", field="model") from exc
+        return fn(task, role, run_index)
+    for prefix, mode in (("openai-text:", "text"), ("openai:", "tools")):
+        if spec.startswith(prefix):
+            from execcritic.agents.models.openai_model import OpenAIChatModel
+
+            base, model, options = _split(spec[len(prefix):])
+            if "max_tokens" in options:
+                sampling = dataclasses.replace(sampling or SamplingConfig(), max_tokens=int(options["max_tokens"]))
+            return OpenAIChatModel(base, model, tool_mode=mode, sampling=sampling,
+                                   api_key_env=options.get("key_env") or None)
+    if spec == "local":
+        raise InputError("the 'local' model must be started by the driver (use `served_specs`)", field="model")
+    raise InputError(f"unknown model spec {spec!r}; use openai:<url>#<model>, openai-text:<url>#<model>, "
+                     "local, or scripted:<module>:<factory>", field="model")
+
+
+LOCAL_MAX_TOKENS = 384
+
+
+@contextmanager
+def served_specs(*specs: str | None) -> Iterator[list[str | None]]:
+    """Start the embedded CPU server if any spec is 'local'; yield the specs with 'local' rewritten."""
+    if "local" not in specs:
+        yield list(specs)
+        return
+    from execcritic.agents.models.local_server import LocalModelServer
+
+    with LocalModelServer() as server:
+        url = f"http://{server.host}:{server.port}/v1"
+        # SmolLM2's whole context is 8k tokens: cap replies (a recorded deviation from the 8,192 budget)
+        local = f"openai-text:{url}#{server.model_name}?max_tokens={LOCAL_MAX_TOKENS}"
+        yield [local if s == "local" else s for s in specs]
