@@ -258,7 +258,7 @@ def _die_with_parent() -> None:
         import ctypes
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except Exception:  # noqa: BLE001 - best effort; not available off Linux
+    except Exception:  # noqa: BLE001, S110 - best effort; not available off Linux
         pass
 
 
@@ -345,7 +345,8 @@ class LocalModelServer:
             self.proc = subprocess.Popen(
                 transformers_serve_command(model_dir, host=self.host, port=self.port, device=self.device),
                 stdout=self._log_fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=_server_env(self.threads), start_new_session=True, preexec_fn=_die_with_parent)
+                env=_server_env(self.threads), start_new_session=True,
+                preexec_fn=_die_with_parent)  # noqa: PLW1509 - prctl only, no locks taken
             try:
                 self._wait_ready(started)
             except ModelServerError:
@@ -418,7 +419,7 @@ class LocalModelServer:
         return OpenAIChatModel(self.base_url, self.model_name, tool_mode=tool_mode,
                                sampling=sampling or SamplingConfig(temperature=0.0, max_tokens=256), **kwargs)
 
-    def __enter__(self) -> LocalModelServer:
+    def __enter__(self) -> LocalModelServer:  # noqa: PYI034
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
