@@ -10,12 +10,27 @@ command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v patch >/dev/null 2>&1 || need+=(patch)
 command -v jq >/dev/null 2>&1 || need+=(jq)
-[ ${#need[@]} -eq 0 ] && exit 0
+# Django's eval commands export LANG=en_US.UTF-8; without the locale its tests change behaviour
+locale_missing=0
+locale -a 2>/dev/null | grep -qi '^en_US\.utf-\?8$' || locale_missing=1
+[ $locale_missing = 1 ] && ! command -v locale-gen >/dev/null 2>&1 && need+=(locales)
+gen_locale() {
+  [ $locale_missing = 1 ] || return 0
+  if [ "$(id -u)" = 0 ] && command -v locale-gen >/dev/null 2>&1; then
+    sed -i '/en_US.UTF-8/s/^# //g' /etc/locale.gen 2>/dev/null
+    grep -q '^en_US.UTF-8' /etc/locale.gen 2>/dev/null || echo 'en_US.UTF-8 UTF-8' >> /etc/locale.gen
+    locale-gen >/dev/null 2>&1 && echo "system-deps: generated the en_US.UTF-8 locale"
+  else
+    echo "system-deps: the en_US.UTF-8 locale is missing (Django tasks need it)"
+  fi
+}
+if [ ${#need[@]} -eq 0 ]; then gen_locale; exit 0; fi
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "system-deps: installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
   (apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}") >/tmp/execcritic-apt.log 2>&1 \
     || { echo "system-deps: apt-get failed (see /tmp/execcritic-apt.log)"; exit 0; }
+  gen_locale
 else
   echo "system-deps: missing ${need[*]} - install them with your package manager;" \
        "tests that need them are skipped with the reason"

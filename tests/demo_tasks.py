@@ -120,12 +120,33 @@ class DemoTask:
 
     @property
     def activate(self) -> str:
-        return f"source {self.venv}/bin/activate"
+        # the project is importable from the checkout, as an editable install would make it
+        return f"source {self.venv}/bin/activate && export PYTHONPATH=/testbed"
+
+    def task_row(self, suffix: str = "demo-1") -> dict:
+        """A dataset row for this task under another instance id, naming its local environment."""
+        row = self.task.to_row()
+        row["instance_id"] = f"{self.spec.name}__{suffix}"
+        row["local_environment"] = {"checkout": str(self.repo), "venv": str(self.venv),
+                                    "activation": self.activate}
+        return row
 
     def open_local(self, **kw):
         from execcritic.sandbox.local import LocalSandbox
 
         return LocalSandbox(self.repo, activate=self.activate, binds=[self.venv], **kw)
+
+
+def eval_script(base: str, test_file: str, test_patch: str) -> str:
+    """An eval script in the shape of SWE-bench Verified's (reset test files, apply the test patch,
+    run the test files between the markers, reset again)."""
+    return "\n".join([
+        "#!/bin/bash", "set -uxo pipefail", "cd /testbed",
+        "git config --global --add safe.directory /testbed", "git status",
+        f"git checkout {base} {test_file}",
+        "git apply -v - <<'EOF_114329324912'", test_patch.rstrip("\n"), "EOF_114329324912",
+        ": '>>>>> Start Test Output'", f"pytest -rA {test_file}", ": '>>>>> End Test Output'",
+        f"git checkout {base} {test_file}", ""])
 
 
 def build_demo(spec: DemoSpec, dest: Path) -> DemoTask:
@@ -161,5 +182,6 @@ def build_demo(spec: DemoSpec, dest: Path) -> DemoTask:
     task = Task(instance_id=f"{spec.name}__demo-1", repo=spec.repo, base_commit=base, patch=gold,
                 test_patch=test_patch, problem_statement=spec.issue, fail_to_pass=spec.f2p,
                 pass_to_pass=spec.p2p, version=spec.version, log_parser="parse_log_pytest",
+                eval_script=eval_script(base, spec.test_file, test_patch), eval_type="pass_and_fail",
                 dataset="tests/demo_tasks.py")
     return DemoTask(spec, repo, pytest_venv(), task)

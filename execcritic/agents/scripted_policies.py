@@ -27,11 +27,13 @@ def _first_source_file(patch: str) -> str:
     raise ValueError("the gold patch names no file")
 
 
-def _heredoc(path: str, text: str) -> str:
+def _write_then(path: str, text: str, then: str) -> str:
+    """`cat > path <<'TAG' && then` with the body after it: the terminator must stand alone on its line."""
     tag = "EXECCRITIC_SCRIPTED_EOF"
     while tag in text:
         tag += "_X"
-    return f"cat > {path} <<'{tag}'\n{text if text.endswith(chr(10)) else text + chr(10)}{tag}"
+    body = text if text.endswith("\n") else text + "\n"
+    return f"cat > {path} <<'{tag}' && {then}\n{body}{tag}"
 
 
 def wrong_then_gold(task: Task, role: str = "repair", run_index: int = 0) -> ScriptedModel:
@@ -43,8 +45,8 @@ def wrong_then_gold(task: Task, role: str = "repair", run_index: int = 0) -> Scr
         [EXPORT],
         [f"echo {SUBMIT_MARKER} && cat /tmp/fix.patch"],
         # revision round 1: revert the wrong attempt, apply the fix, CHECK
-        [f"cd /testbed && git checkout -- {shlex.quote(target)} && " + _heredoc("/tmp/gold.patch", task.patch)
-         + " && git apply --whitespace=nowarn /tmp/gold.patch"],
+        [f"cd /testbed && git checkout -- {shlex.quote(target)} && "
+         + _write_then("/tmp/gold.patch", task.patch, "git apply --whitespace=nowarn /tmp/gold.patch")],
         [EXPORT],
         [f"echo {CHECK_MARKER} && cat /tmp/fix.patch"],
     ]

@@ -54,9 +54,9 @@ def _paths(cfg: PipelineConfig) -> dict[str, Path]:
 
 
 def _open(task: Task, cfg: PipelineConfig):
-    from execcritic.tasks.environment import environment_for
+    from execcritic.pipeline.envs import task_environment
 
-    env = environment_for(task, backend=cfg.backend)
+    env = task_environment(task, cfg.backend)
     return env, env.open_sandbox(memory_mb=cfg.memory_mb)
 
 
@@ -133,9 +133,9 @@ def repair_unit(payload: tuple[Task, str, int, dict | None, PipelineConfig]) -> 
 def score_unit(payload: tuple[Task, str, str, PipelineConfig]) -> dict[str, Any]:
     task, repair_key, patch, cfg = payload
     from execcritic.evaluation.official import evaluate_official
-    from execcritic.tasks.environment import environment_for
+    from execcritic.pipeline.envs import task_environment
 
-    res = evaluate_official(task, patch, environment_for(task, backend=cfg.backend))
+    res = evaluate_official(task, patch, task_environment(task, cfg.backend))
     return {"instance_id": task.instance_id, "repair_key": repair_key, **res.to_dict()}
 
 

@@ -12,6 +12,7 @@ The harness never guesses from substrings of a log; it asks the runner.
 from __future__ import annotations
 
 import enum
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Literal, Sequence
@@ -196,18 +197,24 @@ def runner_for_task(task: "Task") -> Runner | None:
 
 
 _LOADED = False
+_LOAD_LOCK = threading.Lock()
 
 
 def _load_builtin_runners() -> None:
+    """Import every runner module once (they register themselves). Thread-safe: pipeline workers
+    may ask for runners concurrently, and a half-filled registry would make a runner look missing."""
     global _LOADED
     if _LOADED:
         return
-    _LOADED = True
-    import importlib
-    import pkgutil
+    with _LOAD_LOCK:
+        if _LOADED:
+            return
+        import importlib
+        import pkgutil
 
-    import execcritic.runners as pkg
+        import execcritic.runners as pkg
 
-    for info in pkgutil.iter_modules(pkg.__path__):
-        if info.name not in ("base",):
-            importlib.import_module(f"execcritic.runners.{info.name}")
+        for info in pkgutil.iter_modules(pkg.__path__):
+            if info.name not in ("base",):
+                importlib.import_module(f"execcritic.runners.{info.name}")
+        _LOADED = True

@@ -110,6 +110,10 @@ def resolve_source(source: str) -> str:
 
 def load_tasks(source: str, split: str = "test", instance_ids: Sequence[str] | None = None) -> TaskSet:
     """Load and validate every row; the first bad row raises an InputError naming it."""
+    if source not in _NAMED_TASK_SETS and source in _BUILTIN_TASK_SETS:
+        import importlib
+
+        importlib.import_module(_BUILTIN_TASK_SETS[source])  # registers itself
     if source in _NAMED_TASK_SETS:
         return _NAMED_TASK_SETS[source](split=split, instance_ids=instance_ids)
     resolved = resolve_source(source)
@@ -137,6 +141,8 @@ def load_tasks(source: str, split: str = "test", instance_ids: Sequence[str] | N
 
 # Task sets defined by the suite itself (e.g. `verified-sdist`) register a loader here.
 _NAMED_TASK_SETS: dict[str, Any] = {}
+# Suite task sets registered on first use (module imported lazily: it may be heavy).
+_BUILTIN_TASK_SETS = {"verified-sdist": "execcritic.tasks.sdist"}
 
 
 def register_task_set(name: str, loader) -> None:

@@ -1,0 +1,3 @@
+from execcritic.cli import main
+
+main()

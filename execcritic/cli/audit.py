@@ -1,0 +1,45 @@
+"""`execcritic audit DATASET --test-source oracle`: Base gate + Gold audit over a task set (offline)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from execcritic.cli.common import JSON_OPTION, emit_json, guarded
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("audit")
+    def audit(dataset: str = typer.Argument("verified-sdist", help="task set"),
+              test_source: str = typer.Option("oracle", help="oracle | bundles:<generation.jsonl>"),
+              out: Path = typer.Option(Path("results/audit"), help="directory for records and the summary"),
+              instance: Optional[List[str]] = typer.Option(None, help="instance id (repeatable)"),
+              limit: Optional[int] = typer.Option(None),
+              workers: int = typer.Option(1), executor: str = typer.Option("threads", help="threads | ray"),
+              backend: Optional[str] = typer.Option(None, help="local | docker (default: the task's own)"),
+              no_progress: bool = typer.Option(False), as_json: bool = JSON_OPTION) -> None:
+        """Run the unchanged bundle on a fresh Base and on Gold; report Base-to-Gold success (Q = B*G)."""
+        from execcritic.pipeline.audit import AuditConfig, audit_path, run_audit, summarize_audit
+        from execcritic.results.manifest import build_manifest, write_result
+        from execcritic.tasks import load_tasks
+
+        with guarded(as_json):
+            ts = load_tasks(dataset, instance_ids=instance or None)
+            tasks = list(ts)[:limit] if limit else list(ts)
+            cfg = AuditConfig(out=str(audit_path(out, test_source)), test_source=test_source, backend=backend)
+            run = run_audit(tasks, cfg, workers=workers, backend=executor, show_progress=not no_progress)
+            summary = summarize_audit(tasks, cfg)
+            manifest = build_manifest(datasets=[ts.manifest()], extra={"records": cfg.out, "run": run.to_dict(),
+                                                                       "workers": workers, "executor": executor})
+            path = write_result(Path(cfg.out).with_suffix(".summary.json"), {"summary": summary}, manifest)
+        if as_json:
+            emit_json({"summary": summary, "summary_path": str(path)})
+            return
+        typer.echo(f"Base-to-Gold: {summary['b2g_pct']}% of {summary['tasks']} tasks "
+                   f"(B = {summary['B_pct']}%); misses: {json.dumps(summary['miss_kinds'])}")
+        for m in summary["misses"]:
+            typer.echo(f"  {m['instance_id']}: {m['miss']} (base={m['base']}, gold={m['gold']}) {m['error'][:150]}")
+        typer.echo(f"records: {cfg.out}\nsummary: {path}")

@@ -1,0 +1,419 @@
+"""The official evaluator V*: full FAIL_TO_PASS + PASS_TO_PASS, swebench's semantics, fail-closed.
+
+Two paths, one result type:
+- docker: swebench's own harness (`run_instance`) with the row's unchanged `eval_script` in the official
+  `sweb.eval.*` image named by the row; its report.json/test_output.txt are then re-checked here.
+- local: the same script body (reset the test files, apply the test patch, run the row's test command
+  on the same test files - SWE-bench's "test directives") inside the task environment's sandbox,
+  parsed with the row's `log_parser` and graded by swebench's `get_logs_eval`/`get_eval_report`.
+
+What swebench lacks and we add: a run that did not produce a result for every targeted node (collection
+or import error, missing node, timeout, OOM, sandbox failure, test patch not applying) is
+`valid=False` - never "unresolved". A candidate patch that does not apply is invalid with the apply
+diagnostic (swebench counts it as an "error", not as unresolved, too).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from execcritic.errors import ExecCriticError, InputError, SandboxError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from execcritic.tasks.environment import TaskEnvironment
+    from execcritic.tasks.model import Task
+
+START = ">>>>> Start Test Output"
+END = ">>>>> End Test Output"
+EXIT_MARK = ">>>>> Test Exit Code"
+TEST_PATCH_FAILED = ">>>>> Test Patch Apply Failed"
+# swebench.harness.run_evaluation.GIT_APPLY_CMDS, in its order (kept literal: importing that module
+# pulls in the docker SDK; tests assert the two lists agree).
+GIT_APPLY_CMDS = [
+    "git apply --verbose",
+    "git apply --verbose --3way",
+    "git apply --verbose --reject",
+    "patch --batch --forward --fuzz=5 -p1 -i",
+]
+DEFAULT_TIMEOUT_S = 1800.0  # swebench run_evaluation's default per-instance timeout
+PATCH_PATH = "/tmp/patch.diff"
+
+
+@dataclass
+class OfficialResult:
+    instance_id: str
+    resolved: bool
+    valid: bool                      # False: did not run to a result for every F2P/P2P node
+    patch_applied: bool
+    f2p_pass: list[str] = field(default_factory=list)
+    f2p_fail: list[str] = field(default_factory=list)
+    p2p_pass: list[str] = field(default_factory=list)
+    p2p_fail: list[str] = field(default_factory=list)
+    error: str = ""                  # why valid is False (bounded); "" when valid
+    missing: list[str] = field(default_factory=list)       # targeted nodes with no result
+    load_errors: list[str] = field(default_factory=list)   # collection/import errors the runner saw
+    backend: str = ""
+    apply_command: str = ""          # which of GIT_APPLY_CMDS applied the candidate ("" for an empty patch)
+    exit_code: int | None = None     # the test command's own exit status (as recorded by the script)
+    timed_out: bool = False
+    duration_s: float = 0.0
+    report: dict[str, Any] = field(default_factory=dict)   # swebench's per-instance report
+    status_map: dict[str, str] = field(default_factory=dict, repr=False)
+    log_path: str = ""
+
+    def __post_init__(self) -> None:
+        if self.resolved and not self.valid:
+            raise ValueError("an invalid evaluation cannot be resolved")
+
+    def to_dict(self, *, with_status_map: bool = False) -> dict[str, Any]:
+        d = asdict(self)
+        if not with_status_map:
+            d.pop("status_map")
+        return d
+
+
+# ---- pure parts ----------------------------------------------------------------------------------
+
+def _script_lines(eval_script: str) -> list[str]:
+    lines = eval_script.splitlines()
+    return [ln for ln in lines if ln.strip() not in ("#!/bin/bash", "set -uxo pipefail")]
+
+
+def local_eval_script(task: "Task", *, base_commit: str, upstream_base: str | None = None) -> str:
+    """The row's eval_script for a local checkout: no conda, no re-install, no locale-gen.
+
+    Kept verbatim: the `export` lines of the repo's eval_commands, and everything from the test-file
+    reset (`git checkout <base> <test files>`) to the end (test patch, markers, the test command on
+    the test directives, the final reset) - with the row's upstream commit replaced by this
+    checkout's Base commit. Adds what swebench 5.x adds (the test exit code record) and a fail-closed
+    stop when the test patch does not apply.
+    """
+    upstream = upstream_base or task.base_commit
+    if not task.eval_script.strip():
+        raise InputError("row has no eval_script (swebench 5.x schema needed)", file=task.dataset or None,
+                         instance=task.instance_id, field="eval_script")
+    lines = _script_lines(task.eval_script)
+    reset_re = re.compile(rf"^git checkout {re.escape(upstream)}\b")
+    try:
+        start = next(i for i, ln in enumerate(lines) if reset_re.match(ln))
+    except StopIteration:
+        raise InputError(f"eval_script has no `git checkout {upstream[:12]} <test files>` line; cannot find the "
+                         "test section", file=task.dataset or None, instance=task.instance_id,
+                         field="eval_script") from None
+    exports = [ln for ln in lines[:start] if ln.startswith("export ")]
+    body = lines[start:]
+    out: list[str] = []
+    in_heredoc: str | None = None
+    saw_end = False
+    for ln in body:
+        if in_heredoc is not None:
+            out.append(ln)
+            if ln == in_heredoc:
+                in_heredoc = None
+            continue
+        m = re.match(r"^git apply -v - <<'(\w+)'$", ln)
+        if m:
+            in_heredoc = m.group(1)
+            out.append(f"git apply -v - <<'{m.group(1)}' || "
+                       f"{{ echo '{TEST_PATCH_FAILED}'; exit 97; }}")
+            continue
+        if reset_re.match(ln):
+            ln = ln.replace(upstream, base_commit, 1)
+        if END in ln:
+            out.append("SWEBENCH_TEST_EXIT_CODE=$?")
+            out.append(ln)
+            out.append(f'echo "{EXIT_MARK}: $SWEBENCH_TEST_EXIT_CODE"')
+            saw_end = True
+            continue
+        if ln.startswith(("source /opt/miniconda3", "conda activate")):
+            continue
+        out.append(ln)
+    if not saw_end or not any(START in ln for ln in out):
+        raise InputError("eval_script lacks the Start/End Test Output markers", file=task.dataset or None,
+                         instance=task.instance_id, field="eval_script")
+    return "\n".join(["set -uxo pipefail", "cd /testbed", *exports, *out]) + "\n"
+
+
+def test_spec_for(task: "Task", f2p: list[str] | None = None, p2p: list[str] | None = None):
+    """swebench's TestSpec for grading (its eval_script_list is unused by grading)."""
+    from swebench.types import TestSpec
+
+    return TestSpec(instance_id=task.instance_id, image=task.image, eval_script_list=[], repo=task.repo,
+                    version=task.version, FAIL_TO_PASS=list(task.fail_to_pass if f2p is None else f2p),
+                    PASS_TO_PASS=list(task.pass_to_pass if p2p is None else p2p),
+                    log_parser=task.log_parser or _default_parser(task), eval_type=task.eval_type or "pass_and_fail")
+
+
+def _default_parser(task: "Task") -> str:
+    return {"django/django": "parse_log_django", "sympy/sympy": "parse_log_sympy"}.get(task.repo, "parse_log_pytest")
+
+
+def test_directives(task: "Task") -> list[str]:
+    """The files the test patch touches (swebench's test directives before the Django relabeling)."""
+    return re.findall(r"^diff --git a/.* b/(.*)$", task.test_patch, flags=re.M)
+
+
+def _mentions_directive(text: str, directives: list[str]) -> bool:
+    for d in directives:
+        stem = d[:-3] if d.endswith(".py") else d
+        forms = {d, stem.replace("/", "."), stem.removeprefix("tests/").replace("/", ".")}
+        if any(f and f in text for f in forms):
+            return True
+    return False
+
+
+def _runner_load_errors(task: "Task", status_map: dict[str, str], log: str) -> list[str]:
+    """Load errors the repo's runner reports for the test files this evaluation runs.
+
+    Errors naming other files are ignored: they come from tests that run nested test sessions
+    (pytest's own suite prints `ERROR test_x.py` for its inner runs). A directive file that really
+    failed to load leaves its targeted nodes without results, which is invalid on its own.
+    """
+    try:
+        from execcritic.runners import runner_for_task
+
+        runner = runner_for_task(task)
+    except Exception:  # the runner registry is optional for grading; swebench's parser still applies
+        return []
+    if runner is None:
+        return []
+    directives = test_directives(task)
+    return [e for e in runner.load_errors(status_map, log) if _mentions_directive(e, directives)]
+
+
+def grade_log(task: "Task", log_text: str, *, patch: str | None, log_path: str | None = None,
+              f2p: list[str] | None = None, p2p: list[str] | None = None, backend: str = "",
+              timed_out: bool = False) -> OfficialResult:
+    """Grade one test log with swebench's functions, then apply the fail-closed checks."""
+    from execcritic.evaluation.swebench_compat import grading
+
+    g = grading()
+    f2p = list(task.fail_to_pass if f2p is None else f2p)
+    p2p = list(task.pass_to_pass if p2p is None else p2p)
+    spec = test_spec_for(task, f2p, p2p)
+    cleanup = None
+    if log_path is None:
+        fh = tempfile.NamedTemporaryFile("w", suffix=".log", delete=False, encoding="utf-8")
+        fh.write(log_text)
+        fh.close()
+        log_path = cleanup = fh.name
+    try:
+        status_map, found = g.get_logs_eval(spec, log_path)
+        pred = {"instance_id": task.instance_id, "model_name_or_path": "execcritic", "model_patch": patch or ""}
+        report = g.get_eval_report(spec, pred, log_path, include_tests_status=True)[task.instance_id]
+    finally:
+        if cleanup:
+            Path(cleanup).unlink(missing_ok=True)
+    exit_code = g.parse_test_exit_code(log_text)
+    res = OfficialResult(instance_id=task.instance_id, resolved=False, valid=False, patch_applied=True,
+                         backend=backend, exit_code=exit_code, timed_out=timed_out, report=report,
+                         status_map=dict(status_map), log_path=log_path if not cleanup else "")
+    tests = report.get("tests_status") or {}
+    res.f2p_pass = list(tests.get("FAIL_TO_PASS", {}).get("success", []))
+    res.f2p_fail = list(tests.get("FAIL_TO_PASS", {}).get("failure", []))
+    res.p2p_pass = list(tests.get("PASS_TO_PASS", {}).get("success", []))
+    res.p2p_fail = list(tests.get("PASS_TO_PASS", {}).get("failure", []))
+    if timed_out:
+        res.error = "the test run timed out (sandbox wall-clock limit)"
+        return res
+    if TEST_PATCH_FAILED in log_text:
+        res.error = "the official test patch did not apply on top of the candidate: " + _tail_between(
+            log_text, "git apply -v -", TEST_PATCH_FAILED)
+        return res
+    if not found:
+        why = report.get("infra_failure_reason") or "no parseable per-test results"
+        res.error = f"swebench found no valid test results ({why}); exit code {exit_code}"
+        return res
+    res.missing = [t for t in f2p + p2p if g._resolve_case(t, status_map) is None]
+    res.load_errors = _runner_load_errors(task, status_map, log_text)
+    if res.missing:
+        shown = ", ".join(res.missing[:5]) + (f" (+{len(res.missing) - 5} more)" if len(res.missing) > 5 else "")
+        res.error = f"{len(res.missing)} targeted test(s) produced no result: {shown}"
+        if res.load_errors:
+            res.error += "; " + "; ".join(res.load_errors[:3])
+        return res
+    if res.load_errors:
+        res.error = "test collection/import errors: " + "; ".join(res.load_errors[:3])
+        return res
+    res.valid = True
+    res.resolved = bool(report.get("resolved"))
+    return res
+
+
+def _tail_between(text: str, start: str, end: str, limit: int = 2000) -> str:
+    i = text.rfind(start)
+    j = text.find(end, i if i >= 0 else 0)
+    chunk = text[i if i >= 0 else 0: j if j >= 0 else len(text)]
+    return chunk[-limit:].strip()
+
+
+def invalid(task: "Task", error: str, *, backend: str = "", patch_applied: bool = False,
+            **kw: Any) -> OfficialResult:
+    return OfficialResult(instance_id=task.instance_id, resolved=False, valid=False, patch_applied=patch_applied,
+                          error=error[-12_000:], backend=backend, **kw)
+
+
+# ---- local path ----------------------------------------------------------------------------------
+
+def apply_patch_in_sandbox(sandbox, patch: str, *, timeout: float = 300.0) -> tuple[bool, str, str]:
+    """swebench's apply ladder inside the sandbox: (applied, command that worked, diagnostics).
+
+    Between attempts the sandbox is reset to Base (swebench does `git checkout -- . ; git clean -fd`,
+    which here would also drop the environment build's untracked outputs).
+    """
+    data = patch if patch.endswith("\n") else patch + "\n"
+    diags: list[str] = []
+    for cmd in GIT_APPLY_CMDS:
+        sandbox.write_file(PATCH_PATH, data)
+        r = sandbox.run(f"{cmd} {PATCH_PATH}", timeout=timeout, cwd="/testbed")
+        if r.exit_code == 0 and not r.timed_out:
+            return True, cmd, r.output[-4000:]
+        diags.append(f"$ {cmd} {PATCH_PATH}\n{r.output.strip()[-3000:]}")
+        sandbox.reset()
+    sandbox.write_file(PATCH_PATH, data)
+    r = sandbox.run(f"git apply --check --reverse {PATCH_PATH}", timeout=timeout, cwd="/testbed")
+    if r.exit_code == 0:  # swebench accepts an already-applied patch
+        return True, "git apply --reverse --check (already applied)", ""
+    sandbox.reset()
+    return False, "", "\n".join(diags)
+
+
+def evaluate_local(task: "Task", patch: str, env: "TaskEnvironment", *, timeout: float = DEFAULT_TIMEOUT_S,
+                   log_dir: Path | None = None, sandbox=None,
+                   grade: Callable[..., OfficialResult] = grade_log) -> OfficialResult:
+    t0 = time.monotonic()
+    own = sandbox is None
+    try:
+        try:
+            if sandbox is None:
+                sandbox = env.open_sandbox()
+            else:
+                sandbox.reset()
+            upstream = env.upstream_base_commit
+            if not upstream or upstream not in task.eval_script:
+                upstream = task.base_commit
+            script = local_eval_script(task, base_commit=env.base_commit or task.base_commit,
+                                       upstream_base=upstream)
+            apply_cmd = ""
+            if patch.strip():
+                ok, apply_cmd, diag = apply_patch_in_sandbox(sandbox, patch)
+                if not ok:
+                    return invalid(task, "patch does not apply to Base (all of swebench's apply commands "
+                                   "failed):\n" + diag, backend=sandbox.backend, duration_s=time.monotonic() - t0)
+            result = sandbox.run(script, timeout=timeout, cwd="/testbed")
+        except (SandboxError, OSError) as exc:
+            return invalid(task, f"sandbox error: {exc}", backend=getattr(sandbox, "backend", "local"),
+                           duration_s=time.monotonic() - t0)
+        log_path = None
+        if log_dir is not None:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            log_path = str(log_dir / "test_output.txt")
+            Path(log_path).write_text(result.output)
+            (log_dir / "eval.sh").write_text(script)
+        res = grade(task, result.output, patch=patch, log_path=log_path, backend=sandbox.backend,
+                    timed_out=result.timed_out)
+        res.apply_command = apply_cmd
+        if result.oom_killed and res.valid:
+            res.valid, res.resolved = False, False
+        if result.oom_killed:
+            res.error = (res.error + "; " if res.error else "") + "the sandbox's memory limit killed the run"
+        if result.truncated and res.valid and res.missing:
+            res.error += " (output was truncated)"
+        res.duration_s = round(time.monotonic() - t0, 2)
+        return res
+    finally:
+        if own and sandbox is not None:
+            sandbox.close()
+
+
+# ---- docker path ---------------------------------------------------------------------------------
+
+def evaluate_docker(task: "Task", patch: str, env: "TaskEnvironment", *, timeout: float = DEFAULT_TIMEOUT_S,
+                    run_id: str | None = None, client=None) -> OfficialResult:
+    """swebench's own harness, unchanged: `run_instance` with the row's eval_script in the row's image."""
+    t0 = time.monotonic()
+    try:
+        import docker
+        from swebench.harness import run_evaluation as rev  # the real package: this path needs docker
+        from swebench.harness.constants import LOG_REPORT, LOG_TEST_OUTPUT, RUN_EVALUATION_LOG_DIR
+        from swebench.harness.utils import make_test_spec
+    except ImportError as exc:
+        return invalid(task, f"the Docker path needs swebench's harness and the docker SDK: {exc}",
+                       backend="docker")
+    row = task.to_row()
+    if env.image:
+        row["image"] = env.image
+    spec = make_test_spec(row)
+    run_id = run_id or f"execcritic-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.monotonic_ns() % 10**6}"
+    pred = {"instance_id": task.instance_id, "model_name_or_path": "execcritic", "model_patch": patch}
+    try:
+        client = client or docker.from_env()
+        client.ping()
+    except Exception as exc:
+        return invalid(task, f"no Docker engine reachable: {exc}", backend="docker")
+    try:
+        # an empty patch is swebench's own no-patch mode (an empty file would fail every apply command)
+        rev.run_instance(spec, pred, client, run_id, timeout=int(timeout), skip_patch=not patch.strip())
+    except Exception as exc:  # run_instance handles its own errors; anything escaping is infrastructure
+        return invalid(task, f"swebench run_instance raised {type(exc).__name__}: {exc}", backend="docker")
+    log_dir = Path(RUN_EVALUATION_LOG_DIR) / run_id / "execcritic" / task.instance_id
+    out_path = log_dir / LOG_TEST_OUTPUT
+    report_path = log_dir / LOG_REPORT
+    instance_log = log_dir / "run_instance.log"
+    if not report_path.exists():  # swebench writes no report on apply failure, timeout or error
+        text = instance_log.read_text(errors="replace") if instance_log.exists() else ""
+        applied = "Patch Apply Failed" not in text and ">>>>> Patch Apply Failed" not in text
+        why = ("patch does not apply to Base:\n" + text[-8000:]) if not applied else \
+            ("swebench produced no report (timeout or harness error):\n" + text[-4000:])
+        return invalid(task, why, backend="docker", patch_applied=applied, log_path=str(log_dir),
+                       duration_s=time.monotonic() - t0)
+    log_text = out_path.read_text(errors="replace") if out_path.exists() else ""
+    timed_out = "Timeout error" in log_text[-500:]
+    res = grade_log(task, log_text, patch=patch, log_path=str(out_path), backend="docker", timed_out=timed_out)
+    official = json.loads(report_path.read_text()).get(task.instance_id, {})
+    if res.valid and bool(official.get("resolved")) != res.resolved:  # same functions: must agree
+        res.valid, res.resolved = False, False
+        res.error = f"swebench's report.json (resolved={official.get('resolved')}) disagrees with re-grading"
+    res.report = official or res.report
+    res.duration_s = round(time.monotonic() - t0, 2)
+    return res
+
+
+# ---- entry point ---------------------------------------------------------------------------------
+
+def evaluate_official(task: "Task", patch: str | None, env: "TaskEnvironment | None" = None, *,
+                      timeout: float = DEFAULT_TIMEOUT_S, log_dir: Path | None = None, sandbox=None) -> OfficialResult:
+    """Score `patch` (a Base-relative diff; "" or None = no change) with all F2P + P2P of `task`."""
+    from execcritic.tasks.environment import environment_for
+
+    env = env or environment_for(task)
+    patch = patch or ""
+    try:
+        if env.kind == "docker":
+            return evaluate_docker(task, patch, env, timeout=timeout)
+        return evaluate_local(task, patch, env, timeout=timeout, log_dir=log_dir, sandbox=sandbox)
+    except ExecCriticError as exc:
+        return invalid(task, str(exc), backend=env.kind)
+
+
+def resolve_patch_arg(task: "Task", patch: str) -> str:
+    """CLI helper: 'gold' -> the reference patch, 'empty' -> '', else a file path."""
+    if patch == "gold":
+        return task.patch
+    if patch == "empty":
+        return ""
+    p = Path(patch)
+    if not p.exists():
+        raise InputError("patch file not found (use a path, 'gold' or 'empty')", file=patch)
+    return p.read_text()
+
+
+__all__ = ["OfficialResult", "evaluate_official", "evaluate_local", "evaluate_docker", "grade_log",
+           "local_eval_script", "GIT_APPLY_CMDS", "resolve_patch_arg"]

@@ -1,0 +1,112 @@
+"""The offline Test audit over a task set: Base gate + Gold audit per bundle, Base-to-Gold success.
+
+Q = B*G per instance (Eq. 12); invalid Base or Gold runs count as 0; every instance stays in the
+denominator (an instance without a bundle counts as Q = 0 and says why). Bundles come from the
+official tests (`oracle`) or from a generation record file (`bundles:<generation.jsonl>`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from execcritic.config import PAPER, ProtocolConfig
+from execcritic.pipeline.records import RecordStore, unit_key
+from execcritic.pipeline.workers import RunSummary, Unit, run_units
+from execcritic.tasks.model import Task
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    out: str                          # JSONL records path
+    test_source: str = "oracle"       # "oracle" | "bundles:<generation.jsonl>"
+    backend: str | None = None
+    memory_mb: int | None = 4096
+    protocol: ProtocolConfig = PAPER
+
+
+def _bundle_for(task: Task, cfg: AuditConfig):
+    from execcritic.bundle.model import TestBundle
+
+    if cfg.test_source == "oracle":
+        from execcritic.bundle.oracle import oracle_bundle
+
+        return oracle_bundle(task)
+    if cfg.test_source.startswith("bundles:"):
+        path = cfg.test_source.split(":", 1)[1]
+        for r in RecordStore(path).iter():
+            if r["instance_id"] == task.instance_id and r.get("qualified") and r.get("bundle"):
+                b = r["bundle"]
+                return TestBundle(b["test_patch"], b["test_command"], b["test_contract"])
+        return None
+    raise ValueError(f"unknown test source {cfg.test_source!r}; use 'oracle' or 'bundles:<generation.jsonl>'")
+
+
+def audit_unit(payload: tuple[Task, AuditConfig]) -> dict[str, Any]:
+    task, cfg = payload
+    from execcritic.errors import InputError
+    from execcritic.harness.gate import gold_audit
+    from execcritic.pipeline.envs import task_environment
+
+    rec: dict[str, Any] = {"instance_id": task.instance_id, "repo": task.repo, "test_source": cfg.test_source}
+    try:
+        bundle = _bundle_for(task, cfg)
+    except InputError as exc:
+        return {**rec, "B": 0, "G": 0, "Q": 0, "miss": "no_bundle", "error": str(exc)[:1000]}
+    if bundle is None:
+        return {**rec, "B": 0, "G": 0, "Q": 0, "miss": "no_bundle", "error": "no qualified bundle for this instance"}
+    env = task_environment(task, cfg.backend)
+    with env.open_sandbox(memory_mb=cfg.memory_mb) as sandbox:
+        res = gold_audit(task, bundle, sandbox=sandbox, config=cfg.protocol.harness)
+    miss = "" if res.Q else ("base_invalid" if not res.base.valid else "base_passed" if not res.B else
+                             "gold_invalid" if not res.gold.valid else "gold_failed")
+
+    def brief(ex) -> dict[str, Any]:
+        return {"valid": ex.valid, "verdict": ex.verdict.value if ex.verdict else None,
+                "failure_kind": ex.failure_kind.value, "diagnostic": ex.diagnostic[:600],
+                "nodes": [n.__dict__ for n in ex.nodes][:50], "phases": ex.phases, "duration_s": ex.duration_s,
+                "output_tail": ex.output_tail[-1500:] if not ex.valid else ""}
+
+    return {**rec, "B": res.B, "G": res.G, "Q": res.Q, "miss": miss, "bundle_digest": bundle.digest(),
+            "environment": env.describe(), "base": brief(res.base), "gold": brief(res.gold)}
+
+
+def run_audit(tasks: Sequence[Task], cfg: AuditConfig, *, workers: int = 1, backend: str = "threads",
+              show_progress: bool = True) -> RunSummary:
+    store = RecordStore(cfg.out)
+    units = [Unit(unit_key(t.instance_id, cfg.test_source), (t, cfg)) for t in tasks]
+    return run_units(units, audit_unit, store=store, workers=workers, backend=backend, label="audit",
+                     count=lambda r: {"B": r["B"], "Q": r["Q"]}, show_progress=show_progress)
+
+
+def summarize_audit(tasks: Sequence[Task], cfg: AuditConfig) -> dict[str, Any]:
+    recs = {r["instance_id"]: r for r in RecordStore(cfg.out).iter() if r["test_source"] == cfg.test_source}
+    n = len(tasks)
+    q = [recs.get(t.instance_id, {}).get("Q", 0) for t in tasks]
+    per_repo: dict[str, dict[str, int]] = {}
+    for t in tasks:
+        d = per_repo.setdefault(t.repo, {"tasks": 0, "Q": 0})
+        d["tasks"] += 1
+        d["Q"] += recs.get(t.instance_id, {}).get("Q", 0)
+    misses = [{"instance_id": t.instance_id, "miss": recs[t.instance_id]["miss"] if t.instance_id in recs else "not_run",
+               "base": (recs.get(t.instance_id) or {}).get("base", {}).get("failure_kind"),
+               "gold": (recs.get(t.instance_id) or {}).get("gold", {}).get("failure_kind"),
+               "error": (recs.get(t.instance_id) or {}).get("error", "")}
+              for t in tasks if recs.get(t.instance_id, {}).get("Q", 0) != 1]
+    phases: dict[str, list[float]] = {}
+    for r in recs.values():
+        for side in ("base", "gold"):
+            for k, v in (r.get(side) or {}).get("phases", {}).items():
+                phases.setdefault(k, []).append(v)
+    return {"tasks": n, "audited": len(recs), "b2g_pct": round(100.0 * sum(q) / n, 2) if n else 0.0,
+            "B_pct": round(100.0 * sum(recs.get(t.instance_id, {}).get("B", 0) for t in tasks) / n, 2) if n else 0.0,
+            "miss_kinds": dict(Counter(m["miss"] for m in misses)), "misses": misses, "per_repo": per_repo,
+            "check_phase_median_s": {k: round(statistics.median(v), 3) for k, v in phases.items()}}
+
+
+def audit_path(out_dir: str | Path, source: str) -> Path:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in source)
+    return Path(out_dir) / f"audit_{safe}.jsonl"

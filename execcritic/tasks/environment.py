@@ -1,0 +1,93 @@
+"""One notion of "the environment a task runs in", for every backend.
+
+- docker: the official `sweb.eval.*` image the row names (conda env `testbed` activated), or a
+  locally built image with the same layout;
+- local: a built checkout (the Base, bound at /testbed) plus a venv bound read-only at its own host
+  path, run under the `local` (bubblewrap) sandbox - the `verified-sdist` task set's environments.
+
+The executor and the official evaluator take a TaskEnvironment and call `open_sandbox()`; sandbox
+backends are imported lazily so that choosing one never imports the other's dependencies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from execcritic.errors import EnvironmentMissing
+
+if TYPE_CHECKING:  # pragma: no cover
+    from execcritic.sandbox.base import Sandbox
+    from execcritic.tasks.model import Task
+
+OFFICIAL_ACTIVATION = "source /opt/miniconda3/bin/activate && conda activate testbed"
+
+
+@dataclass(frozen=True)
+class TaskEnvironment:
+    kind: Literal["docker", "local"]
+    image: str = ""                       # docker
+    checkout: Path | None = None          # local: the prepared checkout (copied into each sandbox)
+    venv: Path | None = None              # local: bound read-only at its own path
+    activation: str = ""                  # shell prelude before every command
+    base_commit: str = ""                 # the Base commit inside the checkout/image
+    upstream_base_commit: str = ""        # the row's base_commit, when the Base is a stand-in (sdist)
+    env: dict[str, str] = field(default_factory=dict)   # extra environment variables for every run
+    meta: dict[str, Any] = field(default_factory=dict)  # manifest facts (release, env key, python)
+
+    def open_sandbox(self, **opts: Any) -> "Sandbox":
+        """A fresh sandbox at Base. Local defaults: isolated, no network (override via opts)."""
+        if self.kind == "docker":
+            from execcritic.sandbox.docker import DockerSandbox
+
+            opts.setdefault("activate", self.activation)
+            if self.env:
+                opts.setdefault("env", self.env)
+            return DockerSandbox(self.image, **opts)
+        if self.checkout is None or not Path(self.checkout).is_dir():
+            raise EnvironmentMissing(f"the task checkout {self.checkout} is not built; run "
+                                     "`execcritic tasks build-sdist` first")
+        if self.venv is not None and not (Path(self.venv) / "bin" / "python").exists():
+            raise EnvironmentMissing(f"the task venv {self.venv} is not built; run `execcritic tasks build-sdist`")
+        from execcritic.sandbox.local import LocalSandbox
+
+        opts.setdefault("activate", self.activation)
+        opts.setdefault("isolated", True)
+        opts.setdefault("network", False)
+        if self.env:
+            opts.setdefault("env", self.env)
+        binds = list(opts.pop("binds", ()))
+        if self.venv is not None:
+            binds.insert(0, self.venv)
+        return LocalSandbox(self.checkout, binds=binds, **opts)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "image": self.image, "checkout": str(self.checkout or ""),
+                "venv": str(self.venv or ""), "base_commit": self.base_commit,
+                "upstream_base_commit": self.upstream_base_commit, **self.meta}
+
+
+def docker_environment(task: "Task", image: str | None = None) -> TaskEnvironment:
+    if not (image or task.image):
+        raise EnvironmentMissing(f"row {task.instance_id} names no Docker image (field `image`)")
+    return TaskEnvironment(kind="docker", image=image or task.image, activation=OFFICIAL_ACTIVATION,
+                           base_commit=task.base_commit)
+
+
+def environment_for(task: "Task", *, backend: str | None = None, root: Path | None = None) -> TaskEnvironment:
+    """The environment a task runs in: its built sdist env for `verified-sdist` tasks, else the
+    official image named by the row. `backend` forces one ('docker' or 'local')."""
+    sdist = (task.extra or {}).get("verified_sdist")
+    if backend == "docker" or (backend is None and not sdist):
+        return docker_environment(task)
+    if not sdist:
+        raise EnvironmentMissing(f"{task.instance_id} has no local environment: only `verified-sdist` tasks "
+                                 "run under the local backend; use the docker backend")
+    from execcritic.tasks.sdist.build import env_dir
+
+    d = env_dir(sdist["env"], root)
+    return TaskEnvironment(kind="local", checkout=d / "checkout", venv=d / "venv",
+                           activation=f"source {d / 'venv'}/bin/activate", base_commit=sdist["base_commit"],
+                           upstream_base_commit=sdist["upstream_base_commit"],
+                           meta={"env": sdist["env"], "release": sdist["release"], "python": sdist["python"]})

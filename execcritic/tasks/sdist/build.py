@@ -1,0 +1,542 @@
+"""Build a `verified-sdist` task environment: sdist -> git Base checkout -> venv with the project installed.
+
+Layout under the cache root (`$EXECCRITIC_CACHE` or the user cache dir, `.../execcritic/verified-sdist`):
+
+    sdists/<filename>                 downloaded archives (sha256-checked against the recipe/PyPI)
+    pypi/<project>.json               PyPI metadata used for release selection
+    envs/<env_key>/checkout/          git repo; first and only commit = the Base (sdist content)
+    envs/<env_key>/venv/              the task venv (interpreter from SWE-bench's specs)
+    envs/<env_key>/env.json           what was built, the lock (pip freeze), timings; written last
+
+The install step runs inside bubblewrap with the checkout bound at /testbed, so editable installs
+record /testbed: at evaluation time the sandbox binds a copy of the checkout at /testbed and the venv
+read-only at its own host path. A build is idempotent: an env whose env.json matches the recipe is
+reused untouched; a half-built one (no env.json) is removed and rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import time
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from execcritic.errors import EnvironmentMissing, ExecCriticError
+from execcritic.tasks.sdist.select import Release
+
+WORKDIR = "/testbed"
+# Fixed identity and dates make the Base commit a pure function of the sdist content.
+_GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "execcritic", "GIT_AUTHOR_EMAIL": "execcritic@localhost",
+    "GIT_COMMITTER_NAME": "execcritic", "GIT_COMMITTER_EMAIL": "execcritic@localhost",
+    "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
+}
+PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv")))
+
+
+class BuildError(ExecCriticError):
+    """An environment could not be built; the message names the instance/env and the failing step."""
+
+
+def cache_root() -> Path:
+    env = os.environ.get("EXECCRITIC_CACHE")
+    if env:
+        return Path(env).expanduser() / "verified-sdist"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("execcritic")) / "verified-sdist"
+
+
+# ---- download ------------------------------------------------------------------------------------
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def download_sdist(release: Release, root: Path | None = None, *, progress: bool = True) -> Path:
+    """The sdist archive, downloaded once and verified against the recorded sha256."""
+    root = root or cache_root()
+    dest = root / "sdists" / release.filename
+    if dest.exists():
+        if sha256_file(dest) == release.sha256:
+            return dest
+        dest.unlink()  # corrupt or replaced upstream: fetch again and check again
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + ".part")
+    try:
+        with urllib.request.urlopen(release.url, timeout=120) as resp, tmp.open("wb") as out:
+            total = int(resp.headers.get("Content-Length") or release.size or 0)
+            bar = _bar(total, f"download {release.filename}", progress)
+            for chunk in iter(lambda: resp.read(1 << 16), b""):
+                out.write(chunk)
+                bar.update(len(chunk))
+            bar.close()
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise BuildError(f"could not download {release.url} ({exc}); PyPI must be reachable for a first build")
+    got = sha256_file(tmp)
+    if got != release.sha256:
+        tmp.unlink(missing_ok=True)
+        raise BuildError(f"sha256 mismatch for {release.filename}: recipe says {release.sha256}, got {got}; "
+                         f"the file on PyPI changed - re-run selection (`execcritic tasks build-sdist --reselect`)")
+    tmp.replace(dest)
+    return dest
+
+
+def _bar(total: int, desc: str, enabled: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total or None, desc=desc, unit="B", unit_scale=True, disable=not enabled, leave=False)
+
+
+# ---- unpack into a git Base ----------------------------------------------------------------------
+
+def _extract(archive: Path, dest: Path) -> None:
+    if archive.name.endswith(".zip"):
+        with zipfile.ZipFile(archive) as zf:
+            for info in zf.infolist():
+                if info.filename.startswith("/") or ".." in Path(info.filename).parts:
+                    raise BuildError(f"unsafe path {info.filename!r} in {archive.name}")
+            zf.extractall(dest)
+        return
+    with tarfile.open(archive) as tf:
+        try:
+            tf.extractall(dest, filter="data")
+        except tarfile.FilterError:  # e.g. a symlink pointing outside: fall back to the tar filter
+            shutil.rmtree(dest, ignore_errors=True)
+            dest.mkdir(parents=True)
+            tf.extractall(dest, filter="tar")
+
+
+OVERLAYS = Path(__file__).with_name("overlays")
+
+
+def overlay_files(project: str) -> dict[str, Path]:
+    """Stand-in files a release's sdist lacks but its SWE-bench test command needs (e.g. SymPy's
+    `bin/test`), keyed by repo-relative path. Added to the Base only where the sdist has no such file."""
+    d = OVERLAYS / project.lower()
+    if not d.is_dir():
+        return {}
+    return {str(p.relative_to(d)): p for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def overlay_digest(project: str) -> str:
+    h = hashlib.sha256()
+    for rel, p in overlay_files(project).items():
+        h.update(rel.encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def unpack_to_git(archive: Path, dest: Path, *, commit_date: str, project: str = "") -> str:
+    """Unpack the sdist into `dest` as a git repo with one commit (the Base); return its hash.
+
+    The sdist's own metadata (top-level PKG-INFO, *.egg-info) is dropped: it is not part of the
+    repository and the install step regenerates it.
+    """
+    if dest.exists():
+        shutil.rmtree(dest)
+    with tempfile.TemporaryDirectory(prefix="sdist-", dir=dest.parent) as tmp:
+        tmpdir = Path(tmp)
+        _extract(archive, tmpdir)
+        entries = [p for p in tmpdir.iterdir()]
+        if len(entries) != 1 or not entries[0].is_dir():
+            raise BuildError(f"{archive.name}: expected one top-level directory, found {[p.name for p in entries]}")
+        top = entries[0]
+        (top / "PKG-INFO").unlink(missing_ok=True)
+        for base in (top, top / "src"):
+            if base.is_dir():
+                for egg in base.glob("*.egg-info"):
+                    shutil.rmtree(egg) if egg.is_dir() else egg.unlink()
+        for rel, src in overlay_files(project).items():
+            target = top / rel
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, target)
+                os.chmod(target, 0o755 if os.access(src, os.X_OK) else 0o644)
+        top.rename(dest)
+    env = {**os.environ, **_GIT_IDENTITY, "GIT_AUTHOR_DATE": commit_date, "GIT_COMMITTER_DATE": commit_date}
+    for cmd in (["git", "init", "-q", "-b", "base"], ["git", "add", "-A", "-f"],
+                ["git", "commit", "-q", "--no-gpg-sign", "--no-verify", "-m", f"Base: {archive.name}"]):
+        _run_checked(cmd, cwd=dest, env=env, what=f"git base for {archive.name}")
+    return git_head(dest)
+
+
+def git_head(repo: Path) -> str:
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def patch_applies(repo: Path, patch: str) -> tuple[bool, str]:
+    """`git apply --check` of a patch against the checkout: (ok, diagnostic)."""
+    if not patch.strip():
+        return True, ""
+    data = patch if patch.endswith("\n") else patch + "\n"
+    res = subprocess.run(["git", "apply", "--check", "-"], cwd=repo, input=data, capture_output=True, text=True)
+    return res.returncode == 0, (res.stdout + res.stderr).strip()[-2000:]
+
+
+def _run_checked(cmd: Sequence[str], *, cwd: Path | None, env: dict | None, what: str,
+                 timeout: float = 3600) -> str:
+    res = subprocess.run(list(cmd), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    if res.returncode != 0:
+        tail = (res.stdout + res.stderr)[-3000:]
+        raise BuildError(f"{what}: `{' '.join(cmd)[:300]}` exited {res.returncode}:\n{tail}")
+    return res.stdout
+
+
+# ---- interpreters and venvs ----------------------------------------------------------------------
+
+def find_interpreter(version: str) -> Path:
+    """The CPython `version` ('3.9') interpreter: pyenv's, else `pythonX.Y` on PATH."""
+    candidates = sorted(PYENV_ROOT.glob(f"versions/{version}.*/bin/python{version}"))
+    for c in reversed(candidates):
+        if c.exists():
+            return c
+    found = shutil.which(f"python{version}")
+    if found:
+        real = subprocess.run([found, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True)
+        if real.returncode == 0 and real.stdout.strip():
+            return Path(real.stdout.strip())
+    raise EnvironmentMissing(f"CPython {version} is not installed (SWE-bench's specs need it); install it, "
+                             f"e.g. `pyenv install {version}`, so that python{version} is on PATH")
+
+
+def bwrap_available() -> bool:
+    return shutil.which("bwrap") is not None
+
+
+def bwrap_prefix(checkout: Path, writable: Sequence[Path], *, network: bool = True) -> list[str]:
+    """A bubblewrap command prefix: host / read-only, `checkout` at /testbed, `writable` paths rw."""
+    if not bwrap_available():
+        raise EnvironmentMissing("bubblewrap (`bwrap`) is not installed; `apt-get install bubblewrap`")
+    args = ["bwrap", "--die-with-parent"]
+    for entry in sorted(os.listdir("/")):
+        if entry in ("proc", "dev", "tmp", "testbed", "sys"):
+            continue
+        p = Path("/") / entry
+        if p.is_symlink():
+            args += ["--symlink", os.readlink(p), str(p)]
+        elif p.is_dir():
+            args += ["--ro-bind", str(p), str(p)]
+    args += ["--proc", "/proc", "--dev", "/dev", "--ro-bind", "/sys", "/sys", "--tmpfs", "/tmp"]
+    for w in writable:
+        args += ["--bind", str(w), str(w)]
+    args += ["--bind", str(checkout), WORKDIR, "--chdir", WORKDIR]
+    if not network:
+        args += ["--unshare-net"]
+    return args
+
+
+@dataclass
+class StepLog:
+    """Every build command with its exit status and duration: the env.json record of how it was made."""
+
+    steps: list
+
+    def run(self, cmd: Sequence[str], *, what: str, env: dict | None = None, cwd: Path | None = None,
+            timeout: float = 3600, log: Callable[[str], None] | None = None) -> str:
+        t0 = time.monotonic()
+        res = subprocess.run(list(cmd), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+        dt = round(time.monotonic() - t0, 2)
+        shown = " ".join(cmd)
+        if "bwrap" in cmd[:1]:
+            shown = "bwrap[/testbed] " + " ".join(cmd[cmd.index("--chdir") + 2:])
+        self.steps.append({"what": what, "cmd": shown[-2000:], "exit": res.returncode, "seconds": dt})
+        if log:
+            log(f"{what}: exit {res.returncode} in {dt}s")
+        if res.returncode != 0:
+            tail = (res.stdout + res.stderr)[-4000:]
+            raise BuildError(f"{what} failed (exit {res.returncode}): {shown[:400]}\n{tail}")
+        return res.stdout
+
+
+def uv_binary() -> str:
+    """uv drives the dependency installs (`--exclude-newer` pins the era). It ships as a PyPI wheel."""
+    try:
+        from uv import find_uv_bin  # type: ignore
+
+        return find_uv_bin()
+    except Exception:
+        found = shutil.which("uv")
+        if not found:
+            raise EnvironmentMissing("`uv` is not installed; `pip install uv` (it is a dependency of execcritic)")
+        return found
+
+
+def _subst(text: str, env_dir: Path) -> str:
+    return text.replace("{testbed}", WORKDIR).replace("{venv}", str(env_dir / "venv"))
+
+
+# ---- pristine Base checkouts (release selection and env builds start from these) ----------------
+
+def base_checkout(release: Release, root: Path | None = None, *, progress: bool = True) -> tuple[Path, str]:
+    """A pristine git checkout of the release's sdist under bases/, built once; (path, base commit)."""
+    root = root or cache_root()
+    dest = root / "bases" / f"{release.project}-{release.version}"
+    marker = dest / ".git" / "execcritic-base"
+    stamp = f"overlay {overlay_digest(release.project)}"
+    if marker.exists():
+        lines = marker.read_text().split("\n")
+        recorded = lines[1] if len(lines) > 1 and lines[1] else f"overlay {overlay_digest('')}"
+        if recorded == stamp:
+            return dest, lines[0].strip()
+    archive = download_sdist(release, root, progress=progress)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    commit = unpack_to_git(archive, dest, commit_date=release.upload_time, project=release.project)
+    marker.write_text(f"{commit}\n{stamp}\n")
+    return dest, commit
+
+
+# ---- the task environment ------------------------------------------------------------------------
+
+FAR_FUTURE = "2100-01-01T00:00:00Z"
+SEED_SETUPTOOLS = "setuptools<81"
+# CPython X.Y.0 release dates: packages older than the interpreter rarely run on it, so the date cutoff
+# for what SWE-bench's specs leave unpinned is never earlier than this (see `era_cutoff`).
+PYTHON_RELEASED = {"2.7": "2010-07-03T00:00:00Z", "3.5": "2015-09-13T00:00:00Z", "3.6": "2016-12-23T00:00:00Z",
+                   "3.7": "2018-06-27T00:00:00Z", "3.8": "2019-10-14T00:00:00Z", "3.9": "2020-10-05T00:00:00Z",
+                   "3.10": "2021-10-04T00:00:00Z", "3.11": "2022-10-24T00:00:00Z",
+                   "3.12": "2023-10-02T00:00:00Z", "3.13": "2024-10-07T00:00:00Z"}
+
+
+def era_cutoff(release_upload: str, python: str) -> str:
+    """`uv --exclude-newer` date: the release's upload time, but not before the interpreter existed."""
+    from execcritic.tasks.sdist.select import parse_time
+
+    floor = PYTHON_RELEASED.get(python)
+    if floor and parse_time(floor) > parse_time(release_upload):
+        return floor
+    return release_upload
+BUILD_TOOLS = ("setuptools", "wheel", "pip", "setuptools-scm", "flit-core", "hatchling", "hatch-vcs", "cython",
+               "poetry-core", "pdm-backend", "versioneer", "extension-helpers")
+_APT = ("apt-get", "apt ")
+
+
+def env_dir(key: str, root: Path | None = None) -> Path:
+    return (root or cache_root()) / "envs" / key
+
+
+def env_digest(env) -> str:
+    return hashlib.sha256(json.dumps(env.digest_payload(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _pinned_name(req: str) -> str | None:
+    """'numpy==1.19.2' -> 'numpy' (an exact pin SWE-bench chose: exempt from --exclude-newer)."""
+    if "==" not in req or any(c in req for c in "<>;@ "):
+        return None
+    return req.split("==", 1)[0].strip() or None
+
+
+def conda_packages(spec: dict) -> list[str]:
+    """The spec's conda `packages` string as pip requirements (the file-based forms are handled apart)."""
+    pkgs = spec.get("packages", "") or ""
+    if pkgs in ("requirements.txt", "environment.yml"):
+        return []
+    import shlex
+
+    return [p for p in shlex.split(pkgs)]
+
+
+def read_requirements(checkout: Path, paths: Sequence[str]) -> list[str]:
+    """SWE-bench's `get_requirements`, reading the sdist instead of GitHub at the setup commit:
+    the first existing path, `-r` includes inlined, `-e .`, comments and `.[test` lines dropped."""
+    def keep(line: str) -> bool:
+        s = line.strip()
+        return bool(s) and not any(s.startswith(x) for x in ("-e .", "#", ".[test"))
+
+    def clean(line: str) -> str:  # requirement files allow trailing ` # comment`; a CLI argument does not
+        return re.sub(r"\s+#.*$", "", line).strip()
+
+    for rel in paths:
+        p = checkout / rel
+        if not p.exists():
+            continue
+        out: list[str] = []
+        extra: list[str] = []
+        for line in p.read_text().splitlines():
+            if line.strip().startswith("-r"):
+                inc = p.parent / line.strip()[2:].strip()
+                if inc.exists():
+                    extra += [clean(x) for x in inc.read_text().splitlines() if keep(x)]
+            elif keep(line):
+                out.append(clean(line))
+        return extra + out
+    return []
+
+
+@dataclass
+class BuiltEnv:
+    key: str
+    root: Path                # envs/<key>
+    checkout: Path
+    venv: Path
+    record: dict
+
+    @property
+    def activation(self) -> str:
+        return f"source {self.venv}/bin/activate"
+
+
+def load_built(key: str, root: Path | None = None) -> BuiltEnv | None:
+    d = env_dir(key, root)
+    rec = d / "env.json"
+    if not rec.exists():
+        return None
+    return BuiltEnv(key, d, d / "checkout", d / "venv", json.loads(rec.read_text()))
+
+
+def build_env(env, *, root: Path | None = None, resolve: bool = False, progress: bool = True,
+              log: Callable[[str], None] | None = None):
+    """Build (or reuse) the environment for an EnvRecipe. Returns (BuiltEnv, resolved EnvRecipe).
+
+    resolve=False installs the recipe's lock exactly (reproducible rebuild); resolve=True resolves
+    the spec's packages with uv under `--exclude-newer env.exclude_newer` and records the new lock.
+    """
+    import dataclasses
+
+    root = root or cache_root()
+    d = env_dir(env.key, root)
+    built = load_built(env.key, root)
+    if built is not None and (resolve and built.record.get("resolved_from") == _resolve_digest(env)
+                              or not resolve and built.record.get("digest") == env_digest(env)):
+        locked = dataclasses.replace(env, lock=tuple(built.record["lock"]),
+                                     requirements=tuple(built.record.get("requirements", env.requirements)),
+                                     skipped=dict(built.record.get("skipped", {})))
+        return built, locked
+    t0 = time.monotonic()
+    steps = StepLog([])
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
+    base, commit = base_checkout(env.release, root, progress=progress)
+    if commit != env.base_commit:
+        raise BuildError(f"env {env.key}: Base commit of {env.release.filename} is {commit}, recipe says "
+                         f"{env.base_commit}; the unpack is not reproducible here (git version?) - report it")
+    checkout, venv = d / "checkout", d / "venv"
+    steps.run(["cp", "-a", "--no-target-directory", str(base), str(checkout)], what="copy Base", log=log)
+    (checkout / ".git" / "execcritic-base").unlink(missing_ok=True)
+    interp = find_interpreter(env.python)
+    uv = uv_binary()
+    try:  # uv's venv (seeded with pip) is several times faster than `python -m venv` + ensurepip
+        steps.run([uv, "venv", "--seed", "--no-project", "--python", str(interp), str(venv)],
+                  what=f"venv on {interp}", env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"}, log=log)
+    except BuildError:
+        shutil.rmtree(venv, ignore_errors=True)
+        steps.run([str(interp), "-m", "venv", str(venv)], what=f"venv on {interp} (python -m venv)", log=log)
+    py = str(venv / "bin" / "python")
+    uv_env = {**os.environ, "UV_NO_PROGRESS": "0" if progress else "1", "VIRTUAL_ENV": str(venv)}
+    spec = dict(env.spec)
+    skipped = dict(env.skipped) if not resolve else {}
+    requirements = list(env.requirements)
+    if resolve:
+        # SWE-bench's conda envs (built 2024) carry a setuptools with pkg_resources, which test suites of
+        # that era import; uv seeds the newest setuptools, which no longer has it (removed in 81).
+        steps.run([uv, "pip", "install", "--python", py, SEED_SETUPTOOLS], what="seed setuptools", env=uv_env,
+                  log=log)
+        first = conda_packages(spec) + requirements
+        if first:
+            skipped.update(_uv_install(steps, uv, py, first, env.exclude_newer, uv_env, log, what="packages"))
+        pip_pkgs = list(spec.get("pip_packages") or [])
+        if pip_pkgs:
+            skipped.update(_uv_install(steps, uv, py, pip_pkgs, env.exclude_newer, uv_env, log,
+                                       what="pip_packages"))
+    elif env.lock:
+        lock_file = d / "lock.txt"
+        lock_file.write_text("\n".join(env.lock) + "\n")
+        steps.run([uv, "pip", "install", "--python", py, "--no-deps", "-r", str(lock_file)], what="install lock",
+                  env=uv_env, log=log)
+    # pre_install (minus system package steps) and the install command, at /testbed under bwrap
+    host_steps = []
+    for cmd in spec.get("pre_install") or []:
+        if cmd.strip().startswith(_APT) or "locale-gen" in cmd:
+            skipped[f"pre_install: {cmd}"] = "system package step: not run in a venv build (host requirement)"
+            host_steps.append(cmd)
+            continue
+        steps.run(bwrap_prefix(checkout, [d]) + ["bash", "-c", cmd], what="pre_install", env=_build_env(env, venv),
+                  log=log)
+    install = install_command(spec)
+    if install != spec["install"]:
+        skipped[f"install: {spec['install']}"] = f"run as `{install}`: the sandbox mounts the venv read-only, so " \
+            "the checkout must be importable in place (editable) for patches to take effect"
+    steps.run(bwrap_prefix(checkout, [d]) + ["bash", "-c", f"source {venv}/bin/activate && {install}"],
+              what="install", env=_build_env(env, venv), log=log)
+    freeze = subprocess.run([uv, "pip", "freeze", "--python", py], capture_output=True, text=True, env=uv_env)
+    lock = sorted(line for line in freeze.stdout.splitlines()
+                  if line.strip() and not line.startswith("-e ") and "file:///testbed" not in line
+                  and "/testbed" not in line)
+    new_env = dataclasses.replace(env, lock=tuple(lock), requirements=tuple(requirements), skipped=skipped)
+    record = {"key": env.key, "digest": env_digest(new_env), "resolved_from": _resolve_digest(env),
+              "release": env.release.to_dict(), "base_commit": env.base_commit, "python": env.python,
+              "interpreter": str(interp), "lock": lock, "requirements": requirements, "skipped": skipped,
+              "host_steps": host_steps, "steps": steps.steps, "build_seconds": round(time.monotonic() - t0, 1),
+              "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    (d / "env.json").write_text(json.dumps(record, indent=1))
+    return BuiltEnv(env.key, d, checkout, venv, record), new_env
+
+
+def _resolve_digest(env) -> str:
+    payload = {"release": env.release.to_dict(), "base_commit": env.base_commit, "python": env.python,
+               "spec": dict(env.spec), "exclude_newer": env.exclude_newer}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def install_command(spec: dict) -> str:
+    """SWE-bench's install command; a non-editable `pip install .` becomes editable (see skipped)."""
+    cmd = spec["install"]
+    return cmd.replace("pip install .", "pip install -e .") if cmd.rstrip().endswith("pip install .") else cmd
+
+
+def _build_env(env, venv: Path) -> dict:
+    out = {k: v for k, v in os.environ.items() if k.startswith(("PIP_", "LANG", "LC_", "TERM"))}
+    out.update({"PATH": f"{venv}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "PIP_NO_CACHE_DIR": "1",
+                "SETUPTOOLS_SCM_PRETEND_VERSION": env.release.version, "PIP_NO_INPUT": "1"})
+    return out
+
+
+def _uv_install(steps: StepLog, uv: str, py: str, reqs: list[str], cutoff: str, env: dict, log, *,
+                what: str) -> dict[str, str]:
+    """Install `reqs` into the venv; pins SWE-bench chose are exempt from the date cutoff. If the set
+    fails as a whole, install one by one and return {requirement: why it was left out}."""
+    def cmd(items: list[str], dated: bool = True) -> list[str]:
+        c = [uv, "pip", "install", "--python", py]
+        if dated:
+            c += ["--exclude-newer", cutoff]
+            for name in BUILD_TOOLS:  # build backends of any era must still build on this interpreter
+                c += ["--exclude-newer-package", f"{name}={FAR_FUTURE}"]
+            for r in items:
+                name = _pinned_name(r)
+                if name:
+                    c += ["--exclude-newer-package", f"{name}={FAR_FUTURE}"]
+        return c + items
+    try:
+        steps.run(cmd(reqs), what=f"uv install {what}", env=env, log=log)
+        return {}
+    except BuildError:
+        pass
+    skipped: dict[str, str] = {}
+    for r in reqs:
+        try:
+            steps.run(cmd([r]), what=f"uv install {r}", env=env, log=log)
+            continue
+        except BuildError as exc:
+            dated_error = str(exc).strip().splitlines()[-1][:300]
+        try:  # nothing of that era installs on this interpreter: take the newest that does
+            steps.run(cmd([r], dated=False), what=f"uv install {r} (no date cutoff)", env=env, log=log)
+            skipped[f"cutoff: {r}"] = f"resolved without --exclude-newer (dated resolution failed: {dated_error})"
+        except BuildError as exc:
+            skipped[r] = "install failed: " + str(exc).strip().splitlines()[-1][:300]
+    return skipped

@@ -1,0 +1,61 @@
+"""The official evaluator's Docker path: swebench's own `run_instance` with the row's unchanged
+eval_script in the row's official `sweb.eval.*` image.
+
+The official images cannot be pulled here (no registry), so the end-to-end check runs only where the
+image for the instance is already present in the engine; elsewhere it skips and says why. The
+fail-closed behaviour without an engine is checked everywhere (no mocks: a real unreachable socket).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.paths import VERIFIED
+INSTANCE = "sympy__sympy-24443"
+
+
+@pytest.fixture(scope="module")
+def task():
+    if not VERIFIED.exists():
+        pytest.skip("SWE-bench Verified rows not found in shared/")
+    from execcritic.tasks import load_tasks
+
+    return load_tasks(str(VERIFIED), instance_ids=[INSTANCE]).get(INSTANCE)
+
+
+def test_no_engine_is_invalid_not_unresolved(task, tmp_path, monkeypatch):
+    from execcritic.evaluation.official import evaluate_official
+    from execcritic.tasks.environment import environment_for
+
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-such-docker.sock")
+    env = environment_for(task, backend="docker")
+    assert env.kind == "docker" and env.image == task.image
+    res = evaluate_official(task, task.patch, env)
+    assert not res.valid and not res.resolved
+    assert "Docker" in res.error or "docker" in res.error
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_official_image_gold_and_empty(task):
+    """Needs the official image `task.image` in the engine named by DOCKER_HOST (or the default)."""
+    docker = pytest.importorskip("docker")
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:
+        pytest.skip(f"no Docker engine reachable: {exc}")
+    try:
+        client.images.get(task.image)
+    except Exception:
+        pytest.skip(f"official image {task.image} is not present (pull it where a registry is reachable)")
+    from execcritic.evaluation.official import evaluate_official
+    from execcritic.tasks.environment import environment_for
+
+    env = environment_for(task, backend="docker")
+    gold = evaluate_official(task, task.patch, env)
+    assert gold.valid and gold.resolved, gold.error
+    empty = evaluate_official(task, "", env)
+    assert not empty.resolved
