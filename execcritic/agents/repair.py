@@ -32,7 +32,7 @@ from typing import Any
 from execcritic.agents.loop import CHECK_MARKER, SUBMIT_MARKER, Session, Submitted, Trajectory
 from execcritic.agents.models.base import ChatModel
 from execcritic.agents.prompts import prompts
-from execcritic.agents.workspace import Candidate, export_candidate, untracked_hashes
+from execcritic.agents.workspace import Candidate, commit_prepared_state, export_candidate
 from execcritic.bundle.model import TestBundle
 from execcritic.config import HarnessConfig, RepairConfig
 from execcritic.harness.apply import apply_patch
@@ -110,14 +110,14 @@ class RepairController:
         self.session = Session(model, workspace, trajectory=self.trajectory, command_timeout_s=command_timeout_s,
                                format_error=lambda e: prompts("test_agent").render("format_error_template", error=e))
         self.checks: list[Check] = []
-        self.baseline: dict[str, str] = {}
+        self.prepared_paths: list[str] = []
         self.last_checked: tuple[str, Execution] | None = None   # (candidate patch, its execution)
         self.unchanged_checks = 0
         self.revision_rounds = 0
 
     # ---- helpers ------------------------------------------------------------------------------
     def _candidate(self) -> Candidate:
-        return export_candidate(self.workspace, baseline_untracked=self.baseline)
+        return export_candidate(self.workspace)
 
     def _gate(self, cand: Candidate, round_: int, trigger: str) -> Execution:
         assert self.bundle is not None
@@ -234,7 +234,7 @@ class RepairController:
     def run(self, provided_patch: str | None = None, seed_messages: list[dict] | None = None) -> RepairResult:
         started = time.monotonic()
         self.workspace.reset()
-        self.baseline = untracked_hashes(self.workspace)
+        self.prepared_paths = commit_prepared_state(self.workspace)
         mode = "provided" if provided_patch is not None else "fresh"
         round0 = (self._round0_provided(provided_patch, seed_messages) if provided_patch is not None
                   else self._round0_fresh())

@@ -46,7 +46,8 @@ def wrong_then_gold(task: Task, role: str = "repair", run_index: int = 0) -> Scr
         [f"echo {SUBMIT_MARKER} && cat /tmp/fix.patch"],
         # revision round 1: revert the wrong attempt, apply the fix, CHECK
         [f"cd /testbed && git checkout -- {shlex.quote(target)} && "
-         + _write_then("/tmp/gold.patch", task.patch, "git apply --whitespace=nowarn /tmp/gold.patch")],
+         + _write_then("/tmp/gold.patch", task.patch, "(git apply --whitespace=nowarn /tmp/gold.patch || "
+                                                      "patch --batch --forward -p1 --fuzz=5 -i /tmp/gold.patch)")],
         [EXPORT],
         [f"echo {CHECK_MARKER} && cat /tmp/fix.patch"],
     ]

@@ -19,7 +19,7 @@ from typing import Any
 from execcritic.agents.loop import SUBMIT_MARKER, Session, Submitted, Trajectory
 from execcritic.agents.models.base import ChatModel
 from execcritic.agents.prompts import prompts
-from execcritic.agents.workspace import sanitize_history, verify_history
+from execcritic.agents.workspace import commit_prepared_state, sanitize_history, verify_history
 from execcritic.bundle.model import TestBundle
 from execcritic.bundle.validate import validate_bundle
 from execcritic.config import HarnessConfig, TestAgentConfig
@@ -102,6 +102,7 @@ def run_test_agent(task: Task, model: ChatModel, *, workspace: Sandbox, verifier
     history["before"] = before.to_dict()
     if not before.sanitized:
         return result("workspace_error")
+    history["prepared_paths_committed"] = len(commit_prepared_state(workspace))
     session = Session(model, workspace, trajectory=trajectory, command_timeout_s=command_timeout_s,
                       format_error=lambda e: p.render("format_error_template", error=e))
     session.phase = "test"

@@ -7,6 +7,7 @@ not assumed. Gold and the official tests are never in the workspace (it is opene
 Source candidate (Appendix B.1): every Repair candidate is the complete, cumulative Base-relative
 source patch - new files included (intent-to-add), test paths excluded - computed by the controller
 from the workspace, so an agent's hand-made incremental diff can never change the comparison point.
+HEAD is first made the prepared Base as built (commit_prepared_state).
 """
 
 from __future__ import annotations
@@ -110,14 +111,13 @@ def _split_diff(diff: str) -> list[tuple[str, str]]:
     return out
 
 
-def export_candidate(sandbox: Sandbox, *, baseline_untracked: dict[str, str] | None = None,
-                     is_excluded=None) -> Candidate:
+def export_candidate(sandbox: Sandbox, *, is_excluded=None) -> Candidate:
     """The workspace's complete Base-relative source patch.
 
     `git add -A -N` registers new files (intent-to-add) so `git diff HEAD` includes them;
-    `baseline_untracked` ({path: sha1}) lists untracked files present in the prepared Base (build
-    outputs), which are not part of any candidate unless changed; `is_excluded(path)` drops test and
-    runner-config paths (recorded in `excluded_paths`).
+    `is_excluded(path)` drops test and runner-config paths (recorded in `excluded_paths`). The
+    prepared Base's own build outputs were committed when the workspace opened
+    (`commit_prepared_state`), so HEAD is the prepared Base the verifier resets to.
     """
     if is_excluded is None:
         from execcritic.bundle.patch import forbidden_for_source as is_excluded  # noqa: N813
@@ -126,13 +126,7 @@ def export_candidate(sandbox: Sandbox, *, baseline_untracked: dict[str, str] | N
     if res.exit_code != 0:
         raise SandboxError(f"could not export the workspace diff: {res.output[-500:]}")
     kept, excluded = [], []
-    unchanged_baseline = set()
-    if baseline_untracked:
-        now = untracked_hashes(sandbox)
-        unchanged_baseline = {p for p, h in baseline_untracked.items() if now.get(p) == h}
     for path, chunk in _split_diff(res.output):
-        if path in unchanged_baseline:
-            continue
         if is_excluded(path):
             excluded.append(path)
             continue
@@ -143,11 +137,23 @@ def export_candidate(sandbox: Sandbox, *, baseline_untracked: dict[str, str] | N
     return Candidate(patch, excluded)
 
 
-def untracked_hashes(sandbox: Sandbox) -> dict[str, str]:
-    """{path: git blob sha} of untracked, non-ignored files (the prepared Base's loose build outputs)."""
-    res = sandbox.run(f"cd /testbed && {GIT} ls-files -z --others --exclude-standard | "
-                      f"xargs -0 -r {GIT} hash-object --", timeout=300)
-    names = sandbox.run(f"cd /testbed && {GIT} ls-files --others --exclude-standard", timeout=300)
-    paths = [p for p in names.output.splitlines() if p]
-    hashes = [h for h in res.output.split() if len(h) == 40]
-    return dict(zip(paths, hashes)) if len(paths) == len(hashes) else {}
+def commit_prepared_state(sandbox: Sandbox) -> list[str]:
+    """Make the workspace's HEAD the prepared Base *as built*, not as released.
+
+    An environment build leaves the checkout different from its commit: untracked build outputs
+    (an sdist's `*.egg-info`) and regenerated tracked files (setuptools_scm rewrites pytest's
+    `src/_pytest/_version.py`). Both are part of the prepared Base the verifier resets to, so a diff
+    against the release commit would carry them and fail to apply there, and an agent's own
+    `git add -AN && git diff` would put them into a test.patch. Committing them once, in the workspace
+    only, makes every later `git diff HEAD` Base-relative in the verifier's sense. Returns the paths."""
+    res = sandbox.run(f"cd /testbed && {GIT} status --porcelain -z --untracked-files=all", timeout=300)
+    if res.exit_code != 0:
+        raise SandboxError(f"could not read the workspace status: {res.output[-500:]}")
+    paths = [entry[3:] for entry in res.output.split("\0") if len(entry) > 3]
+    if paths:
+        done = sandbox.run(f"cd /testbed && {GIT} add -A && {GIT} -c user.name=execcritic "
+                           "-c user.email=harness@execcritic.invalid commit -q --no-verify "
+                           "-m 'prepared environment (build outputs of the task environment)'", timeout=300)
+        if done.exit_code != 0:
+            raise SandboxError(f"could not record the prepared environment: {done.output[-500:]}")
+    return paths

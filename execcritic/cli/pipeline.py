@@ -13,9 +13,26 @@ from execcritic.cli.common import JSON_OPTION, emit_json, guarded
 from execcritic.config import PAPER, ProtocolConfig
 
 
-def _protocol(round0_turns, turns_per_round, revision_rounds, test_turns, max_submissions, test_timeout
-              ) -> ProtocolConfig:
+# Named budget profiles. `paper` is the protocol as published; `smoke` is a small-budget run for the
+# embedded CPU model (a few turns per phase) - every value it changes is recorded as a deviation.
+PROFILES = {
+    "paper": {},
+    "smoke": {"round0_turns": 6, "turns_per_round": 4, "revision_rounds": 2, "test_turns": 6,
+              "max_submissions": 2},
+}
+
+
+def _protocol(round0_turns, turns_per_round, revision_rounds, test_turns, max_submissions, test_timeout,
+              profile: str = "paper") -> ProtocolConfig:
     """Paper defaults, with explicit (recorded) deviations only where the user asks for them."""
+    if profile not in PROFILES:
+        raise typer.BadParameter(f"unknown profile {profile!r}; known: {sorted(PROFILES)}")
+    preset = PROFILES[profile]
+    round0_turns = round0_turns if round0_turns is not None else preset.get("round0_turns")
+    turns_per_round = turns_per_round if turns_per_round is not None else preset.get("turns_per_round")
+    revision_rounds = revision_rounds if revision_rounds is not None else preset.get("revision_rounds")
+    test_turns = test_turns if test_turns is not None else preset.get("test_turns")
+    max_submissions = max_submissions if max_submissions is not None else preset.get("max_submissions")
     p = PAPER
     repair = dataclasses.replace(p.repair, **{k: v for k, v in (("round0_turns", round0_turns),
                                                                   ("turns_per_round", turns_per_round),
@@ -55,6 +72,7 @@ def register(app: typer.Typer) -> None:
             test_turns: Optional[int] = typer.Option(None, help="deviation from the paper's 60"),
             max_submissions: Optional[int] = typer.Option(None, help="deviation from the paper's 5"),
             test_timeout: Optional[float] = typer.Option(None, help="seconds per gate check (paper: 240)"),
+            profile: str = typer.Option("paper", help="budget profile: paper | smoke (recorded deviations)"),
             no_progress: bool = typer.Option(False, help="no progress bars"),
             as_json: bool = JSON_OPTION,
         ) -> None:
@@ -65,7 +83,7 @@ def register(app: typer.Typer) -> None:
             with guarded(as_json):
                 tasks, ts = _tasks(dataset, split, instance, limit)
                 protocol = _protocol(round0_turns, turns_per_round, revision_rounds, test_turns, max_submissions,
-                                     test_timeout)
+                                     test_timeout, profile)
                 builtin = [s for s in test_source if s in stages.SOURCES_BUILTIN]
                 models = [s for s in test_source if s not in stages.SOURCES_BUILTIN]
                 need_repair_model = stage in ("repair", "run")

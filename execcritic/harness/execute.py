@@ -55,7 +55,14 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
         return Execution(valid=False, verdict=None, failure_kind=kind, diagnostic=diagnostic, phases=phases,
                          duration_s=time.monotonic() - started, **base, **kw)
 
-    problems = validate_bundle(bundle, task, config=config)
+    try:
+        t = time.monotonic()
+        sandbox.reset()
+        phases["reset"] = time.monotonic() - t
+    except SandboxError as exc:
+        return invalid(FailureKind.SANDBOX_ERROR, f"the sandbox failed: {exc}")
+    # validated against the Base just restored: some bindings need the Base test modules (class scopes)
+    problems = validate_bundle(bundle, task, config=config, read_base=base_reader(sandbox))
     if problems:
         return invalid(FailureKind.BUNDLE_INVALID, f"the bundle is invalid ({len(problems)} problem(s)); first: "
                                                    f"{problems[0]}", problems=problems)
@@ -68,9 +75,6 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
     observed = runner.observed_command(cmd).render()
 
     try:
-        t = time.monotonic()
-        sandbox.reset()
-        phases["reset"] = time.monotonic() - t
         if source_patch and check_source_patch:
             problems = source_patch_problems(source_patch, read_base=base_reader(sandbox), language=task.language)
             if problems:

@@ -28,13 +28,13 @@ class AuditConfig:
     protocol: ProtocolConfig = PAPER
 
 
-def _bundle_for(task: Task, cfg: AuditConfig):
+def _bundle_for(task: Task, cfg: AuditConfig, read_base=None):
     from execcritic.bundle.model import TestBundle
 
     if cfg.test_source == "oracle":
         from execcritic.bundle.oracle import oracle_bundle
 
-        return oracle_bundle(task)
+        return oracle_bundle(task, read_base=read_base)
     if cfg.test_source.startswith("bundles:"):
         path = cfg.test_source.split(":", 1)[1]
         for r in RecordStore(path).iter():
@@ -48,18 +48,20 @@ def _bundle_for(task: Task, cfg: AuditConfig):
 def audit_unit(payload: tuple[Task, AuditConfig]) -> dict[str, Any]:
     task, cfg = payload
     from execcritic.errors import InputError
+    from execcritic.harness.execute import base_reader
     from execcritic.harness.gate import gold_audit
     from execcritic.pipeline.envs import task_environment
 
     rec: dict[str, Any] = {"instance_id": task.instance_id, "repo": task.repo, "test_source": cfg.test_source}
-    try:
-        bundle = _bundle_for(task, cfg)
-    except InputError as exc:
-        return {**rec, "B": 0, "G": 0, "Q": 0, "miss": "no_bundle", "error": str(exc)[:1000]}
-    if bundle is None:
-        return {**rec, "B": 0, "G": 0, "Q": 0, "miss": "no_bundle", "error": "no qualified bundle for this instance"}
     env = task_environment(task, cfg.backend)
     with env.open_sandbox(memory_mb=cfg.memory_mb) as sandbox:
+        try:
+            bundle = _bundle_for(task, cfg, read_base=base_reader(sandbox))
+        except InputError as exc:
+            return {**rec, "B": 0, "G": 0, "Q": 0, "miss": "no_bundle", "error": str(exc)[:1000]}
+        if bundle is None:
+            return {**rec, "B": 0, "G": 0, "Q": 0, "miss": "no_bundle",
+                    "error": "no qualified bundle for this instance"}
         res = gold_audit(task, bundle, sandbox=sandbox, config=cfg.protocol.harness)
     miss = "" if res.Q else ("base_invalid" if not res.base.valid else "base_passed" if not res.B else
                              "gold_invalid" if not res.gold.valid else "gold_failed")

@@ -74,15 +74,16 @@ def generation_unit(payload: tuple[Task, str, PipelineConfig]) -> dict[str, Any]
     if source == "oracle":
         from execcritic.bundle.oracle import oracle_bundle
         from execcritic.errors import InputError
+        from execcritic.harness.execute import base_reader
         from execcritic.harness.gate import base_gate
 
-        try:
-            bundle = oracle_bundle(task)
-        except InputError as exc:
-            return {**base, "qualified": False, "exit_status": "oracle_unbuildable", "bundle": None,
-                    "error": str(exc)}
         _, verifier = _open(task, cfg)
         with verifier:
+            try:  # the Base test modules resolve class scopes the dataset's test names leave out
+                bundle = oracle_bundle(task, read_base=base_reader(verifier))
+            except InputError as exc:
+                return {**base, "qualified": False, "exit_status": "oracle_unbuildable", "bundle": None,
+                        "error": str(exc)}
             gate = base_gate(task, bundle, sandbox=verifier, config=cfg.protocol.harness)
         ex = gate.execution
         return {**base, "qualified": gate.qualified, "exit_status": "qualified" if gate.qualified else "base_gate_failed",
@@ -108,7 +109,7 @@ def generation_unit(payload: tuple[Task, str, PipelineConfig]) -> dict[str, Any]
 def repair_unit(payload: tuple[Task, str, int, dict | None, PipelineConfig]) -> dict[str, Any]:
     task, source, run_index, bundle_dict, cfg = payload
     from execcritic.agents.models.base import SamplingConfig
-    from execcritic.agents.repair import run_repair
+    from execcritic.agents.repair import RepairController
     from execcritic.bundle.model import TestBundle
     from execcritic.pipeline.models import make_model
 
@@ -116,14 +117,18 @@ def repair_unit(payload: tuple[Task, str, int, dict | None, PipelineConfig]) -> 
               if bundle_dict else None)
     model = make_model(cfg.repair_model, task=task, role="repair", run_index=run_index,
                        sampling=SamplingConfig.repair_eval(cfg.protocol))
+    name = f"{_safe(task.instance_id)}__{_safe(source_label(source))}__run{run_index}.json"
+    traj = _paths(cfg)["trajectories"] / "repair" / name
     _, workspace = _open(task, cfg)
     _, verifier = _open(task, cfg)
     with workspace, verifier:
-        res = run_repair(task, model, workspace=workspace, verifier=verifier, bundle=bundle, config=cfg.protocol.repair,
-                         harness=cfg.protocol.harness, command_timeout_s=cfg.command_timeout_s)
-    name = f"{_safe(task.instance_id)}__{_safe(source_label(source))}__run{run_index}.json"
-    traj = _paths(cfg)["trajectories"] / "repair" / name
-    res.trajectory.save(traj)
+        controller = RepairController(task, model, workspace=workspace, verifier=verifier, bundle=bundle,
+                                      config=cfg.protocol.repair, harness=cfg.protocol.harness,
+                                      command_timeout_s=cfg.command_timeout_s)
+        try:
+            res = controller.run()
+        finally:  # a unit that raises (e.g. the model endpoint is down) still leaves its trajectory
+            controller.trajectory.save(traj)
     record = res.to_record()
     record["checks"] = [asdict(c) for c in res.checks]
     return {"instance_id": task.instance_id, "source": source_label(source), "run": run_index,

@@ -162,3 +162,27 @@ def test_format_error_costs_a_turn(env):
     res, _ = repair(env, [[], [FIX], *submit()])
     assert res.round0["turns"] == 4
     assert messages_with(res, "Every response must contain at least one standard bash tool call")
+
+
+def test_prepared_untracked_build_outputs_are_not_part_of_candidates(demo_toolz, tmp_path):
+    """An install leaves untracked, non-ignored files in the prepared Base (e.g. sympy.egg-info in a
+    verified-sdist checkout); they are Base, never candidate changes."""
+    import shutil
+
+    repo = tmp_path / "repo"
+    shutil.copytree(demo_toolz.repo, repo, symlinks=True)
+    (repo / "PKG-INFO.generated").write_text("Name: toolz\n")
+    from execcritic.sandbox.local import LocalSandbox
+
+    ws = LocalSandbox(repo, activate=demo_toolz.activate, binds=[demo_toolz.venv])
+    ver = LocalSandbox(repo, activate=demo_toolz.activate, binds=[demo_toolz.venv])
+    try:
+        kit = ScenarioKit(demo_toolz, ver)
+        res = run_repair(kit.task, ScriptedModel([[FIX], *submit()]), workspace=ws, verifier=ver,
+                         bundle=kit.official_bundle())
+        assert "PKG-INFO.generated" not in res.final_patch and res.final_reason == "round0_pass"
+        status = ws.run("cd /testbed && git status --short", timeout=30).output
+        assert "PKG-INFO.generated" not in status        # hidden from the agent's git view too
+    finally:
+        ws.close()
+        ver.close()

@@ -1,0 +1,101 @@
+"""Harness overhead: median wall time of `execute()` on a real test node vs the same command run bare.
+
+Task: the toolz demo task (tests/demo_tasks.py: toolz 1.0.0 sdist, a re-introduced bug); bundle: its
+official test patch; node: the two F2P nodes. Variants, interleaved per round (warm-up dropped):
+  bare           the bundle's command in a host checkout that already has the test patch applied
+  execute-local  execute(task, bundle, sandbox=LocalSandbox)    (reset + apply + run + parse, bwrap)
+  execute-docker execute(task, bundle, sandbox=DockerSandbox)   (same, in a container; private dockerd)
+Reports medians, ratios of medians and paired ratios, the phase split, and PYTHONDONTWRITEBYTECODE.
+
+  PYTHONPATH=. .venv/bin/python tests/perf/execute_overhead.py [--rounds 10] [--no-docker] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from execcritic.harness.execute import execute
+from tests.bundles import ScenarioKit
+from tests.demo_tasks import TOOLZ, build_demo
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--no-docker", action="store_true")
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="execcritic-perf-"))
+    demo = build_demo(TOOLZ, work)
+    local = demo.open_local(memory_mb=2048)
+    kit = ScenarioKit(demo, local)
+    bundle = kit.official_bundle()
+    bare_dir = work / "bare"
+    shutil.copytree(demo.repo, bare_dir)
+    subprocess.run(["git", "apply", "-"], cwd=bare_dir, input=bundle.test_patch, text=True, check=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(PATH=f"{demo.venv}/bin:{env['PATH']}", PYTHONPATH=str(bare_dir))
+    bare_cmd = bundle.command_line
+
+    variants = {"bare": lambda: subprocess.run(bare_cmd, shell=True, cwd=bare_dir, env=env, capture_output=True),
+                "execute-local": lambda: execute(demo.task, bundle, sandbox=local)}
+    docker = dockerd = None
+    if not args.no_docker:
+        from execcritic.sandbox.docker import DockerSandbox
+        from execcritic.sandbox.dockerd import start_dockerd
+        from execcritic.sandbox.images import build_task_image, ensure_base_image
+
+        dockerd = start_dockerd()
+        client = dockerd.client()
+        image = build_task_image(client, demo.repo, "execcritic/test-task:toolz-demo", base=ensure_base_image(client))
+        docker = DockerSandbox(image, client=client, activate="", memory_mb=2048)
+        variants["execute-docker"] = lambda: execute(demo.task, bundle, sandbox=docker)
+
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    phases: dict[str, list[dict]] = {k: [] for k in variants}
+    for r in range(args.rounds + 1):
+        order = list(variants)
+        random.shuffle(order)
+        for name in order:
+            t = time.monotonic()
+            out = variants[name]()
+            dt = time.monotonic() - t
+            if hasattr(out, "valid"):
+                assert out.valid and out.verdict.value == "FAIL", out.diagnostic
+            if r > 0:  # round 0 is the warm-up
+                times[name].append(dt)
+                if hasattr(out, "phases"):
+                    phases[name].append(out.phases)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    report = {"rounds": args.rounds, "task": demo.task.instance_id, "command": bare_cmd,
+              "PYTHONDONTWRITEBYTECODE_parent": os.environ.get("PYTHONDONTWRITEBYTECODE"),
+              "PYTHONDONTWRITEBYTECODE_children": "unset (bare env, bwrap and docker children)", "loadavg": os.getloadavg(), "variants": {}}
+    for k, v in times.items():
+        paired = [a / b for a, b in zip(v, times["bare"])]
+        split = {p: round(statistics.median(d.get(p, 0.0) for d in phases[k]), 3) for p in ("reset", "apply", "run",
+                                                                                          "parse")} if phases[k] else {}
+        report["variants"][k] = {"median_s": round(med[k], 3), "min_s": round(min(v), 3), "max_s": round(max(v), 3),
+                                 "ratio_of_medians": round(med[k] / med["bare"], 2),
+                                 "paired_ratio_median": round(statistics.median(paired), 2), "phases_median_s": split}
+    print(json.dumps(report, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    local.close()
+    if docker:
+        docker.close()
+    if dockerd:
+        dockerd.stop()
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
