@@ -16,6 +16,12 @@ Node resolution: SWE-bench names Django tests that have a docstring by the docst
 (#275/#314 upstream). A label needs module, class and method, so such a name is resolved from the
 test patch's post-image and, when a `read_base` callable is given, from the Base test modules the
 official command runs. An unresolvable name is an OracleError, never a guessed label.
+
+Mixins: a docstring-named test may be defined on a mixin, a class that is not a TestCase
+(`class TestHashedFiles:`, `class SerializersTestBase:`). unittest cannot load a label naming it
+(`TypeError: test_x() missing 1 required positional argument: 'self'`); the runner runs it, and SWE-bench
+keyed it, through the TestCase classes of the official modules that inherit it. With a real Base (its
+class lines show the bases) such a test is resolved to those concrete classes, every one of them.
 """
 
 from __future__ import annotations
@@ -154,6 +160,7 @@ class _Resolver:
         self._classes: dict[str, dict[str, set[tuple[str, ...]]]] = {}
         self.inferred: list[str] = []
         self._indent: int | None = None
+        self._class_tables: dict[str, dict[str, _ClassInfo]] | None = None
 
     # -- class lookup from the dataset's ids
     def _file_key(self, path: str) -> str:
@@ -319,14 +326,104 @@ class _Resolver:
                 getattr(d, "base_line", None),
                 d.indent,
             )
-            if (path, scope, d.name) not in labels:
-                labels.append((path, scope, d.name))
+            for cpath, cscope in self._concrete(path, scope, d.name):
+                if (cpath, cscope, d.name) not in labels:
+                    labels.append((cpath, cscope, d.name))
         out = []
         for path, scope, name in labels:
             node = self.runner.node_for_file(path, scope, name)  # type: ignore[attr-defined]
             resolved = f"{name} ({node.path}.{'.'.join(scope)})"
             out.append((Node(node.runner, name, node.path, node.scope, None, resolved), resolved))
         return out
+
+    # -- tests defined on mixins
+    def _concrete(self, path: str, scope: tuple[str, ...], name: str) -> list[tuple[str, tuple[str, ...]]]:
+        """[(module file, class scope)] that run the test `name` defined in `scope` of `path`: the scope
+        itself, unless its class is provably a mixin (no bases, or only `object` and other mixins
+        whose class lines are visible); then every TestCase class of the official modules whose MRO
+        finds `name` on that mixin (subclasses that override it run their own test). Needs the real
+        Base: a release outline keeps no bases, so without one the scope is kept as it is."""
+        if len(scope) != 1 or self.read_base is None or not getattr(self.read_base, "exact_lines", True):
+            return [(path, scope)]
+        tables = self._class_table()
+        target = (path, scope[0])
+        if scope[0] not in tables.get(path, {}) or not self._is_mixin(tables, *target):
+            return [(path, scope)]
+        found = [
+            (mod, (cls,))
+            for mod, classes in tables.items()
+            for cls in classes
+            if (mod, cls) != target
+            and not self._is_mixin(tables, mod, cls)
+            and self._definer(tables, mod, cls, name) == target
+        ]
+        if not found:
+            raise OracleError(
+                f"{path}: {scope[0]}.{name} is defined on a mixin (not a TestCase) and no TestCase "
+                "class of the modules the official command runs inherits it; a label naming the "
+                "mixin does not load",
+                instance=self.task.instance_id,
+            )
+        return found
+
+    def _class_table(self) -> dict[str, dict[str, _ClassInfo]]:
+        """{module file: {top-level class: bases, test methods}} of the official modules: the Base
+        file, updated by the class and def lines the test patch's post-image shows."""
+        if self._class_tables is not None:
+            return self._class_tables
+        tables: dict[str, dict[str, _ClassInfo]] = {}
+        for path in self._django_candidate_modules():
+            text = self.read_base(path) if self.read_base else None
+            classes = _top_level_classes(text.splitlines()) if text else {}
+            for fd in self.parsed.files:
+                if fd.new_path == path:
+                    for _section, lines in fd.hunk_texts():
+                        post = [ln[1:] if ln else "" for ln in lines if ln[:1] in (" ", "+", "")]
+                        for cls, info in _top_level_classes(post).items():
+                            old = classes.get(cls)
+                            classes[cls] = _ClassInfo(
+                                info.bases, info.tests | (old.tests if old else frozenset())
+                            )
+            if classes:
+                tables[path] = classes
+        self._class_tables = tables
+        return tables
+
+    @staticmethod
+    def _lookup(tables: dict[str, dict[str, _ClassInfo]], mod: str, base: str) -> tuple[str, str] | None:
+        if base in tables.get(mod, {}):
+            return (mod, base)
+        owners = [m for m, classes in tables.items() if base in classes]
+        return (owners[0], base) if len(owners) == 1 else None
+
+    def _is_mixin(self, tables, mod: str, cls: str, seen: frozenset = frozenset()) -> bool:
+        """Provably not a TestCase: every base is `object` or a visible mixin. An unknown base
+        (`TestCase`, `CollectionTestCase` from another module) may be a TestCase."""
+        if (mod, cls) in seen:
+            return False
+        for base in tables[mod][cls].bases:
+            if base == "object":
+                continue
+            where = self._lookup(tables, mod, base)
+            if where is None or not self._is_mixin(tables, *where, seen=seen | {(mod, cls)}):
+                return False
+        return True
+
+    def _definer(self, tables, mod: str, cls: str, name: str, seen: frozenset = frozenset()):
+        """The visible class whose `name` an instance of `cls` runs (depth-first, left to right,
+        which is the MRO for the single-mixin hierarchies test modules use), or None."""
+        if (mod, cls) in seen:
+            return None
+        info = tables[mod][cls]
+        if name in info.tests:
+            return (mod, cls)
+        for base in info.bases:
+            where = self._lookup(tables, mod, base)
+            if where is not None:
+                hit = self._definer(tables, *where, name, seen=seen | {(mod, cls)})
+                if hit is not None:
+                    return hit
+        return None
 
     def _docstring_index(self) -> dict[str, list[tuple[str, py.DefInfo]]]:
         if self._docstrings is not None:
@@ -401,6 +498,56 @@ class _Resolver:
             f"{test_files}); the exact command needs the Base source",
             instance=self.task.instance_id,
         )
+
+
+@dataclass(frozen=True)
+class _ClassInfo:
+    bases: tuple[str, ...]  # last dotted component of each positional base
+    tests: frozenset[str]  # test methods defined in the class body
+
+
+def _top_level_classes(lines: list[str]) -> dict[str, _ClassInfo]:
+    """Unindented classes of a Python source (or post-image fragment): bases and test methods."""
+    out: dict[str, _ClassInfo] = {}
+    strings = py._StringTracker()
+    for i, line in enumerate(lines):
+        if strings.feed(line):
+            continue
+        m = re.match(r"^class\s+(\w+)\s*([(:])", line)
+        if not m:
+            continue
+        bases: list[str] = []
+        if m.group(2) == "(":
+            text, depth, j = line[m.end() :], 1, i
+            buf = ""
+            while True:
+                for ch in text.split("#", 1)[0]:
+                    depth += ch in "([{"
+                    depth -= ch in ")]}"
+                    if depth == 0:
+                        break
+                    buf += ch
+                if depth == 0 or j + 1 >= len(lines) or j - i > 20:
+                    break
+                j += 1
+                text = lines[j]
+            level, part = 0, ""
+            for ch in buf + ",":
+                if ch == "," and level == 0:
+                    part = part.strip()
+                    if part and "=" not in part and not part.startswith("*"):
+                        bases.append(re.sub(r"[\[(].*$", "", part).split(".")[-1].strip())
+                    part = ""
+                    continue
+                level += ch in "([{"
+                level -= ch in ")]}"
+                part += ch
+        out[m.group(1)] = _ClassInfo(tuple(bases), frozenset())
+    for d in py.scan_test_defs(lines):
+        if d.certain and len(d.scope) == 1 and d.scope[0] in out:
+            info = out[d.scope[0]]
+            out[d.scope[0]] = _ClassInfo(info.bases, info.tests | {d.name})
+    return out
 
 
 # ---- the oracle check ----------------------------------------------------------------------------

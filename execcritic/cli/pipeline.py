@@ -17,7 +17,7 @@ from execcritic.config import PAPER, ProtocolConfig
 # embedded CPU model (a few turns per phase) - every value it changes is recorded as a deviation.
 PROFILES = {
     "paper": {},
-    "smoke": {"round0_turns": 6, "turns_per_round": 4, "revision_rounds": 2, "test_turns": 6,
+    "smoke": {"round0_turns": 4, "turns_per_round": 3, "revision_rounds": 2, "test_turns": 4,
               "max_submissions": 2},
 }
 

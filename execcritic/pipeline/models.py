@@ -61,7 +61,7 @@ def make_model(spec: str, *, task: Task, role: str, run_index: int = 0, sampling
                      "local, or scripted:<module>:<factory>", field="model")
 
 
-LOCAL_MAX_TOKENS = 384
+LOCAL_MAX_TOKENS = 128
 
 
 @contextmanager

@@ -5,7 +5,12 @@ A label is dotted: `app` or `app.tests` (module), `app.tests.SomeTests` (class) 
 or file path. Django's results are unittest's verbose lines, `test_x (app.tests.SomeTests) ... ok`
 (`test_x (app.tests.SomeTests.test_x)` on Python >= 3.11); a test with a docstring prints the
 docstring's first line in place of its id, which is what SWE-bench's parser keys it by, so this
-runner's parser also records the id printed on the line before.
+runner's parser also records the id printed on the line before. Two tests can share a docstring's
+first line (SWE-bench's map then keeps one status for both), so every result is attributed to its real
+id from the lines themselves: the id line before a docstring line, the `FAIL:`/`ERROR:` section
+headers, and, when a test ran subtests, the subtest lines (`test_x (app.tests.C.test_x) (ext='.gz')
+... FAIL` on Python >= 3.11; only the `FAIL: test_x (app.tests.C) (ext='.gz')` header before). A
+failing subtest is a behavioral failure of its test.
 
 Outcomes: unittest reports an exception raised in the test body as ERROR. That is a behavioral
 failure of the exercised code (Django #16901's RecursionError), so ERROR maps to FAILED here; failed
@@ -28,6 +33,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _PYTHON = re.compile(r"^(python|python3|python3\.\d+|python2(\.\d+)?)$")
 _ID = re.compile(r"^(?P<name>\w+) \((?P<where>[\w.]+)\)$")
+# a subtest's description: its test's id, then `[msg]` and/or `(params)` (`(<subtest>)` when neither)
+_SUBTEST = re.compile(r"^(?P<id>\w+ \([\w.]+\)) (?P<sub>\[.*\](?: \(.*\))?|\(.*\))$")
+_HEADER = re.compile(r"^(?P<kind>FAIL|ERROR|UNEXPECTED SUCCESS): (?P<id>.+)$")
+_HEADER_STATUS = {"FAIL": "FAILED", "ERROR": "ERROR", "UNEXPECTED SUCCESS": "FAILED"}
+_RANK = {"PASSED": 0, "XFAIL": 0, "SKIPPED": 1, "FAILED": 2, "ERROR": 2}
 _VALUE_OPTIONS = {
     "--settings",
     "--parallel",
@@ -332,28 +342,40 @@ class DjangoRunner(Runner):
 
     # ---- results ---------------------------------------------------------------------------------
     def parse_results(self, log: str, parser: str | None = None) -> dict[str, str]:
-        """swebench's Django parser, plus the real id of every test whose docstring line it keyed
-        the result by (`test_x (app.tests.C)` on the line before `Docstring ... ok`)."""
+        """swebench's Django parser, plus every result under the real id of its test (and of its
+        subtests), read from the lines (`verbose_results`). Where the two disagree on a real id, the
+        line-level reading wins: swebench's map keys a docstring test by its docstring line, so two
+        tests sharing that line share one status there."""
         from execcritic.evaluation.swebench_compat import parser_for
 
         results = dict(parser_for(parser or self.log_parser)(log))
-        lines = [ln.strip() for ln in log.split("\n")]
-        for prev, line in zip(lines, lines[1:]):
-            if _ID.match(prev) and " ... " in line:
-                doc, _, status = line.rpartition(" ... ")
-                if doc in results:
-                    results.setdefault(prev, results[doc])
+        results.update(verbose_results(log))
         return results
 
     def result_for(self, node: Node, results: dict[str, str]) -> str | None:
         """Only full ids count (`test_x (app.tests.C)` / `(...C.test_x)`): the parser also records the
-        bare name of every `ERROR: test_x (...)` header, and `_FailedTest` entries are load errors."""
+        bare name of every `ERROR: test_x (...)` header, and `_FailedTest` entries are load errors.
+        A node's own status, unless one of its subtests failed or errored: then the node FAILED
+        (ERROR if every failing subtest errored). Several entries binding the node: the worst."""
+        own: str | None = None
+        failing: list[str] = []
         for key, status in results.items():
-            if not _ID.match(key) or "_FailedTest" in key:
+            if "_FailedTest" in key:
                 continue
-            if key == node.text or self.binds(self.parse_node(key), node):
-                return status
-        return None
+            m = _SUBTEST.match(key)
+            tid = m.group("id") if m else key
+            if not _ID.match(tid):
+                continue
+            if not (tid == node.text or self.binds(self.parse_node(tid), node)):
+                continue
+            if m:
+                if status in ("FAILED", "ERROR"):
+                    failing.append(status)
+            else:
+                own = _worse(own, status)
+        if failing and (own is None or _RANK.get(own, 2) < 2):
+            return "FAILED" if "FAILED" in failing else "ERROR"
+        return own
 
     def outcome(self, status: str) -> Outcome:
         if status == "ERROR":
@@ -376,3 +398,95 @@ class DjangoRunner(Runner):
                 out.append(f"{m.group(1)}: {m.group(2)[:200]}")
         seen: set[str] = set()
         return [o for o in out if not (o in seen or seen.add(o))]  # type: ignore[func-returns-value]
+
+
+def _status_word(text: str) -> str | None:
+    """unittest's verbose status (`ok`, `FAIL`, `ERROR`, `skipped 'why'`, `expected failure`,
+    `unexpected success`) as a swebench status, or None for any other text."""
+    t = text.strip()
+    if t == "ok":
+        return "PASSED"
+    if t == "FAIL":
+        return "FAILED"
+    if t == "ERROR":
+        return "ERROR"
+    if t == "skipped" or t.startswith(("skipped '", 'skipped "')):
+        return "SKIPPED"
+    if t == "expected failure":
+        return "XFAIL"
+    if t == "unexpected success":
+        return "FAILED"
+    return None
+
+
+def _is_test_id(text: str) -> bool:
+    return bool(_ID.match(text) or _SUBTEST.match(text))
+
+
+def _worse(a: str | None, b: str) -> str:
+    if a is None:
+        return b
+    return b if _RANK.get(b, 2) > _RANK.get(a, 2) else a
+
+
+def verbose_results(log: str) -> dict[str, str]:
+    """{real test id: status} from unittest's verbosity-2 lines, as Django's runner and
+    `python -m unittest -v` print them:
+
+    - `test_x (app.tests.C) ... ok`; with a docstring the id is printed alone and the docstring's first
+      line carries the status on the next line (`test_x (app.tests.C)` / `Doc line. ... FAIL`);
+    - a status may come on a later line when the test prints (`test_x (...) ... <output>` ... `ok`);
+    - Python < 3.11 prints nothing for a test whose subtests failed, so the next test's id follows on
+      the same line (`Doc. ... test_y (app.tests.C) ... ok`); its failures are only in the headers;
+    - Python >= 3.11 prints each failing subtest (`  test_x (app.tests.C.test_x) (ext='.gz')` then
+      `Doc. ... FAIL`);
+    - `FAIL: <id>` / `ERROR: <id>` section headers name the real id of every failure (subtests
+      included).
+    Subtest results are keyed by the subtest's description; `result_for` folds them into their test.
+    """
+    out: dict[str, str] = {}
+
+    def put(tid: str | None, status: str | None) -> None:
+        if tid and status:
+            out[tid] = _worse(out.get(tid), status)
+
+    awaiting: str | None = None  # an id printed alone: the docstring line after it is its description
+    pending: str | None = None  # a described test whose status is not printed yet
+    for raw in log.split("\n"):
+        line = raw.strip()
+        header = _HEADER.match(line)
+        if header:
+            tid = header.group("id").strip()
+            if _is_test_id(tid):
+                put(tid, _HEADER_STATUS[header.group("kind")])
+            awaiting = pending = None
+            continue
+        if line.endswith(" ...") or line == "...":
+            line += " "
+        if " ... " not in line:
+            if _is_test_id(line):
+                awaiting = line
+                continue
+            status = _status_word(line)
+            if status and pending:
+                put(pending, status)
+                pending = None
+            awaiting = None
+            continue
+        *descs, tail = line.split(" ... ")
+        ids: list[str | None] = []
+        for k, desc in enumerate(descs):
+            if k == 0 and awaiting:
+                ids.append(awaiting)  # `desc` is the docstring line of the id printed before
+            else:
+                ids.append(desc if _is_test_id(desc) else None)
+        awaiting = None
+        status = _status_word(tail)
+        if status:
+            put(ids[-1], status)
+            pending = None
+        elif _is_test_id(tail.strip()):
+            awaiting, pending = tail.strip(), None  # the next test started; its docstring follows
+        else:
+            pending = ids[-1]  # no status yet (output, subtests, or a later `ok` line)
+    return out

@@ -3,7 +3,9 @@
 Labels are dotted names (`pkg.tests.test_mod.SomeTests.test_x` is the node level; a module or class
 label runs all of it) or file paths (`tests/test_mod.py`, a whole module). `discover` runs a suite.
 Output is unittest's verbose lines, the same format Django prints, so SWE-bench's Django parser
-reads it. As with Django, ERROR is an exception raised in the test body: behavioral.
+reads it and the Django runner's line reading attributes every result to its real id (docstring
+tests, both id forms of Python < / >= 3.11, subtests: a failing subtest fails its test). As with
+Django, ERROR is an exception raised in the test body: behavioral.
 No SWE-bench repository uses it as its native runner, so `serves` is always False; agents may still
 write unittest commands for repositories whose tests are unittest-compatible.
 """

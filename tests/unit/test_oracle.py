@@ -13,6 +13,7 @@ from tests.paths import VERIFIED
 
 from execcritic.bundle.oracle import (
     GENERATED_ENTRYPOINT,
+    OracleError,
     build_oracle,
     check_official,
     outline_of,
@@ -197,3 +198,122 @@ def test_base_reader_places_added_methods_by_line():
     task = Task.from_row(row)
     built = build_oracle(task, read_base={"tests/test_k.py": base}.get)
     assert built.added_extra == ["tests/test_k.py::TestB::test_new"] and not built.inferred
+
+
+# ---- tests defined on mixins ------------------------------------------------------------------------
+# tests/data/oracle/django_mixin_bases.json: per instance, the class lines (bases kept) and test defs
+# (docstring first lines kept) of the official modules of the audited Base (the PyPI sdist it names).
+
+
+@lru_cache(maxsize=None)
+def mixin_bases():
+    return json.loads((ROOT / "tests" / "data" / "oracle" / "django_mixin_bases.json").read_text())
+
+
+def test_mixin_docstring_test_resolves_to_its_concrete_testcase():
+    """django__django-14053: 'post_processing behaves correctly.' is TestHashedFiles.test_post_processing;
+    TestHashedFiles is a plain class, run through TestCollectionManifestStorage(TestHashedFiles,
+    CollectionTestCase). The label `...TestHashedFiles.test_post_processing` does not load."""
+    task = tasks().get("django__django-14053")
+    read = mixin_bases()["django__django-14053"]["files"].get
+    built = build_oracle(task, read_base=read)
+    label = "staticfiles_tests.test_storage.TestCollectionManifestStorage.test_post_processing"
+    assert (
+        built.bundle.command_line.split()[-1] == label and "TestHashedFiles" not in built.bundle.command_line
+    )
+    assert built.declared == [
+        "test_post_processing (staticfiles_tests.test_storage.TestCollectionManifestStorage)"
+    ]
+    assert validate_bundle(built.bundle, task, read_base=read) == []
+
+
+def test_mixin_docstring_tests_resolve_to_every_concrete_testcase():
+    """django__django-16938: the docstring-named F2P tests live on SerializersTestBase, which four TestCase
+    classes of the official modules inherit - the same four the row's own non-docstring F2P ids name.
+    JsonSerializerTransactionTestCase (multi-line bases) inherits the other mixin and is not selected."""
+    task = tasks().get("django__django-16938")
+    read = mixin_bases()["django__django-16938"]["files"].get
+    built = build_oracle(task, read_base=read)
+    assert "SerializersTestBase" not in built.bundle.command_line
+    assert "TransactionTestCase" not in built.bundle.command_line
+    concrete = {
+        "serializers.test_json.JsonSerializerTestCase",
+        "serializers.test_jsonl.JsonlSerializerTestCase",
+        "serializers.test_xml.XmlSerializerTestCase",
+        "serializers.test_yaml.YamlSerializerTestCase",
+    }
+    from execcritic.runners import get_runner
+
+    django = get_runner("django")
+    named = {f"{n.path}.{n.scope[0]}" for n in map(django.parse_node, task.fail_to_pass) if n.scope}
+    assert named == concrete
+    got = {t.split(" (")[1].rstrip(")") for t in built.resolved["Basic serialization works."].split(", ")}
+    assert got == concrete
+    # defined on XmlSerializerTestCase itself: unchanged
+    assert built.resolved["Serializing control characters with XML should fail as those characters"] == (
+        "test_control_char_failure (serializers.test_xml.XmlSerializerTestCase)"
+    )
+    assert len(built.declared) == 6 * 4 + 4 * 4 + 1
+    assert validate_bundle(built.bundle, task, read_base=read) == []
+
+
+def test_mixin_needs_the_real_base_classes():
+    """A release outline renders classes without their bases: the scope is kept, nothing is guessed."""
+    task = tasks().get("django__django-14053")
+    files = mixin_bases()["django__django-14053"]["files"]
+
+    def read(path):
+        return files.get(path)
+
+    read.exact_lines = False  # type: ignore[attr-defined]
+    built = build_oracle(task, read_base=read)
+    assert built.declared == ["test_post_processing (staticfiles_tests.test_storage.TestHashedFiles)"]
+
+
+def _django_task(base_doc: str):
+    from execcritic.tasks.model import Task
+
+    patch = (
+        "diff --git a/tests/app/tests.py b/tests/app/tests.py\n--- a/tests/app/tests.py\n+++ b/tests/app/tests.py\n"
+        "@@ -1,3 +1,4 @@\n from django.test import TestCase\n+# touched\n \n \n"
+    )
+    row = {
+        "instance_id": "django__django-1",
+        "repo": "django/django",
+        "base_commit": "0" * 40,
+        "patch": "p",
+        "test_patch": patch,
+        "problem_statement": "d",
+        "FAIL_TO_PASS": json.dumps([base_doc]),
+        "PASS_TO_PASS": "[]",
+        "eval_script": ">>>>> Start Test Output'\n./tests/runtests.py --verbosity 2 --settings=test_sqlite "
+        "--parallel 1 app.tests app.test_more\n>>>>> End Test Output'\n",
+    }
+    return Task.from_row(row)
+
+
+def test_mixin_resolution_follows_the_mro():
+    """Concrete classes across the official modules; a subclass that overrides the test runs its own
+    test; an intermediate mixin is still a mixin; a class with an unknown base may be a TestCase."""
+    base = {
+        "tests/app/tests.py": (
+            "from django.test import TestCase\n\n\nclass Base(object):\n    def test_x(self):\n"
+            '        """Shared behavior holds."""\n\n\nclass Mid(Base):\n    pass\n\n\n'
+            "class A(Mid, TestCase):\n    pass\n\n\nclass B(Base, TestCase):\n    def test_x(self):\n"
+            "        pass\n"
+        ),
+        "tests/app/test_more.py": "from .tests import Mid\n\n\nclass C(\n    Mid,\n    mixins.Other,\n):\n    pass\n",
+    }
+    built = build_oracle(_django_task("Shared behavior holds."), read_base=base.get)
+    assert built.declared == ["test_x (app.tests.A)", "test_x (app.test_more.C)"]
+
+
+def test_mixin_without_a_testcase_is_an_oracle_error():
+    base = {
+        "tests/app/tests.py": (
+            "class Base:\n    def test_x(self):\n"
+            '        """Shared behavior holds."""\n\n\nclass Other(Base):\n    pass\n'
+        ),
+    }
+    with pytest.raises(OracleError, match="mixin"):
+        build_oracle(_django_task("Shared behavior holds."), read_base=base.get)

@@ -1,5 +1,6 @@
 """The Python runners: selection, node parsing, binding, exact commands, and per-node results read from
-real runner output (a real pytest run here; real Django 4.2 / SymPy 1.14 logs in tests/data/logs)."""
+real runner output (a real pytest run here; real Django 3.2-4.2 / unittest / SymPy 1.14 logs in
+tests/data/logs)."""
 
 from __future__ import annotations
 
@@ -407,6 +408,126 @@ def test_django_real_log_results():
     assert django.outcome("ERROR") is Outcome.FAILED  # exception in the test body
 
 
+def _classify(runner, declared, log_name, exit_code):
+    from execcritic.harness.classify import classify
+    from execcritic.sandbox.base import CommandResult
+
+    log = (LOGS / log_name).read_text()
+    nodes = [runner.parse_node(n) for n in declared]
+    return classify(runner, nodes, CommandResult(exit_code, log, False, False, 1.0))
+
+
+def test_django_py311_subtests_real_log():
+    """django__django-16642 on Base (Django 4.2b1, Python 3.11): the test prints `(module.Class.test_x)` ids,
+    two subtests fail and the test itself prints no status: the declared node FAILED behaviorally."""
+    log = (LOGS / "django42b1_py311_subtests_base.txt").read_text()
+    results = django.parse_results(log)
+    node = django.parse_node("test_compressed_response (responses.test_fileresponse.FileResponseTests)")
+    sub = (
+        "test_compressed_response (responses.test_fileresponse.FileResponseTests.test_compressed_response)"
+        " (ext='.tar.Z')"
+    )
+    assert results[sub] == "FAILED"
+    assert django.result_for(node, results) == "FAILED"
+    assert (
+        django.result_for(django.parse_node("responses.test_fileresponse.FileResponseTests.test_x"), results)
+        is None
+    )
+    c = _classify(django, [node.text], "django42b1_py311_subtests_base.txt", 1)
+    assert c.valid and c.verdict.value == "FAIL" and c.failure_kind.value == "behavioral_failure"
+    gold = _classify(django, [node.text], "django42b1_py311_subtests_gold.txt", 0)
+    assert gold.valid and gold.verdict.value == "PASS"
+    # the Python >= 3.11 id form binds too
+    assert (
+        django.result_for(
+            django.parse_node(
+                "test_compressed_response (responses.test_fileresponse.FileResponseTests.test_compressed_response)"
+            ),
+            results,
+        )
+        == "FAILED"
+    )
+
+
+def test_django_shared_docstring_real_log():
+    """django__django-15987 on Base (Django 4.1): two tests print the same docstring line; SWE-bench's map
+    keeps one status for both (the last, `ok`), the per-node results come from the real ids."""
+    log = (LOGS / "django41_py39_shared_docstring_base.txt").read_text()
+    results = django.parse_results(log)
+    assert (
+        results["settings.FIXTURE_DIRS cannot contain a default fixtures directory"] == "PASSED"
+    )  # collapsed
+    pathlib_test = (
+        "test_fixture_dirs_with_default_fixture_path_as_pathlib (fixtures_regress.tests.TestFixtures)"
+    )
+    str_test = "test_fixture_dirs_with_default_fixture_path (fixtures_regress.tests.TestFixtures)"
+    assert django.result_for(django.parse_node(pathlib_test), results) == "FAILED"
+    assert django.result_for(django.parse_node(str_test), results) == "PASSED"
+    c = _classify(django, [pathlib_test, str_test], "django41_py39_shared_docstring_base.txt", 1)
+    assert c.valid and c.verdict.value == "FAIL"
+    assert [n.status for n in c.nodes] == ["FAILED", "PASSED"]
+
+
+def test_django_skipped_declared_node_stays_invalid():
+    """django__django-14007 on Base (Django 3.2a1, SQLite): the added `test_auto_field_subclass_bulk_create`
+    is skipped (`can_return_rows_from_bulk_insert`); a declared node that did not run gives no verdict,
+    even though the other declared node failed."""
+    declared = [
+        "test_auto_field_subclass_create (custom_pk.tests.CustomPKTests)",
+        "test_auto_field_subclass_bulk_create (custom_pk.tests.CustomPKTests)",
+    ]
+    c = _classify(django, declared, "django32a1_py38_skipped_node_base.txt", 1)
+    assert not c.valid and c.verdict is None and c.failure_kind.value == "node_not_run"
+    assert [n.status for n in c.nodes] == ["FAILED", "SKIPPED"]
+
+
+def test_django_runner_crash_before_any_test_is_no_results():
+    """django__django-15525, the F2P node alone (Django 4.0.3): the runner dies in database setup."""
+    c = _classify(
+        django,
+        ["test_natural_key_dependencies (fixtures_regress.tests.NaturalKeyFixtureOnOtherDatabaseTests)"],
+        "django403_py39_other_database_only_base.txt",
+        1,
+    )
+    assert not c.valid and c.failure_kind.value == "no_results"
+
+
+def test_verbose_results_line_forms():
+    from execcritic.runners.django import verbose_results
+
+    log = (
+        "test_a (app.tests.C) ... ok\n"
+        "test_b (app.tests.C) ... printed by the test\n"
+        "more output\n"
+        "ok\n"
+        "test_c (app.tests.C.test_c)\n"
+        "Shared doc line. ... skipped 'no db'\n"
+        "test_d (app.tests.C) ... expected failure\n"
+        "test_e (app.tests.C) ... unexpected success\n"
+        "test_f (app.tests.C) ... \n"
+        "  test_f (app.tests.C.test_f) [msg] (i=1) ... ERROR\n"
+        "test_g (app.tests.C) ... ERROR\n"
+        "\n"
+        "ERROR: test_g (app.tests.C)\n"
+        "FAIL: test_h (app.tests.C) (i=2)\n"
+    )
+    got = verbose_results(log)
+    assert got == {
+        "test_a (app.tests.C)": "PASSED",
+        "test_b (app.tests.C)": "PASSED",
+        "test_c (app.tests.C.test_c)": "SKIPPED",
+        "test_d (app.tests.C)": "XFAIL",
+        "test_e (app.tests.C)": "FAILED",
+        "test_f (app.tests.C.test_f) [msg] (i=1)": "ERROR",
+        "test_g (app.tests.C)": "ERROR",
+        "test_h (app.tests.C) (i=2)": "FAILED",
+    }
+    results = django.parse_results(log)
+    assert django.result_for(django.parse_node("app.tests.C.test_f"), results) == "ERROR"
+    assert django.result_for(django.parse_node("app.tests.C.test_h"), results) == "FAILED"
+    assert django.result_for(django.parse_node("app.tests.C.test_c"), results) == "SKIPPED"
+
+
 # ---- SymPy -----------------------------------------------------------------------------------------
 
 
@@ -552,6 +673,24 @@ def test_unittest_real_run(tmp_path):
     assert unittest_runner.result_for(nodes[0], results) == "PASSED"
     assert unittest_runner.result_for(nodes[1], results) == "ERROR"
     assert unittest_runner.outcome("ERROR") is Outcome.FAILED
+
+
+@pytest.mark.parametrize("log_name", ["unittest_py38_subtests.txt", "unittest_py311_subtests.txt"])
+def test_unittest_subtests_real_logs(log_name):
+    """Real `python -m unittest -v` output (CPython 3.8 and 3.11, see README): a failing subtest fails its
+    test; two tests share a docstring line (SWE-bench's map keys them by it)."""
+    log = (LOGS / log_name).read_text()
+    results = unittest_runner.parse_results(log)
+    get = lambda label: unittest_runner.result_for(unittest_runner.parse_node(label), results)
+    assert get("test_sub.SubTests.test_params") == "FAILED"
+    assert get("test_sub.SubTests.test_plain") == "FAILED"
+    assert get("test_sub.SubTests.test_ok") == "PASSED"
+    assert get("test_sub.SubTests.test_absent") is None
+    nodes = ["test_sub.SubTests.test_params", "test_sub.SubTests.test_plain", "test_sub.SubTests.test_ok"]
+    c = _classify(unittest_runner, nodes, log_name, 1)
+    assert c.valid and c.verdict.value == "FAIL"
+    c = _classify(unittest_runner, ["test_sub.SubTests.test_ok"], log_name, 1)
+    assert not c.valid and c.failure_kind.value == "inconsistent_exit"  # the others failed: exit 1
 
 
 # ---- serves: every Verified row has its runner ------------------------------------------------------
