@@ -20,11 +20,11 @@ venv: $(VENV)/.installed
 
 # SWE-bench Verified rows: the shared local copy when present, else the Hugging Face hub id.
 export EXECCRITIC_VERIFIED ?= $(if $(wildcard ../shared/data/swebench/verified_test.parquet),$(abspath ../shared/data/swebench/verified_test.parquet),SWE-bench/SWE-bench_Verified)
-RUN_INSTANCES ?= sympy__sympy-24443 pytest-dev__pytest-7490
+RUN_INSTANCES ?= sympy__sympy-24443
 RUN_OUT ?= runs/embedded-default
 
-# The main job on the embedded default (no GPU, no API key, no image registry): build two
-# verified-sdist task environments, then the whole pipeline - Test sources `oracle` and the embedded
+# The main job on the embedded default (no GPU, no API key, no image registry): build a
+# verified-sdist task environment, then the whole pipeline - Test sources `oracle` and the embedded
 # SmolLM2 model, Repair by the same model, official scoring - on the small `smoke` budget profile.
 run: system-deps venv
 	$(VENV)/bin/execcritic tasks build-sdist $(addprefix --instance ,$(RUN_INSTANCES))

@@ -141,11 +141,11 @@ def eval_script(base: str, test_file: str, test_patch: str) -> str:
     """An eval script in the shape of SWE-bench Verified's (reset test files, apply the test patch,
     run the test files between the markers, reset again)."""
     return "\n".join([
-        "#!/bin/bash", "set -uxo pipefail", "cd /testbed",
+        "#!/bin/bash", "set -uxo pipefail", "cd /testbed", "export PYTHONPATH=/testbed",
         "git config --global --add safe.directory /testbed", "git status",
         f"git checkout {base} {test_file}",
         "git apply -v - <<'EOF_114329324912'", test_patch.rstrip("\n"), "EOF_114329324912",
-        ": '>>>>> Start Test Output'", f"pytest -rA {test_file}", ": '>>>>> End Test Output'",
+        ": '>>>>> Start Test Output'", f"python3 -m pytest -rA {test_file}", ": '>>>>> End Test Output'",
         f"git checkout {base} {test_file}", ""])
 
 

@@ -1,7 +1,7 @@
-"""Where the shared, read-only inputs are: `../shared` next to the checkout (or $EXECCRITIC_SHARED).
+"""Where the shared, read-only inputs are: `$EXECCRITIC_SHARED`, else the nearest `shared/` next to the
+checkout or one of its parents (dev and CI machines keep it at `../shared`).
 
-The SWE-bench parquet files and the paper live there on every dev and CI machine; they are never
-copied into the repository."""
+The SWE-bench parquet files and the paper live there; they are never copied into the repository."""
 
 from __future__ import annotations
 
@@ -9,7 +9,19 @@ import os
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("EXECCRITIC_SHARED", REPO.parent / "shared"))
+
+
+def _find_shared() -> Path:
+    if os.environ.get("EXECCRITIC_SHARED"):
+        return Path(os.environ["EXECCRITIC_SHARED"])
+    for parent in REPO.parents:
+        candidate = parent / "shared"
+        if (candidate / "data" / "swebench").is_dir():
+            return candidate
+    return REPO.parent / "shared"
+
+
+SHARED = _find_shared()
 DATA = SHARED / "data" / "swebench"
 VERIFIED = DATA / "verified_test.parquet"
 MULTILINGUAL = DATA / "multilingual_test.parquet"

@@ -87,10 +87,12 @@ def register(app: typer.Typer) -> None:
                 builtin = [s for s in test_source if s in stages.SOURCES_BUILTIN]
                 models = [s for s in test_source if s not in stages.SOURCES_BUILTIN]
                 need_repair_model = stage in ("repair", "run")
-                with served_specs(repair_model if need_repair_model else None, *models) as served:
-                    cfg = stages.PipelineConfig(out_dir=str(out), test_sources=tuple(builtin + served[1:]),
-                                                repair_model=served[0] or repair_model, runs=runs,
-                                                backend=backend, protocol=protocol)
+                wanted = [repair_model if need_repair_model else None, *models]
+                with served_specs(*wanted) as served:
+                    endpoints = tuple((w, s) for w, s in zip(wanted, served) if w and s and w != s)
+                    cfg = stages.PipelineConfig(out_dir=str(out), test_sources=tuple(builtin + models),
+                                                repair_model=repair_model, runs=runs, backend=backend,
+                                                protocol=protocol, endpoints=endpoints)
                     kw = dict(workers=workers, backend=executor, show_progress=not no_progress)
                     if stage == "run":
                         summaries = stages.run_all(tasks, cfg, **kw)

@@ -36,6 +36,12 @@ class PipelineConfig:
     memory_mb: int | None = 4096
     command_timeout_s: float = 180.0
     protocol: ProtocolConfig = PAPER
+    # spec -> the endpoint spec that serves it in this session (e.g. "local" -> openai-text:http://...):
+    # records and resume keys use the stable spec, model clients the served one
+    endpoints: tuple[tuple[str, str], ...] = ()
+
+    def resolve(self, spec: str) -> str:
+        return dict(self.endpoints).get(spec, spec)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -95,7 +101,7 @@ def generation_unit(payload: tuple[Task, str, PipelineConfig]) -> dict[str, Any]
     from execcritic.agents.test_agent import run_test_agent
     from execcritic.pipeline.models import make_model
 
-    model = make_model(source, task=task, role="test", sampling=SamplingConfig.test_agent(cfg.protocol))
+    model = make_model(cfg.resolve(source), task=task, role="test", sampling=SamplingConfig.test_agent(cfg.protocol))
     _, workspace = _open(task, cfg)
     _, verifier = _open(task, cfg)
     with workspace, verifier:
@@ -115,7 +121,7 @@ def repair_unit(payload: tuple[Task, str, int, dict | None, PipelineConfig]) -> 
 
     bundle = (TestBundle(bundle_dict["test_patch"], bundle_dict["test_command"], bundle_dict["test_contract"])
               if bundle_dict else None)
-    model = make_model(cfg.repair_model, task=task, role="repair", run_index=run_index,
+    model = make_model(cfg.resolve(cfg.repair_model), task=task, role="repair", run_index=run_index,
                        sampling=SamplingConfig.repair_eval(cfg.protocol))
     name = f"{_safe(task.instance_id)}__{_safe(source_label(source))}__run{run_index}.json"
     traj = _paths(cfg)["trajectories"] / "repair" / name

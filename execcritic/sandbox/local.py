@@ -705,7 +705,9 @@ class LocalSandbox(Sandbox):
             argv = self.bwrap_argv(script, cwd=cwd, tree=tree)
             run_cwd = str(self.io)
         else:
-            argv = ["bash", "-c", self._map_path(self._script(command, cwd))]
+            # map the command and cwd only: the activation prelude names real host paths (a venv may
+            # itself live under /tmp) and must reach bash unchanged
+            argv = ["bash", "-c", self._script(self._map_path(command), self._map_path(cwd))]
             run_cwd = str(self.tree)
         if self._cgroup is not None:
             argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self._cgroup.procs_file), *argv]

@@ -59,3 +59,30 @@ def test_official_image_gold_and_empty(task):
     assert gold.valid and gold.resolved, gold.error
     empty = evaluate_official(task, "", env)
     assert not empty.resolved
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.parametrize("project", ["toolz", "boltons"])
+def test_swebench_harness_unchanged_on_a_local_image(project, demo_toolz, demo_boltons, docker_client,
+                                                     private_dockerd, base_image, monkeypatch):
+    """The Docker path end to end: swebench's own `run_instance` with the row's eval_script, unchanged,
+    against a real daemon and an image laid out like `sweb.eval.*` (repository at /testbed) - built
+    locally because the official ones cannot be pulled here. Gold -> resolved; empty -> unresolved
+    (valid); a patch that does not apply -> invalid with swebench's apply diagnostic."""
+    from execcritic.evaluation.official import evaluate_official
+    from execcritic.sandbox.images import build_task_image
+    from execcritic.tasks.environment import TaskEnvironment
+
+    demo = demo_toolz if project == "toolz" else demo_boltons
+    image = build_task_image(docker_client, demo.repo, f"execcritic/test-task:{project}-demo", base=base_image)
+    monkeypatch.setenv("DOCKER_HOST", private_dockerd.base_url)  # swebench's cleanup shells out to `docker`
+    env = TaskEnvironment(kind="docker", image=image, base_commit=demo.task.base_commit)
+    gold = evaluate_official(demo.task, demo.task.patch, env, timeout=300)
+    assert gold.valid and gold.resolved, gold.error
+    assert set(gold.f2p_pass) == set(demo.task.fail_to_pass) and gold.backend == "docker"
+    empty = evaluate_official(demo.task, "", env, timeout=300)
+    assert empty.valid and not empty.resolved and set(empty.f2p_fail) == set(demo.task.fail_to_pass)
+    bad = evaluate_official(demo.task, demo.task.patch.replace(demo.spec.buggy.strip(), "nothing here"), env,
+                            timeout=300)
+    assert not bad.valid and not bad.resolved and not bad.patch_applied and "apply" in bad.error.lower()

@@ -222,9 +222,12 @@ def test_reset_restores_the_exact_prepared_tree(clean, toolz_repo):
     after = listing(clean)
     assert after == first, tree_diff(first, after)
     # HOME is empty again, except mount points of read-only binds that live under /root
+    # (and likewise under /tmp, e.g. a venv of a checkout cloned under /tmp)
     mounts = sorted({Path(b).relative_to("/root").parts[0] for b in clean.binds
                      if str(b).startswith("/root/")})
-    assert clean.run("ls -A /tmp $HOME", timeout=10).output.split() == ["/root:", *mounts, "/tmp:"]
+    tmp_mounts = sorted({Path(b).relative_to("/tmp").parts[0] for b in clean.binds
+                         if str(b).startswith("/tmp/")})
+    assert clean.run("ls -A /tmp $HOME", timeout=10).output.split() == ["/root:", *mounts, "/tmp:", *tmp_mounts]
     st = clean.run("git status --porcelain --ignored", timeout=30).output
     assert st.split("\n") == ["!! build/", "!! toolz.egg-info/", "!! toolz/_build_info.py", ""]
     # the checkout itself was never touched
