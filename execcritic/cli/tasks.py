@@ -16,10 +16,11 @@ app = typer.Typer(no_args_is_help=True, help="Task sets: load, list and summariz
 @app.command("stats")
 def stats(dataset: str = typer.Argument(..., help="parquet/JSONL file, hub id, or alias (verified, ...)"),
           split: str = typer.Option("test", help="split for hub datasets"),
+          skip_bad_rows: bool = typer.Option(False, help="leave out (and list) rows that fail validation"),
           as_json: bool = JSON_OPTION) -> None:
     """Per-repo counts and FAIL_TO_PASS statistics."""
     with guarded(as_json):
-        s = task_stats(load_tasks(dataset, split=split))
+        s = task_stats(load_tasks(dataset, split=split, on_error="skip" if skip_bad_rows else "raise"))
     if as_json:
         emit_json(s)
         return

@@ -30,6 +30,7 @@ class TaskSet:
     split: str
     tasks: tuple[Task, ...]
     sha256: str                    # of the file bytes, or of the canonical rows for hub datasets
+    skipped: tuple[tuple[str, str], ...] = ()   # (instance_id, reason) of rows left out with on_error="skip"
 
     def __iter__(self) -> Iterator[Task]:
         return iter(self.tasks)
@@ -49,10 +50,11 @@ class TaskSet:
             return self
         wanted = list(instance_ids)
         picked = tuple(self.get(i) for i in wanted)
-        return TaskSet(self.source, self.split, picked, self.sha256)
+        return TaskSet(self.source, self.split, picked, self.sha256, self.skipped)
 
     def manifest(self) -> dict[str, Any]:
-        return {"source": self.source, "split": self.split, "rows": len(self.tasks), "sha256": self.sha256}
+        return {"source": self.source, "split": self.split, "rows": len(self.tasks), "sha256": self.sha256,
+                "skipped_rows": [list(s) for s in self.skipped]}
 
 
 def _file_sha256(path: Path) -> str:
@@ -108,8 +110,13 @@ def resolve_source(source: str) -> str:
     return HUB_ALIASES.get(source, source)
 
 
-def load_tasks(source: str, split: str = "test", instance_ids: Sequence[str] | None = None) -> TaskSet:
-    """Load and validate every row; the first bad row raises an InputError naming it."""
+def load_tasks(source: str, split: str = "test", instance_ids: Sequence[str] | None = None,
+               on_error: str = "raise") -> TaskSet:
+    """Load and validate every row. A bad row raises an InputError naming it (`on_error="raise"`), or is
+    left out and listed in `TaskSet.skipped` with the reason (`on_error="skip"`, e.g. the one official
+    Multilingual row with an empty FAIL_TO_PASS)."""
+    if on_error not in ("raise", "skip"):
+        raise ValueError("on_error must be 'raise' or 'skip'")
     if source not in _NAMED_TASK_SETS and source in _BUILTIN_TASK_SETS:
         import importlib
 
@@ -128,15 +135,22 @@ def load_tasks(source: str, split: str = "test", instance_ids: Sequence[str] | N
         rows = _rows_from_hub(resolved, split)
         digest = hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
     tasks = []
+    skipped: list[tuple[str, str]] = []
     seen: set[str] = set()
     for row in rows:
-        task = Task.from_row(row, source=resolved)
+        try:
+            task = Task.from_row(row, source=resolved)
+        except InputError as exc:
+            if on_error == "raise":
+                raise
+            skipped.append((str(row.get("instance_id")), str(exc)))
+            continue
         if task.instance_id in seen:
             raise InputError("duplicate instance_id", file=resolved, instance=task.instance_id,
                              field="instance_id")
         seen.add(task.instance_id)
         tasks.append(task)
-    return TaskSet(resolved, split, tuple(tasks), digest).select(instance_ids)
+    return TaskSet(resolved, split, tuple(tasks), digest, tuple(skipped)).select(instance_ids)
 
 
 # Task sets defined by the suite itself (e.g. `verified-sdist`) register a loader here.

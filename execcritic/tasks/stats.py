@@ -12,7 +12,9 @@ from execcritic.tasks.load import TaskSet
 def _summary(values: list[int]) -> dict[str, float]:
     if not values:
         return {"median": 0, "mean": 0.0, "min": 0, "max": 0}
-    return {"median": statistics.median(values), "mean": round(statistics.fmean(values), 2),
+    median = statistics.median(values)
+    return {"median": int(median) if float(median).is_integer() else median,
+            "mean": round(statistics.fmean(values), 2),
             "min": min(values), "max": max(values)}
 
 
