@@ -16,7 +16,7 @@ Two passes:
 
 Usage:
     python experiments/oracle_validation.py verified_test multilingual_test \
-        [--data-dir /work/shared/data/swebench] [--cache ~/.cache/execcritic/releases] [--download]
+        [--data-dir ../shared/data/swebench] [--cache ~/.cache/execcritic/releases] [--download]
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from execcritic.bundle.oracle import (  # noqa: E402
 )
 from execcritic.tasks.load import TaskSet  # noqa: E402
 
-DEFAULT_DATA_DIR = Path(os.environ.get("EXECCRITIC_DATA_DIR", "/work/shared/data/swebench"))
+DEFAULT_DATA_DIR = Path(os.environ.get("EXECCRITIC_DATA_DIR", str(ROOT.parent / "shared" / "data" / "swebench")))
 DEFAULT_CACHE = Path(
     os.environ.get("EXECCRITIC_RELEASE_CACHE", Path.home() / ".cache" / "execcritic" / "releases")
 )

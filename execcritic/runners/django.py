@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Sequence
 
 from execcritic.bundle.command import ParsedCommand
 from execcritic.bundle.problems import TEST_COMMAND, Problem
+from execcritic.runners._python import is_python, python_main
 from execcritic.runners.base import Node, Outcome, Runner, Selection, Selector, register
 from execcritic.runners.pytest import official_test_line
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
 
-_PYTHON = re.compile(r"^(python|python3|python3\.\d+|python2(\.\d+)?)$")
 _ID = re.compile(r"^(?P<name>\w+) \((?P<where>[\w.]+)\)$")
 # a subtest's description: its test's id, then `[msg]` and/or `(params)` (`(<subtest>)` when neither)
 _SUBTEST = re.compile(r"^(?P<id>\w+ \([\w.]+\)) (?P<sub>\[.*\](?: \(.*\))?|\(.*\))$")
@@ -117,17 +117,11 @@ class DjangoRunner(Runner):
         if not argv:
             return None
         i = 0
-        if _PYTHON.match(argv[0].rsplit("/", 1)[-1]):
-            i = 1
-            while i < len(argv) and argv[i].startswith("-"):
-                if argv[i] in ("-X", "-W"):
-                    i += 2
-                elif argv[i] == "-m":
-                    return None
-                else:
-                    i += 1
-            if i >= len(argv):
+        if is_python(argv[0]):
+            main = python_main(argv)
+            if main is None or main[0] != "script":
                 return None
+            i = main[1]
         prog = argv[i]
         if (
             prog.removeprefix("./") in ("tests/runtests.py", "runtests.py")

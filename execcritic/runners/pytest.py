@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from execcritic.bundle.command import ParsedCommand
 from execcritic.bundle.problems import TEST_COMMAND, Problem
+from execcritic.runners._python import python_main
 from execcritic.runners.base import Node, Runner, Selection, Selector, register
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -173,7 +174,6 @@ _SAFE_INI_KEYS = {
     "truncation_limit_chars",
 }
 _SHORT_FLAGS = set("vqsxlrVhaAfEpPwW")  # letters that may be bundled (`-vvs`, `-xvs`, `-rA`)
-_PYTHON = re.compile(r"^(python|python3|python3\.\d+|python2(\.\d+)?|pypy3?)$")
 _TOX = {"tox", "tox4"}
 
 _LEVEL_MESSAGES = {
@@ -247,21 +247,10 @@ class PytestRunner(Runner):
         prog = _basename(argv[0])
         if prog in ("pytest", "py.test"):
             return argv[1:]
-        if _PYTHON.match(prog):
-            i = 1
-            while i < len(argv):
-                a = argv[i]
-                if a == "-m":
-                    if i + 1 < len(argv) and argv[i + 1] in ("pytest", "py.test"):
-                        return argv[i + 2 :]
-                    return None
-                if a in ("-X", "-W"):
-                    i += 2
-                    continue
-                if re.match(r"^-[bBdEiIOqsSuvR]+$", a) or a.startswith(("-X", "-W")):
-                    i += 1
-                    continue
-                return None
+        main = python_main(argv)
+        if main is not None:
+            if main[0] == "module" and argv[main[1]] in ("pytest", "py.test"):
+                return argv[main[1] + 1 :]
             return None
         if prog in _TOX:
             if "--" in argv:

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 from execcritic.bundle.command import ParsedCommand
 from execcritic.bundle.problems import TEST_COMMAND, Problem
+from execcritic.runners._python import is_python, python_main
 from execcritic.runners.base import Node, Outcome, Runner, Selection, Selector, register
 from execcritic.runners.pytest import norm_path, official_test_line
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
 
-_PYTHON = re.compile(r"^(python|python3|python3\.\d+|python2(\.\d+)?)$")
 _NAME = re.compile(r"^test\w*$")
 _VALUE = {"--tb", "--seed", "-t", "--types", "--timeout", "--split", "--rerun"}
 _FLAGS = {
@@ -74,12 +74,11 @@ class SympyRunner(Runner):
         if not argv:
             return None
         i = 0
-        if _PYTHON.match(argv[0].rsplit("/", 1)[-1]):
-            i = 1
-            while i < len(argv) and argv[i].startswith("-"):
-                i += 2 if argv[i] in ("-X", "-W") else 1
-            if i >= len(argv):
+        if is_python(argv[0]):
+            main = python_main(argv)
+            if main is None or main[0] != "script":
                 return None
+            i = main[1]
         prog = argv[i].removeprefix("/testbed/").removeprefix("./")
         cwd = cmd.cwd_in_repo()
         where = f"{cwd}/{prog}".strip("/") if cwd and not argv[i].startswith("/") else prog

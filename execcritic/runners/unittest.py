@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Sequence
 
 from execcritic.bundle.command import ParsedCommand
 from execcritic.bundle.problems import TEST_COMMAND, Problem
+from execcritic.runners._python import python_main
 from execcritic.runners.base import Node, Outcome, Runner, Selection, Selector, register
 from execcritic.runners.django import DjangoRunner
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
 
-_PYTHON = re.compile(r"^(python|python3|python3\.\d+|python2(\.\d+)?|pypy3?)$")
 _VALUE = {"-k", "--durations"}
 _FLAGS = {
     "-v",
@@ -49,13 +49,9 @@ class UnittestRunner(Runner):
 
     def _args(self, cmd: ParsedCommand) -> list[str] | None:
         argv = list(cmd.argv)
-        if not argv or not _PYTHON.match(argv[0].rsplit("/", 1)[-1]):
-            return None
-        i = 1
-        while i < len(argv) and argv[i].startswith("-") and argv[i] != "-m":
-            i += 2 if argv[i] in ("-X", "-W") else 1
-        if i + 1 < len(argv) and argv[i] == "-m" and argv[i + 1] == "unittest":
-            return argv[i + 2 :]
+        main = python_main(argv)
+        if main and main[0] == "module" and argv[main[1]] == "unittest":
+            return argv[main[1] + 1 :]
         return None
 
     def recognizes(self, cmd: ParsedCommand) -> bool:

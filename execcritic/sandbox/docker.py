@@ -395,11 +395,12 @@ class DockerSandbox(Sandbox):
         except Exception:
             return False
 
-    def _exec_simple(self, cmd: list[str], *, what: str, timeout: float = 600) -> str:
+    def _exec_simple(self, cmd: list[str], *, what: str,
+                     environment: dict[str, str] | None = None) -> str:
         """Run a helper command to completion (no user code); SandboxError on any failure."""
         errors, req_errors = _docker_errors()
         try:
-            res = self._container.exec_run(cmd, user="0", workdir="/", demux=True)
+            res = self._container.exec_run(cmd, user="0", workdir="/", demux=True, environment=environment)
         except (errors.APIError, req_errors.ConnectionError) as exc:
             raise self._gone(exc) from exc
         out = (res.output[0] or b"").decode("utf-8", "replace") if res.output else ""
@@ -623,21 +624,9 @@ class DockerSandbox(Sandbox):
         self._timings["last_reset_s"] = time.monotonic() - t0
 
     def _reset_exec(self) -> None:
-        errors, req_errors = _docker_errors()
         clean = " ".join(shlex.quote(d) for d in ("/tmp", "/dev/shm", IO_DIR))
-        try:
-            res = self._container.exec_run(
-                ["bash", "-c", RESET_SCRIPT, "reset", self._restored_at, *self._pairs()],
-                user="0", workdir="/", demux=True, environment={"EC_CLEAN": clean})
-        except (errors.APIError, req_errors.ConnectionError) as exc:
-            raise self._gone(exc) from exc
-        out = (res.output[0] or b"").decode("utf-8", "replace") if res.output else ""
-        err = (res.output[1] or b"").decode("utf-8", "replace") if res.output else ""
-        if res.exit_code != 0:
-            if not self._running():
-                raise self._gone()
-            raise SandboxError(f"reset of container {self.name} failed (exit {res.exit_code}): "
-                               f"{err[-2000:]}")
+        out = self._exec_simple(["bash", "-c", RESET_SCRIPT, "reset", self._restored_at, *self._pairs()],
+                                what="reset", environment={"EC_CLEAN": clean})
         self._apply_reset_output(out)
 
     def close(self) -> None:

@@ -46,7 +46,7 @@ def main() -> None:
     env.update(PATH=f"{demo.venv}/bin:{env['PATH']}", PYTHONPATH=str(bare_dir))
     bare_cmd = bundle.command_line
 
-    variants = {"bare": lambda: subprocess.run(bare_cmd, shell=True, cwd=bare_dir, env=env, capture_output=True),
+    variants = {"bare": lambda: subprocess.run(bare_cmd, check=False, shell=True, cwd=bare_dir, env=env, capture_output=True),
                 "execute-local": lambda: execute(demo.task, bundle, sandbox=local)}
     docker = dockerd = None
     if not args.no_docker:
@@ -88,7 +88,11 @@ def main() -> None:
                                  "paired_ratio_median": round(statistics.median(paired), 2), "phases_median_s": split}
     print(json.dumps(report, indent=2))
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2))
+        from execcritic.results.manifest import build_manifest, write_result
+
+        manifest = build_manifest(datasets=[{"id": demo.task.instance_id, "source": "tests/demo_tasks.py (toolz sdist)"}],
+                                  extra={"rounds": args.rounds})
+        write_result(args.json, report, manifest)
     local.close()
     if docker:
         docker.close()

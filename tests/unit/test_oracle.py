@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.paths import VERIFIED
+from tests.paths import MULTILINGUAL, VERIFIED
 
 from execcritic.bundle.oracle import (
     GENERATED_ENTRYPOINT,
@@ -317,3 +317,26 @@ def test_mixin_without_a_testcase_is_an_oracle_error():
     }
     with pytest.raises(OracleError, match="mixin"):
         build_oracle(_django_task("Shared behavior holds."), read_base=base.get)
+
+
+@pytest.mark.skipif(not MULTILINGUAL.exists(), reason="SWE-bench Multilingual parquet not available")
+@pytest.mark.parametrize("iid", ["astral-sh__ruff-15309", "astral-sh__ruff-15543"])
+def test_foreign_language_fixtures_are_test_data(iid):
+    """ruff's Rust tests read Python fixtures: in a Rust repository a `.py` file under a test
+    directory is test data, so the official bundle (which adds them) validates."""
+    from execcritic.tasks import load_tasks
+
+    task = load_tasks(str(MULTILINGUAL), on_error="skip").get(iid)
+    assert task.language == "rust"
+    assert check_official(task).valid
+
+
+def test_foreign_language_rule_needs_a_test_directory():
+    from execcritic.bundle.patch import is_test_path
+
+    fixture = "crates/ruff_linter/resources/test/fixtures/pyflakes/F523.py"
+    assert is_test_path(fixture, "rust")
+    assert not is_test_path("crates/ruff_linter/resources/F523.py", "rust")  # not under a test dir
+    assert not is_test_path("crates/ruff_python_ast/src/lib.rs", "rust")
+    # in a Python repository the Python rules judge the same kind of path
+    assert is_test_path("tests/test_x.py", "python") and not is_test_path("pkg/fixtures_helper.py", "python")

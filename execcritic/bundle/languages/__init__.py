@@ -160,12 +160,24 @@ def is_test_path(path: str, language: str | None = None) -> bool:
         if mod.is_test_path(path):
             return True
         support = getattr(mod, "test_support_path", None)
-        return bool(support and support(path))
+        if support and support(path):
+            return True
+        # code in another language than the repository's (the Python fixtures a Rust linter's tests
+        # read) is never run as the repository's source: it is test data, under a test directory
+        foreign = language is not None and language in _load() and mod is not _load()[language]
+        return foreign and is_test_data_path(path)
     for m in _load().values():
         support = getattr(m, "test_support_path", None)
         if support and support(path):
             return True
     return is_test_data_path(path)
+
+
+def new_names(names, added_lines: list[str], removed_lines: list[str]) -> list[str]:
+    """Test names `names(lines)` finds on added lines and not on removed ones (a moved or edited test
+    is not new), first occurrence order, without duplicates."""
+    removed = set(names(removed_lines))
+    return list(dict.fromkeys(n for n in names(added_lines) if n not in removed))
 
 
 def added_tests(
@@ -186,5 +198,6 @@ __all__ = [
     "languages",
     "module_for_language",
     "module_for_path",
+    "new_names",
     "under_test_dir",
 ]

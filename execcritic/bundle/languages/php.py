@@ -8,7 +8,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from execcritic.bundle.languages import under_test_dir
+from execcritic.bundle.languages import new_names, under_test_dir
 
 LANGUAGE = "php"
 EXTENSIONS = (".php", ".phpt")
@@ -37,9 +37,4 @@ def added_tests(path: str, added_lines: list[str], removed_lines: list[str]) -> 
                 marked = False
         return out
 
-    removed = set(names(removed_lines))
-    out: list[str] = []
-    for n in names(added_lines):
-        if n not in removed and n not in out:
-            out.append(n)
-    return out
+    return new_names(names, added_lines, removed_lines)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from execcritic.bundle.languages import under_test_dir
+from execcritic.bundle.languages import new_names, under_test_dir
 from execcritic.bundle.languages.python import DefInfo
 
 LANGUAGE = "ruby"
@@ -56,12 +56,7 @@ def _names(lines: list[str]) -> list[str]:
 def added_tests(path: str, added_lines: list[str], removed_lines: list[str]) -> list[str]:
     if not is_test_path(path) or not path.endswith(".rb"):
         return []
-    removed = set(_names(removed_lines))
-    out: list[str] = []
-    for n in _names(added_lines):
-        if n not in removed and n not in out:
-            out.append(n)
-    return out
+    return new_names(_names, added_lines, removed_lines)
 
 
 def added_test_nodes(path: str, hunks: list[tuple[str, list[str]]]) -> list[DefInfo]:

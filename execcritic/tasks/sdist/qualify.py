@@ -362,36 +362,10 @@ def recipe_notes() -> dict[str, Any]:
 
 def summarize(cands: Sequence[Candidate], *, envs: dict, env_facts: dict, seconds: float,
               previous: Sequence[dict] = ()) -> dict[str, Any]:
-    per_repo: dict[str, dict[str, int]] = {}
-    reasons: dict[str, int] = {}
-    for row in previous:  # rows of earlier runs (other instances), as written by write_results
-        r = per_repo.setdefault(row["repo"], {"candidates": 0, "applied": 0, "built": 0, "qualified": 0})
-        r["candidates"] += 1
-        r["applied"] += bool(row.get("release"))
-        r["built"] += row.get("stage") not in ("select", "plan", "build", None)
-        r["qualified"] += bool(row.get("kept"))
-        if not row.get("kept"):
-            cls = row.get("reason_class") or row.get("reason", "")[:60]
-            reasons[cls] = reasons.get(cls, 0) + 1
-    for c in cands:
-        r = per_repo.setdefault(c.task.repo, {"candidates": 0, "applied": 0, "built": 0, "qualified": 0})
-        r["candidates"] += 1
-        if c.release is not None:
-            r["applied"] += 1
-        if c.env_key and c.decision and c.decision.stage not in ("select", "plan", "build"):
-            r["built"] += 1
-        if c.decision and c.decision.kept:
-            r["qualified"] += 1
-        if c.decision and not c.decision.kept:
-            reasons[_reason_class(c.decision)] = reasons.get(_reason_class(c.decision), 0) + 1
-    qual_times = [c.facts.get("seconds") for c in cands if c.facts.get("seconds")]
-    return {"qualified": sum(r["qualified"] for r in per_repo.values()),
-            "repos_with_qualified": sum(1 for r in per_repo.values() if r["qualified"]),
-            "per_repo": per_repo, "drop_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
-            "envs": {k: env_facts.get(k, {}) for k in envs}, "seconds": round(seconds, 1),
-            "qualify_seconds_per_instance": {
-                "mean": round(sum(qual_times) / len(qual_times), 1) if qual_times else None,
-                "max": max(qual_times) if qual_times else None}}
+    """Per-repo yield of this run plus the rows of earlier runs (other instances)."""
+    rows = [*previous, *(candidate_row(c) for c in cands)]
+    summary = summarize_rows(rows, envs={k: env_facts.get(k, {}) for k in envs})
+    return {**summary, "seconds": round(seconds, 1)}
 
 
 def _reason_class(d: Decision) -> str:
@@ -415,28 +389,30 @@ def _reason_class(d: Decision) -> str:
     return r[:60]
 
 
+def candidate_row(c: Candidate) -> dict[str, Any]:
+    """One line of instances.jsonl: what was tried for the instance and why it was kept or dropped."""
+    d = c.decision
+    return {"instance_id": c.task.instance_id, "repo": c.task.repo, "version": c.task.version,
+            "created_at": c.task.created_at, "release": c.release.version if c.release else None,
+            "env": c.env_key or None, "kept": bool(d and d.kept), "stage": d.stage if d else None,
+            "reason": d.reason if d else "not reached",
+            "reason_class": _reason_class(d) if d and not d.kept else None, "tried": c.tried,
+            "p2p_excluded": d.p2p_excluded if d else {}, **c.facts}
+
+
 def write_results(results_dir: Path, cands: Sequence[Candidate], summary: dict, dataset: dict,
                   previous: Sequence[dict] = ()) -> None:
-    rows = list(previous)
-    for c in sorted(cands, key=lambda c: c.task.instance_id):
-        d = c.decision
-        rows.append({"instance_id": c.task.instance_id, "repo": c.task.repo, "version": c.task.version,
-                     "created_at": c.task.created_at, "release": c.release.version if c.release else None,
-                     "env": c.env_key or None, "kept": bool(d and d.kept), "stage": d.stage if d else None,
-                     "reason": d.reason if d else "not reached",
-                     "reason_class": _reason_class(d) if d and not d.kept else None, "tried": c.tried,
-                     "p2p_excluded": d.p2p_excluded if d else {}, **c.facts})
+    rows = [*previous, *(candidate_row(c) for c in cands)]
     rows.sort(key=lambda r: r["instance_id"])
     with (results_dir / "instances.jsonl").open("w") as fh:
         for row in rows:
             fh.write(json.dumps(row) + "\n")
     (results_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    import platform
+    from execcritic.results.manifest import build_manifest
 
-    manifest = {"dataset": dataset, "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "host": {"python": platform.python_version(), "machine": platform.machine()},
-                "files": ["instances.jsonl", "summary.json"], "notes": recipe_notes()}
-    (results_dir / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    manifest = build_manifest(datasets=[dataset], extra={"files": ["instances.jsonl", "summary.json"],
+                                                         "notes": recipe_notes()})
+    (results_dir / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str) + "\n")
 
 
 def summarize_rows(rows: Sequence[dict], *, envs: dict | None = None) -> dict[str, Any]:
