@@ -13,6 +13,7 @@ Writes results/bench/audit.json with a manifest. Whether PYTHONDONTWRITEBYTECODE
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -63,6 +64,20 @@ def reset_vs_fresh(task, rounds: int) -> dict:
             "fresh_over_reset": round(med(fresh) / med(reuse), 2)}
 
 
+def spread_over_repos(tasks: list, limit: int) -> list:
+    """`limit` tasks taken round-robin over the repositories (instance-id order within each), so the
+    sample is not all Django."""
+    by_repo: dict[str, list] = {}
+    for t in tasks:
+        by_repo.setdefault(t.repo, []).append(t)
+    picked: list = []
+    while len(picked) < min(limit, len(tasks)):
+        for queue in by_repo.values():
+            if queue and len(picked) < limit:
+                picked.append(queue.pop(0))
+    return picked
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", default="verified-sdist")
@@ -71,7 +86,7 @@ def main() -> None:
     ap.add_argument("--out", default="results/bench/audit.json")
     args = ap.parse_args()
     ts = load_tasks(args.dataset)
-    tasks = list(ts)[: args.limit]
+    tasks = spread_over_repos(list(ts), args.limit)
     with tempfile.TemporaryDirectory() as tmp:
         one = throughput(tasks, 1, Path(tmp))
         two = throughput(tasks, 2, Path(tmp))
@@ -80,7 +95,8 @@ def main() -> None:
         repos.setdefault(t.repo, t)
     comparison = [reset_vs_fresh(t, args.rounds) for t in repos.values()]
     payload = {"throughput": [one, two], "speedup_2_workers": round(two["tasks_per_min"] / one["tasks_per_min"], 2),
-               "reset_vs_fresh_copy": comparison}
+               "reset_vs_fresh_copy": comparison, "instances": [t.instance_id for t in tasks],
+               "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE"), "loadavg": os.getloadavg()}
     manifest = build_manifest(datasets=[ts.manifest()], extra={"limit": args.limit, "rounds": args.rounds})
     path = write_result(args.out, payload, manifest)
     print(path)

@@ -70,7 +70,7 @@ def audit_unit(payload: tuple[Task, AuditConfig]) -> dict[str, Any]:
         return {"valid": ex.valid, "verdict": ex.verdict.value if ex.verdict else None,
                 "failure_kind": ex.failure_kind.value, "diagnostic": ex.diagnostic[:600],
                 "nodes": [n.__dict__ for n in ex.nodes][:50], "phases": ex.phases, "duration_s": ex.duration_s,
-                "output_tail": ex.output_tail[-1500:] if not ex.valid else ""}
+                "output_tail": ex.output_tail[-1500:] if miss else ""}  # kept where a miss needs explaining
 
     return {**rec, "B": res.B, "G": res.G, "Q": res.Q, "miss": miss, "bundle_digest": bundle.digest(),
             "environment": env.describe(), "base": brief(res.base), "gold": brief(res.gold)}
