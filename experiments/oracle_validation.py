@@ -141,50 +141,13 @@ def find_archive(cache: Path, repo: str, version: str, download: bool) -> Path |
             return wheels[0]
     if not download:
         return None
+    pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(cache)]
+    kinds = (["--no-binary", ":all:", "--no-build-isolation"],  # the sdist, else a wheel (sources too)
+             ["--only-binary", ":all:", "--python-version", "3.7", "--platform", "manylinux1_x86_64"])
     for spec in (f"{dist}=={version}", f"{dist}=={version}.0"):
-        sdist = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "-q",
-                "--no-deps",
-                "--no-binary",
-                ":all:",
-                "--no-build-isolation",
-                spec,
-                "-d",
-                str(cache),
-            ],
-            capture_output=True,
-            text=True,
-        )
-        if sdist.returncode == 0:
-            return find_archive(cache, repo, version, False)
-        wheel = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "-q",
-                "--no-deps",
-                "--only-binary",
-                ":all:",
-                "--python-version",
-                "3.7",
-                "--platform",
-                "manylinux1_x86_64",
-                spec,
-                "-d",
-                str(cache),
-            ],
-            capture_output=True,
-            text=True,
-        )
-        if wheel.returncode == 0:
-            return find_archive(cache, repo, version, False)
+        for kind in kinds:
+            if subprocess.run([*pip, *kind, spec], check=False, capture_output=True, text=True).returncode == 0:
+                return find_archive(cache, repo, version, False)
     return None
 
 
