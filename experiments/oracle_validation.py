@@ -22,7 +22,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import hashlib
 import json
 import os
@@ -44,6 +43,7 @@ from execcritic.bundle.oracle import (  # noqa: E402
     outline_reader,
     summarize,
 )
+from execcritic.results.manifest import build_manifest
 from execcritic.tasks.load import TaskSet  # noqa: E402
 
 DEFAULT_DATA_DIR = Path(os.environ.get("EXECCRITIC_DATA_DIR", str(ROOT.parent / "shared" / "data" / "swebench")))
@@ -169,15 +169,6 @@ class RecordingReader:
 # ---- the check ---------------------------------------------------------------------------------------
 
 
-def _git_sha() -> str:
-    try:
-        return subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except Exception:  # noqa: BLE001 - a manifest field, not a requirement
-        return "unknown"
-
-
 def relevant(task) -> tuple[set[str], set[str]]:
     """What a resolution of this task can look up in Base: its FAIL_TO_PASS names (docstrings
     included), the tests its patch adds and their sibling methods. Outlines keep only these."""
@@ -256,21 +247,14 @@ def run(
     for rej in summary["rejections"]:
         rej["base_source"] = source_of.get(rej["instance_id"], "dataset row only")
     report = {
-        "manifest": {
-            "dataset": str(path),
-            "rows": len(tasks) + len(bad_rows),
-            "sha256": sha,
-            "git_sha": _git_sha(),
-            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "python": sys.version.split()[0],
-            "command": f"python experiments/oracle_validation.py {name}"
-            + (" --download" if download else ""),
-            "release_archives": archives
-            or {
-                k: {kk: vv for kk, vv in v.items() if kk != "files"}
-                for k, v in (outlines_in or {}).get("sources", {}).items()
-            },
-        },
+        "manifest": build_manifest(
+            datasets=[{"id": path.name, "rows": len(tasks) + len(bad_rows), "sha256": sha}],
+            extra={"base_sources": "release archives" if archives else
+                   f"saved release outlines ({name}.release_outlines.json)" if (outlines_in or {}).get("sources")
+                   else "dataset rows only",
+                   "release_archives": archives or {
+                       k: {kk: vv for kk, vv in v.items() if kk != "files"}
+                       for k, v in (outlines_in or {}).get("sources", {}).items()}}),
         "rows_only": {k: v for k, v in summarize(rows_only).items() if k != "rejections"},
         "why_rejected": {code: EXPLANATIONS.get(code, "") for code in summary["rejections_by_code"]},
         "with_release_sources": {"instances": sorted(source_of), "source": source_of},

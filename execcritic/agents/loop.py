@@ -2,8 +2,9 @@
 
 Small on purpose (mini-swe-agent's shape): the model proposes bash actions, the sandbox runs them,
 observations go back truncated, and control flow leaves the loop by a few explicit exceptions:
-`Submitted` when an action's output starts with a protocol marker and exited 0, `TurnLimit` when the
-budget is spent. Format errors (no valid action) are answered with the paper's Listing 3 and cost a
+`Submitted` when an action's output starts with a protocol marker and exited 0, and
+`ContextWindowExceeded` when the conversation no longer fits the context budget (the endpoint refused
+it, or the server-reported token counts say the next request would not fit). Format errors (no valid action) are answered with the paper's Listing 3 and cost a
 turn. Everything that happened is appended to a `Trajectory` that can be saved and loaded.
 """
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from execcritic.agents.models.base import ChatModel, FormatError
+from execcritic.agents.models.base import ChatModel, ContextWindowExceeded, FormatError
 from execcritic.errors import SandboxError
 from execcritic.sandbox.base import Sandbox
 
@@ -33,10 +34,6 @@ class Submitted(Exception):
         super().__init__(marker)
         self.marker = marker
         self.payload = payload
-
-
-class TurnLimit(Exception):
-    """The session's turn budget is spent."""
 
 
 def truncate_observation(text: str, limit: int) -> str:
@@ -91,10 +88,19 @@ class Trajectory:
 
 
 class Session:
-    """One model talking to one sandbox. `turns` counts model calls (format errors included)."""
+    """One model talking to one sandbox. `turns` counts model calls (format errors included).
+
+    `context_tokens` is the role's context budget (paper: 48k Test, 64k Repair); the model's own window
+    wins when smaller. Endpoints that enforce their window refuse an oversized request themselves; for
+    the others (`transformers serve` only warns) the session predicts the next request's size from the
+    last server-reported token count plus the characters added since (~3 characters per token, on the
+    safe side) and the reply budget, and stops before sending what cannot fit."""
 
     def __init__(self, model: ChatModel, sandbox: Sandbox, *, trajectory: Trajectory, format_error: Callable[[str], str],
-                 command_timeout_s: float = 180.0, observation_chars: int = 10_000):
+                 command_timeout_s: float = 180.0, observation_chars: int = 10_000, context_tokens: int | None = None):
+        windows = [w for w in (context_tokens, getattr(model, "context_window", None)) if w]
+        self.context_tokens = min(windows) if windows else None
+        self._tokens_seen: tuple[int, int] | None = None  # (prompt + completion tokens, message chars) at last reply
         self.model = model
         self.sandbox = sandbox
         self.trajectory = trajectory
@@ -112,19 +118,45 @@ class Session:
         self.messages.append({"role": role, "content": content})
         self.trajectory.event(kind, phase=self.phase, role=role, chars=len(content))
 
+    def _chars(self) -> int:
+        return sum(len(str(m.get("content") or "")) + len(json.dumps(m.get("tool_calls") or "")) for m in self.messages)
+
+    def _check_context(self) -> None:
+        if self.context_tokens is None or self._tokens_seen is None:
+            return
+        used, chars = self._tokens_seen
+        predicted = used + (self._chars() - chars) // 3 + (getattr(self.model, "reply_tokens", None) or 0)
+        if predicted > self.context_tokens:
+            self.trajectory.event("context_exhausted", phase=self.phase, turn=self.turns, predicted_tokens=predicted,
+                                  context_tokens=self.context_tokens)
+            raise ContextWindowExceeded(f"the next request would need about {predicted} tokens; the context budget "
+                                        f"is {self.context_tokens}")
+
+    def _note_usage(self, usage: dict | None) -> None:
+        if usage and usage.get("prompt_tokens") is not None:
+            self._tokens_seen = (int(usage["prompt_tokens"]) + int(usage.get("completion_tokens") or 0), self._chars())
+
     def step(self) -> None:
-        """One model turn: query, then run its actions in order. Raises Submitted at a marker."""
-        self.turns += 1
+        """One model turn: query, then run its actions in order. Raises Submitted at a marker and
+        ContextWindowExceeded (no turn spent) when the conversation no longer fits."""
+        self._check_context()
         try:
             response = self.model.query(self.messages)
+        except ContextWindowExceeded as exc:
+            self.trajectory.event("context_exhausted", phase=self.phase, turn=self.turns, refused=str(exc)[:500])
+            raise
         except FormatError as exc:
+            self.turns += 1
             if exc.message:
                 self.messages.append(exc.message)
+            self._note_usage(getattr(exc, "usage", None))
             self.trajectory.event("model", phase=self.phase, turn=self.turns, format_error=str(exc),
                                   usage=getattr(exc, "usage", None), latency_s=getattr(exc, "latency_s", None))
             self.say("user", self.format_error(str(exc)), kind="format_error")
             return
+        self.turns += 1
         self.messages.append(response.message)
+        self._note_usage(response.usage)
         self.trajectory.event("model", phase=self.phase, turn=self.turns, usage=response.usage,
                               latency_s=response.latency_s, n_actions=len(response.actions))
         for i, action in enumerate(response.actions):

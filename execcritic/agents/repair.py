@@ -3,7 +3,7 @@ Appendix B.1, Listings 4-12; SPEC §2.4).
 
 States and transitions (each branch has a unit test in tests/unit/test_repair_controller.py):
 
-  ROUND0 ── fresh: up to round0_turns, ends at FINAL-SUBMIT or the turn limit ──────────────┐
+  ROUND0 ── fresh: up to round0_turns, ends at FINAL-SUBMIT, the turn limit or the context ─┐
         └── provided patch: apply (git apply, then patch --fuzz); if it cannot be applied →  │
             RECOVERY (Listing 12, same budget) until FINAL-SUBMIT                            │
   p0 = workspace candidate ◄──────────────────────────────────────────────────────────────────┘
@@ -17,6 +17,8 @@ States and transitions (each branch has a unit test in tests/unit/test_repair_co
           otherwise, r < max ──► Listing 8 with the envelope, round r+1 (inconclusive grants nothing)
           otherwise ──► Listing 10, DONE(budget_exhausted) with the LATEST candidate
      FINAL-SUBMIT ──► DONE(final_submit) with the current candidate (its gate outcome recorded apart)
+     context budget spent ──► gate the current candidate (an unchanged one reuses its last result):
+          valid PASS ──► DONE(check_pass); otherwise DONE(context_exhausted) with that (latest) candidate
 
 Every candidate is the workspace's complete Base-relative source patch (workspace.export_candidate):
 new files included, test and runner-config paths excluded and flagged.
@@ -30,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from execcritic.agents.loop import CHECK_MARKER, SUBMIT_MARKER, Session, Submitted, Trajectory
-from execcritic.agents.models.base import ChatModel
+from execcritic.agents.models.base import ChatModel, ContextWindowExceeded
 from execcritic.agents.prompts import prompts
 from execcritic.agents.workspace import Candidate, commit_prepared_state, export_candidate
 from execcritic.bundle.model import TestBundle
@@ -108,7 +110,8 @@ class RepairController:
                                            "model": model.serialize(),
                                            "config": config.__dict__})
         self.session = Session(model, workspace, trajectory=self.trajectory, command_timeout_s=command_timeout_s,
-                               format_error=lambda e: prompts("test_agent").render("format_error_template", error=e))
+                               format_error=lambda e: prompts("test_agent").render("format_error_template", error=e),
+                               context_tokens=config.context_tokens)
         self.checks: list[Check] = []
         self.prepared_paths: list[str] = []
         self.last_checked: tuple[str, Execution] | None = None   # (candidate patch, its execution)
@@ -148,6 +151,9 @@ class RepairController:
         while s.turns < self.config.round0_turns:
             try:
                 s.step()
+            except ContextWindowExceeded:
+                exit_status = "context_exhausted"
+                break
             except Submitted as sub:
                 if sub.marker == SUBMIT_MARKER:
                     exit_status = "submitted"
@@ -184,6 +190,9 @@ class RepairController:
         while s.turns - start < budget:
             try:
                 s.step()
+            except ContextWindowExceeded:
+                info["exit_status"] = "recovery_context_exhausted"
+                break
             except Submitted as sub:
                 if sub.marker == SUBMIT_MARKER:
                     info["exit_status"] = "recovered"
@@ -203,10 +212,15 @@ class RepairController:
             self.revision_rounds = r
             start = s.turns
             trigger = "forced"
+            out_of_context = False
             while s.turns - start < self.config.turns_per_round:
                 try:
                     s.step()
                     continue
+                except ContextWindowExceeded:
+                    out_of_context = True  # the conversation cannot go on: check, then submit the latest
+                    trigger = "context"
+                    break
                 except Submitted as sub:
                     cand = self._candidate()
                     if sub.marker == SUBMIT_MARKER:
@@ -225,6 +239,8 @@ class RepairController:
             if ex.passed:
                 s.say("user", self.p.raw("pass_terminal_notice"))
                 raise _Done("check_pass", cand)
+            if out_of_context:
+                raise _Done("context_exhausted", cand)
             if r == self.config.revision_rounds:
                 s.say("user", self.p.raw("exhausted_terminal_notice"))
                 raise _Done("budget_exhausted", cand)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from execcritic.agents.loop import SUBMIT_MARKER, Session, Submitted, Trajectory
-from execcritic.agents.models.base import ChatModel
+from execcritic.agents.models.base import ChatModel, ContextWindowExceeded
 from execcritic.agents.prompts import prompts
 from execcritic.agents.workspace import commit_prepared_state, sanitize_history, verify_history
 from execcritic.bundle.model import TestBundle
@@ -47,7 +47,7 @@ class TestAgentResult:
 
     instance_id: str
     qualified: bool
-    exit_status: str                  # qualified | submissions_exhausted | turns_exhausted | time_exhausted | workspace_error
+    exit_status: str                  # qualified | submissions_exhausted | turns_exhausted | time_exhausted | context_exhausted | workspace_error
     bundle: TestBundle | None
     attempts: list[Attempt]
     turns: int
@@ -104,7 +104,8 @@ def run_test_agent(task: Task, model: ChatModel, *, workspace: Sandbox, verifier
         return result("workspace_error")
     history["prepared_paths_committed"] = len(commit_prepared_state(workspace))
     session = Session(model, workspace, trajectory=trajectory, command_timeout_s=command_timeout_s,
-                      format_error=lambda e: p.render("format_error_template", error=e))
+                      format_error=lambda e: p.render("format_error_template", error=e),
+                      context_tokens=config.context_tokens)
     session.phase = "test"
     session.say("system", p.render("system_template"), kind="prompt")
     session.say("user", p.render("instance_template", task=task.problem_statement, step_limit=config.max_turns),
@@ -118,6 +119,9 @@ def run_test_agent(task: Task, model: ChatModel, *, workspace: Sandbox, verifier
         try:
             session.step()
             continue
+        except ContextWindowExceeded:
+            status = "context_exhausted"
+            break
         except Submitted as sub:
             if sub.marker != SUBMIT_MARKER:
                 session.say("user", f"{sub.marker} is not a Test-agent action; submit with {SUBMIT_MARKER}.")

@@ -27,10 +27,14 @@ from execcritic.tasks.model import Task
 def _split(spec: str) -> tuple[str, str, dict[str, str]]:
     body, _, query = spec.partition("?")
     options = dict(part.partition("=")[::2] for part in query.split("&") if part) if query else {}
-    unknown = set(options) - {"key_env", "max_tokens"}
+    unknown = set(options) - {"key_env", "max_tokens", "context_window"}
     if unknown:
-        raise InputError(f"model spec {spec!r}: unknown option(s) {sorted(unknown)}; known: key_env, max_tokens",
-                         field="model")
+        raise InputError(f"model spec {spec!r}: unknown option(s) {sorted(unknown)}; known: key_env, max_tokens, "
+                         "context_window", field="model")
+    for name in ("max_tokens", "context_window"):
+        if name in options and not (options[name].isdigit() and int(options[name]) > 0):
+            raise InputError(f"model spec {spec!r}: {name} must be a positive integer, got {options[name]!r}",
+                             field="model")
     base, sep, model = body.partition("#")
     if not sep or not model:
         raise InputError(f"model spec {spec!r} needs '#<model name>' after the base URL", field="model")
@@ -53,8 +57,9 @@ def make_model(spec: str, *, task: Task, role: str, run_index: int = 0, sampling
             base, model, options = _split(spec[len(prefix):])
             if "max_tokens" in options:
                 sampling = dataclasses.replace(sampling or SamplingConfig(), max_tokens=int(options["max_tokens"]))
+            window = int(options["context_window"]) if options.get("context_window") else None
             return OpenAIChatModel(base, model, tool_mode=mode, sampling=sampling,
-                                   api_key_env=options.get("key_env") or None)
+                                   api_key_env=options.get("key_env") or None, context_window=window)
     if spec == "local":
         raise InputError("the 'local' model must be started by the driver (use `served_specs`)", field="model")
     raise InputError(f"unknown model spec {spec!r}; use openai:<url>#<model>, openai-text:<url>#<model>, "
@@ -75,5 +80,7 @@ def served_specs(*specs: str | None) -> Iterator[list[str | None]]:
     with LocalModelServer() as server:
         url = f"http://{server.host}:{server.port}/v1"
         # SmolLM2's whole context is 8k tokens: cap replies (a recorded deviation from the 8,192 budget)
-        local = f"openai-text:{url}#{server.model_name}?max_tokens={LOCAL_MAX_TOKENS}"
+        # and stop a conversation at the model's window (`transformers serve` does not refuse; it degrades)
+        local = (f"openai-text:{url}#{server.model_name}?max_tokens={LOCAL_MAX_TOKENS}"
+                 f"&context_window={server.context_window()}")
         yield [local if s == "local" else s for s in specs]

@@ -15,13 +15,19 @@ Branches covered (SPEC §2.4, Listings 4-12):
  11. test-file edits excluded from candidates and flagged; new files included test_candidate_excludes_tests_includes_new_files
  12. Round 0 turn limit -> the workspace diff is p0                           test_round0_turn_limit
  13. a turn without an action -> Listing 3, the turn counts                    test_format_error_costs_a_turn
+ 14. context budget spent in a round -> latest candidate gated, then submitted test_context_exhausted_in_revision_*
+ 15. context budget spent in Round 0 / refused by the endpoint -> p0 goes on  test_context_exhausted_in_round0,
+                                                                              test_endpoint_refusal_ends_round0
 """
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from execcritic.agents.loop import CHECK_MARKER, SUBMIT_MARKER
+from execcritic.agents.models.base import ContextWindowExceeded, build_response
 from execcritic.agents.models.scripted import ScriptedModel
 from execcritic.agents.repair import run_repair
 from execcritic.config import RepairConfig
@@ -59,6 +65,14 @@ def repair(env, steps, *, bundle=True, config=RepairConfig(), **kw):
     res = run_repair(kit.task, model, workspace=ws, verifier=ver, bundle=official if bundle else None,
                      config=config, **kw)
     return res, model
+
+
+def overflowing(commands: list[str]):
+    """A step whose reply the server reports as filling far more than any context budget."""
+    return lambda _messages: build_response(
+        "", [{"id": "big-0", "type": "function", "function": {"name": "bash", "arguments": json.dumps(
+            {"command": c})}} for c in commands], tool_mode="tools",
+        usage={"prompt_tokens": 10**7, "completion_tokens": 10}, latency_s=0.0, finish_reason="tool_calls")
 
 
 def messages_with(res, text):
@@ -186,3 +200,32 @@ def test_prepared_untracked_build_outputs_are_not_part_of_candidates(demo_toolz,
     finally:
         ws.close()
         ver.close()
+
+
+def test_context_exhausted_in_revision_submits_latest(env):
+    res, model = repair(env, [[WRONG], *submit(), overflowing([WRONG2])])
+    assert res.final_reason == "context_exhausted" and "looked again" in res.final_patch
+    assert [(c.trigger, c.status) for c in res.checks] == [("initial", "hard_fail"), ("context", "hard_fail")]
+    assert model.remaining == 0 and any(e["kind"] == "context_exhausted" for e in res.trajectory.events)
+
+
+def test_context_exhausted_in_revision_still_takes_a_pass(env):
+    res, _ = repair(env, [[WRONG], *submit(), overflowing([FIX])])
+    assert res.final_reason == "check_pass" and res.checks[-1].trigger == "context"
+
+
+def test_context_exhausted_in_round0(env):
+    res, _ = repair(env, [overflowing([WRONG])])
+    assert res.round0["exit_status"] == "context_exhausted" and res.round0["turns"] == 1
+    # the revision conversation cannot start either: the unchanged p0 reuses its initial result
+    assert [(c.trigger, c.reused) for c in res.checks] == [("initial", False), ("context", True)]
+    assert res.final_reason == "context_exhausted" and "looked at it" in res.final_patch
+
+
+def test_endpoint_refusal_ends_round0(env):
+    def refuse(_messages):
+        raise ContextWindowExceeded("HTTP 400: maximum context length exceeded")
+
+    res, _ = repair(env, [[WRONG], refuse], bundle=False)
+    assert res.round0["exit_status"] == "context_exhausted" and res.round0["turns"] == 1  # the refusal is no turn
+    assert res.final_reason == "no_bundle" and "looked at it" in res.final_patch

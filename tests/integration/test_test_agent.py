@@ -3,7 +3,7 @@ bubblewrap sandboxes on the toolz demo task.
 
 Covered: qualification on the first valid clean-Base-failing submission; rejection at validation
 (file-level selector) then revision; a Base-passing test rejected by the gate with bounded
-diagnostics; missing bundle files; the 5-submission cap; the turn cap; the Gold-free workspace
+diagnostics; missing bundle files; the 5-submission cap; the turn cap; the context budget; the Gold-free workspace
 (history sanitized and re-verified); and that the agent module cannot reach the Gold audit.
 """
 
@@ -105,6 +105,17 @@ def test_submission_cap(boxes):
 def test_turn_cap(boxes):
     res = run(boxes, [["true"]] * 3, TestAgentConfig(max_turns=3))
     assert res.exit_status == "turns_exhausted" and res.turns == 3 and res.attempts == []
+
+
+def test_context_budget_ends_the_episode(boxes):
+    """The server reports more tokens than the 48k Test context: the next request is not sent."""
+    from execcritic.agents.models.base import build_response
+
+    big = build_response("", [{"id": "c0", "type": "function", "function": {"name": "bash", "arguments": json.dumps(
+        {"command": "ls"})}}], tool_mode="tools", usage={"prompt_tokens": 47_990, "completion_tokens": 20},
+        latency_s=0.0, finish_reason="tool_calls")
+    res = run(boxes, [big, write_test(GOOD_TEST)])
+    assert res.exit_status == "context_exhausted" and res.turns == 1 and res.bundle is None
 
 
 def test_workspace_has_no_route_to_the_fix(boxes):

@@ -377,3 +377,18 @@ def test_cli_serve_vllm_without_vllm_fails_clearly(monkeypatch):
     result = CliRunner().invoke(app, ["serve", "vllm", "--model", "/ckpt"])
     assert result.exit_code == 2
     assert "vllm is not installed" in result.output and "--print" in result.output
+
+
+def test_model_spec_options():
+    from execcritic.errors import InputError
+    from execcritic.pipeline.models import make_model
+    from execcritic.tasks.model import Task
+
+    task = Task.__new__(Task)  # make_model only passes it to scripted factories
+    m = make_model("openai-text:http://127.0.0.1:9/v1#m?max_tokens=128&context_window=8192", task=task, role="repair")
+    assert (m.tool_mode, m.reply_tokens, m.context_window) == ("text", 128, 8192)
+    assert m.serialize()["context_window"] == 8192
+    for bad in ("openai:http://x/v1#m?context_window=8k", "openai:http://x/v1#m?max_tokens=0",
+                "openai:http://x/v1#m?temperature=1", "openai:http://x/v1"):
+        with pytest.raises(InputError, match="model spec"):
+            make_model(bad, task=task, role="repair")

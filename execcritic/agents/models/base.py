@@ -311,6 +311,8 @@ class ChatModel(ABC):
     """
 
     tool_mode: str = "tools"
+    context_window: int | None = None   # the model's own window in tokens, where known (the loop stops there)
+    reply_tokens: int | None = None     # the most tokens one reply may take, where known
 
     @abstractmethod
     def query(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None) -> ModelResponse:

@@ -251,13 +251,15 @@ def _server_env(threads: int | None) -> dict[str, str]:
 
 
 def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM it when the parent dies (Linux), so a killed test run or agent
+    """In the child before exec: SIGKILL it when the parent dies (Linux), so a killed test run or agent
     does not leave a 1 GB server behind (it runs in its own session, out of reach of the parent's group
-    kill). Linux ties this to the thread that started the child: start servers from a long-lived thread."""
+    kill). SIGKILL, not SIGTERM: uvicorn's graceful shutdown waits for the generation in flight, which on
+    CPU can take minutes; the server holds nothing worth saving. Linux ties this to the thread that
+    started the child: start servers from a long-lived thread."""
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except Exception:  # noqa: BLE001, S110 - best effort; not available off Linux
         pass
 
@@ -311,6 +313,12 @@ class LocalModelServer:
     def model_name(self) -> str:
         """The id the server answers to (it is pinned to this model)."""
         return str(self.model_dir)
+
+    def context_window(self) -> int:
+        """The model's context window in tokens (`max_position_embeddings` of its config)."""
+        import json
+
+        return int(json.loads((self.model_dir / "config.json").read_text())["max_position_embeddings"])
 
     @property
     def base_url(self) -> str:

@@ -57,7 +57,7 @@ class OpenAIChatModel(ChatModel):
                  sampling: SamplingConfig | None = None, tool_mode: str = "tools", timeout: float = 600.0,
                  max_retries: int = 5, backoff_base_s: float = 1.0, backoff_max_s: float = 60.0,
                  max_tokens_param: str = "max_tokens", extra_body: dict[str, Any] | None = None,
-                 sleep: Callable[[float], None] = time.sleep):
+                 context_window: int | None = None, sleep: Callable[[float], None] = time.sleep):
         if tool_mode not in TOOL_MODES:
             raise ValueError(f"tool_mode must be one of {TOOL_MODES}, got {tool_mode!r}")
         if max_tokens_param not in ("max_tokens", "max_completion_tokens"):
@@ -75,6 +75,8 @@ class OpenAIChatModel(ChatModel):
         self.backoff_max_s = float(backoff_max_s)
         self.max_tokens_param = max_tokens_param
         self.extra_body = dict(extra_body or {})
+        self.context_window = context_window
+        self.reply_tokens = self.sampling.max_tokens
         self._sleep = sleep
         self._client: Any = None
         self._turn = 0
@@ -90,6 +92,7 @@ class OpenAIChatModel(ChatModel):
             "sampling": self.sampling.to_dict(),
             "max_tokens_param": self.max_tokens_param,
             "extra_body": self.extra_body,
+            "context_window": self.context_window,
             "timeout_s": self.timeout,
             "max_retries": self.max_retries,
             "backoff_base_s": self.backoff_base_s,
