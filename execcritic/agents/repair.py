@@ -1,7 +1,7 @@
 """Test to Improve: the Repair controller as an explicit state machine (paper §3.2, Eq. 10-11,
 Appendix B.1, Listings 4-12; SPEC §2.4).
 
-States and transitions (each branch has a unit test in tests/unit/test_repair_controller.py):
+States and transitions (each branch has a test in tests/integration/test_repair_controller.py):
 
   ROUND0 ── fresh: up to round0_turns, ends at FINAL-SUBMIT, the turn limit or the context ─┐
         └── provided patch: apply (git apply, then patch --fuzz); if it cannot be applied →  │
