@@ -25,15 +25,19 @@ _PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 
 def git_state(repo: Path | None = None) -> dict[str, Any]:
+    """HEAD and whether the code that ran differs from it. Changes under `results/` (a run rewriting
+    its own output) do not make the code dirty; every changed tracked path is listed (up to 20)."""
     repo = repo or _PACKAGE_DIR.parent
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
                              timeout=10).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
-                                    capture_output=True, text=True, timeout=10).stdout.strip())
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
+                                capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):
-        return {"sha": None, "dirty": None}
-    return {"sha": sha or None, "dirty": dirty}
+        return {"sha": None, "dirty": None, "changed_paths": []}
+    changed = [line[3:] for line in status.splitlines() if line.strip()]
+    return {"sha": sha or None, "dirty": any(not p.startswith("results/") for p in changed),
+            "changed_paths": changed[:20]}
 
 
 def harness_digest() -> str:

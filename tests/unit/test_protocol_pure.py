@@ -132,3 +132,26 @@ def test_revision_turn_statistics():
 
 def test_protocol_config_round_trips():
     assert ProtocolConfig().to_dict() == PAPER.to_dict()
+
+
+def test_git_state_counts_code_changes_not_result_rewrites(tmp_path):
+    import subprocess
+
+    from execcritic.results.manifest import git_state
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "r.json").write_text("{}")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "c")
+    assert git_state(tmp_path)["dirty"] is False
+    (tmp_path / "results" / "r.json").unlink()          # a run rewriting its own output
+    state = git_state(tmp_path)
+    assert state["dirty"] is False and state["changed_paths"] == ["results/r.json"]
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert git_state(tmp_path)["dirty"] is True
