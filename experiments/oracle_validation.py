@@ -22,7 +22,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import subprocess
@@ -43,7 +42,7 @@ from execcritic.bundle.oracle import (  # noqa: E402
     outline_reader,
     summarize,
 )
-from execcritic.results.manifest import build_manifest
+from execcritic.results.manifest import build_manifest, file_sha256
 from execcritic.tasks.load import TaskSet  # noqa: E402
 
 DEFAULT_DATA_DIR = Path(os.environ.get("EXECCRITIC_DATA_DIR", str(ROOT.parent / "shared" / "data" / "swebench")))
@@ -98,7 +97,7 @@ class ReleaseArchive:
 
     def __init__(self, path: Path):
         self.path = path
-        self.sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
+        self.sha256 = file_sha256(path)
         self._members: dict[str, str] = {}
         if path.suffix in (".whl", ".zip"):
             self._zip = zipfile.ZipFile(path)

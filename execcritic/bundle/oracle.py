@@ -619,7 +619,8 @@ def check_official(task: "Task", *, read_base: BaseReader | None = None, config=
 def load_rows(source: str) -> tuple[list["Task"], list[OracleResult], str]:
     """Every row of a dataset file as a Task, and a rejection for each row that is not a valid task
     (e.g. an empty FAIL_TO_PASS: there is no official node to select). Returns (tasks, bad, sha256)."""
-    from execcritic.tasks.load import _file_sha256, _rows_from_file, load_tasks, resolve_source
+    from execcritic.results.manifest import file_sha256
+    from execcritic.tasks.load import _rows_from_file, load_tasks, resolve_source
     from execcritic.tasks.model import Task
     from pathlib import Path
 
@@ -641,7 +642,7 @@ def load_rows(source: str) -> tuple[list["Task"], list[OracleResult], str]:
                     [Problem("task.invalid_row", exc.field or "row", str(exc))],
                 )
             )
-    return tasks, bad, _file_sha256(path)
+    return tasks, bad, file_sha256(path)
 
 
 def check_official_all(

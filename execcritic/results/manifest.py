@@ -40,6 +40,15 @@ def git_state(repo: Path | None = None) -> dict[str, Any]:
             "changed_paths": changed[:20]}
 
 
+def file_sha256(path: str | Path) -> str:
+    """sha256 of a file, read in 1 MiB chunks (datasets, sdists and model weights are large)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def harness_digest() -> str:
     """sha256 over the harness-defining sources: bundle validation, runners, classifier, executor."""
     h = hashlib.sha256()

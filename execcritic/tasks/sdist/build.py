@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from execcritic.errors import EnvironmentMissing, ExecCriticError
+from execcritic.results.manifest import file_sha256
 from execcritic.tasks.sdist.select import Release
 
 WORKDIR = "/testbed"
@@ -59,20 +60,12 @@ def cache_root() -> Path:
 
 # ---- download ------------------------------------------------------------------------------------
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def download_sdist(release: Release, root: Path | None = None, *, progress: bool = True) -> Path:
     """The sdist archive, downloaded once and verified against the recorded sha256."""
     root = root or cache_root()
     dest = root / "sdists" / release.filename
     if dest.exists():
-        if sha256_file(dest) == release.sha256:
+        if file_sha256(dest) == release.sha256:
             return dest
         dest.unlink()  # corrupt or replaced upstream: fetch again and check again
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -88,7 +81,7 @@ def download_sdist(release: Release, root: Path | None = None, *, progress: bool
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise BuildError(f"could not download {release.url} ({exc}); PyPI must be reachable for a first build")
-    got = sha256_file(tmp)
+    got = file_sha256(tmp)
     if got != release.sha256:
         tmp.unlink(missing_ok=True)
         raise BuildError(f"sha256 mismatch for {release.filename}: recipe says {release.sha256}, got {got}; "
