@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from execcritic.bundle.oracle import oracle_bundle
+from execcritic.harness.oracle.build import oracle_bundle
 from execcritic.harness.execute import execute
 from execcritic.pipeline.audit import AuditConfig, run_audit, summarize_audit
 from execcritic.pipeline.envs import task_environment

@@ -3,7 +3,7 @@ the bundle rules? Writes `results/oracle_validation/<dataset>.json` and the rele
 
 For each instance: the dataset's test_patch + an exact command built by the task's runner from
 FAIL_TO_PASS (+ the tests the patch adds) + a generated contract, validated by
-`execcritic.bundle.validate.validate_bundle` (see execcritic/bundle/oracle.py for what is declared).
+`execcritic.harness.validate.validate_bundle` (see execcritic/harness/oracle/ for what is declared).
 
 Two passes:
 1. dataset rows only - everything the row itself says;
@@ -34,15 +34,10 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from execcritic.bundle.oracle import (  # noqa: E402
-    OracleResult,
-    check_official,
-    load_rows,
-    outline_of,
-    outline_reader,
-    summarize,
-)
-from execcritic.results.manifest import build_manifest, file_sha256
+from execcritic.harness.oracle.check import OracleResult, check_official, load_rows, summarize  # noqa: E402
+from execcritic.harness.oracle.outlines import outline_of, outline_reader
+from execcritic.hashing import file_sha256
+from execcritic.results.manifest import build_manifest
 from execcritic.tasks.load import TaskSet  # noqa: E402
 
 DEFAULT_DATA_DIR = Path(os.environ.get("EXECCRITIC_DATA_DIR", str(ROOT.parent / "shared" / "data" / "swebench")))
@@ -171,8 +166,8 @@ class RecordingReader:
 def relevant(task) -> tuple[set[str], set[str]]:
     """What a resolution of this task can look up in Base: its FAIL_TO_PASS names (docstrings
     included), the tests its patch adds and their sibling methods. Outlines keep only these."""
-    from execcritic.bundle import patch as patchmod
-    from execcritic.runners.base import runner_for_task
+    from execcritic.bundle.added import added_tests
+    from execcritic.runners.registry import runner_for_task
 
     runner = runner_for_task(task)
     names: set[str] = set()
@@ -180,7 +175,7 @@ def relevant(task) -> tuple[set[str], set[str]]:
     for text in task.fail_to_pass:
         if runner is not None:
             names.add(runner.parse_node(text).name)
-    for added in patchmod.added_tests(task.test_patch, task.language):
+    for added in added_tests(task.test_patch, task.language):
         names.add(added.name)
         names.update(added.hints)
     return names, docs

@@ -33,7 +33,7 @@ from typing import Any
 
 from execcritic.agents.loop import CHECK_MARKER, SUBMIT_MARKER, Session, Submitted, Trajectory
 from execcritic.agents.models.base import ChatModel, ContextWindowExceeded
-from execcritic.agents.prompts import prompts
+from execcritic.prompts import prompts
 from execcritic.agents.workspace import Candidate, commit_prepared_state, export_candidate
 from execcritic.bundle.model import TestBundle
 from execcritic.config import HarnessConfig, RepairConfig

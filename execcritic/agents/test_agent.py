@@ -18,10 +18,10 @@ from typing import Any
 
 from execcritic.agents.loop import SUBMIT_MARKER, Session, Submitted, Trajectory
 from execcritic.agents.models.base import ChatModel, ContextWindowExceeded
-from execcritic.agents.prompts import prompts
+from execcritic.prompts import prompts
 from execcritic.agents.workspace import commit_prepared_state, sanitize_history, verify_history
 from execcritic.bundle.model import TestBundle
-from execcritic.bundle.validate import validate_bundle
+from execcritic.harness.validate import validate_bundle
 from execcritic.config import HarnessConfig, TestAgentConfig
 from execcritic.harness.gate import base_gate
 from execcritic.sandbox.base import Sandbox

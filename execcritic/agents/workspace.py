@@ -120,7 +120,7 @@ def export_candidate(sandbox: Sandbox, *, is_excluded=None) -> Candidate:
     (`commit_prepared_state`), so HEAD is the prepared Base the verifier resets to.
     """
     if is_excluded is None:
-        from execcritic.bundle.patch import forbidden_for_source as is_excluded  # noqa: N813
+        from execcritic.bundle.gates import forbidden_for_source as is_excluded  # noqa: N813
     res = sandbox.run(f"cd /testbed && {GIT} add -A -N && {GIT} diff --no-color --binary --no-ext-diff HEAD",
                       timeout=300)
     if res.exit_code != 0:

@@ -1,6 +1,6 @@
 """The Test bundle b = (test.patch, test_command, test_contract.json) - SPEC §2.1, paper §3.1.
 
-A bundle is plain data; `execcritic.bundle.validate.validate_bundle` says whether it is admissible.
+A bundle is plain data; `execcritic.harness.validate.validate_bundle` says whether it is admissible.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ def check(
     if directory is None:
         fail(InputError("give a bundle DIRECTORY (with --dataset/--instance), or --oracle DATASET"), as_json)
     from execcritic.bundle.model import TestBundle
-    from execcritic.bundle.validate import validate_bundle
+    from execcritic.harness.validate import validate_bundle
 
     task = None
     with guarded(as_json):
@@ -88,7 +88,8 @@ def check(
 def _check_oracle(
     dataset: str, sources: Optional[Path], out: Optional[Path], min_rate: Optional[float], as_json: bool
 ) -> None:
-    from execcritic.bundle.oracle import check_official, load_rows, outline_reader, summarize
+    from execcritic.harness.oracle.check import check_official, load_rows, summarize
+    from execcritic.harness.oracle.outlines import outline_reader
 
     with guarded(as_json):
         tasks, bad, sha = load_rows(dataset)

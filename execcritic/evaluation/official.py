@@ -177,7 +177,7 @@ def _runner_load_errors(task: "Task", status_map: dict[str, str], log: str) -> l
     failed to load leaves its targeted nodes without results, which is invalid on its own.
     """
     try:
-        from execcritic.runners import runner_for_task
+        from execcritic.runners.registry import runner_for_task
 
         runner = runner_for_task(task)
     except Exception:  # the runner registry is optional for grading; swebench's parser still applies
@@ -192,7 +192,7 @@ def grade_log(task: "Task", log_text: str, *, patch: str | None, log_path: str |
               f2p: list[str] | None = None, p2p: list[str] | None = None, backend: str = "",
               timed_out: bool = False) -> OfficialResult:
     """Grade one test log with swebench's functions, then apply the fail-closed checks."""
-    from execcritic.evaluation.swebench_compat import grading
+    from execcritic.swebench_compat import grading
 
     g = grading()
     f2p = list(task.fail_to_pass if f2p is None else f2p)

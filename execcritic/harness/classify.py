@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from execcritic.harness.execution import FailureKind, NodeResult, Verdict
-from execcritic.runners.base import Node, Outcome, Runner
+from execcritic.bundle.nodes import Node, Outcome
+from execcritic.runners.base import Runner
 from execcritic.sandbox.base import CommandResult
 
 _MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^']+)'")

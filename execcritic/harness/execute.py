@@ -13,14 +13,14 @@ import time
 from typing import Callable
 
 from execcritic.bundle.command import parse_command
-from execcritic.bundle.patch import source_patch_problems
+from execcritic.bundle.gates import source_patch_problems
 from execcritic.bundle.model import TestBundle
 from execcritic.config import HarnessConfig
 from execcritic.errors import SandboxError
 from execcritic.harness.apply import apply_patch, sha256
 from execcritic.harness.classify import classify
 from execcritic.harness.execution import Execution, FailureKind
-from execcritic.runners.base import runner_for_command
+from execcritic.runners.registry import runner_for_command
 from execcritic.sandbox.base import Sandbox
 from execcritic.tasks.model import Task
 
@@ -43,7 +43,7 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
             config: HarnessConfig = HarnessConfig(), check_source_patch: bool = True) -> Execution:
     """Run `bundle` on Base (+ `source_patch`) in `sandbox`. `check_source_patch=False` is for the Gold
     audit and official patches, which are not Repair candidates and may legitimately touch anything."""
-    from execcritic.bundle.validate import validate_bundle
+    from execcritic.harness.validate import validate_bundle
 
     started = time.monotonic()
     phases: dict[str, float] = {}

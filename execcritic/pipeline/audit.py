@@ -32,7 +32,7 @@ def _bundle_for(task: Task, cfg: AuditConfig, read_base=None):
     from execcritic.bundle.model import TestBundle
 
     if cfg.test_source == "oracle":
-        from execcritic.bundle.oracle import oracle_bundle
+        from execcritic.harness.oracle.build import oracle_bundle
 
         return oracle_bundle(task, read_base=read_base)
     if cfg.test_source.startswith("bundles:"):

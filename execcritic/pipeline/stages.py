@@ -78,7 +78,7 @@ def generation_unit(payload: tuple[Task, str, PipelineConfig]) -> dict[str, Any]
     if source == "none":
         return {**base, "qualified": False, "exit_status": "no_test_source", "bundle": None}
     if source == "oracle":
-        from execcritic.bundle.oracle import oracle_bundle
+        from execcritic.harness.oracle.build import oracle_bundle
         from execcritic.errors import InputError
         from execcritic.harness.execute import base_reader
         from execcritic.harness.gate import base_gate

@@ -20,6 +20,7 @@ from typing import Any
 
 from execcritic import __version__
 from execcritic.config import PAPER, ProtocolConfig
+from execcritic.prompts import prompt_digests
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
@@ -38,15 +39,6 @@ def git_state(repo: Path | None = None) -> dict[str, Any]:
     changed = [line[3:] for line in status.splitlines() if line.strip()]
     return {"sha": sha or None, "dirty": any(not p.startswith("results/") for p in changed),
             "changed_paths": changed[:20]}
-
-
-def file_sha256(path: str | Path) -> str:
-    """sha256 of a file, read in 1 MiB chunks (datasets, sdists and model weights are large)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def harness_digest() -> str:
@@ -68,8 +60,6 @@ def build_manifest(*, command: list[str] | str | None = None, config: ProtocolCo
                    datasets: list[dict[str, Any]] | None = None, model: dict[str, Any] | None = None,
                    seeds: list[int] | None = None, timings: dict[str, float] | None = None,
                    extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    from execcritic.agents.prompts import prompt_digests
-
     if command is None:
         command = sys.argv
     if not isinstance(command, str):

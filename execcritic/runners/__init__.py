@@ -1,7 +1,7 @@
-"""Runner registry: one module per test runner (see base.py for the interface)."""
+"""Runner-aware binding: one module per test runner (see base.py for the interface, registry.py for
+the list)."""
 
-from execcritic.runners.base import (Node, Outcome, Runner, Selection, Selector, all_runners, get_runner,
-                                     register, runner_for_command, runner_for_task)
+from execcritic.runners.base import Runner
+from execcritic.runners.registry import RUNNERS, all_runners, get_runner, runner_for_command, runner_for_task
 
-__all__ = ["Node", "Outcome", "Runner", "Selection", "Selector", "all_runners", "get_runner", "register",
-           "runner_for_command", "runner_for_task"]
+__all__ = ["RUNNERS", "Runner", "all_runners", "get_runner", "runner_for_command", "runner_for_task"]

@@ -9,7 +9,6 @@ package.json, which a command line does not show, so they are not recognized as 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from execcritic.bundle.command import ParsedCommand
@@ -58,19 +57,6 @@ def tool_args(cmd: ParsedCommand, tools: Sequence[str]) -> tuple[str, list[str]]
 
 def looks_like_file(arg: str) -> bool:
     return arg.endswith(_JS_EXT) or "/" in arg
-
-
-# jest / vitest / mocha source forms: it('title', ...), test("title", ...), describe(`name`, ...)
-_Q = r"(?P<q>['\"`])(?P<s>(?:\\.|(?!(?P=q)).)*)(?P=q)"
-LEAF = re.compile(r"^(?:it|test|specify)(?:\.only|\.concurrent|\.skip|\.todo)?\s*\(\s*" + _Q + r"\s*,")
-GROUP = re.compile(r"^describe(?:\.only|\.skip|\.concurrent)?\s*\(\s*" + _Q + r"\s*,")
-
-
-def unquote(m: re.Match[str]) -> str | None:
-    s = m.group("s")
-    if m.group("q") == "`" and "${" in s:
-        return None
-    return re.sub(r"\\(.)", r"\1", s)
 
 
 def is_test_file(path: str) -> bool:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from execcritic.bundle.command import ParsedCommand, parse_command
 from execcritic.bundle.problems import TEST_COMMAND, Problem
+from execcritic.bundle.languages._describe import walk_up
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
@@ -379,7 +380,7 @@ def test_patch_files(task: Task | None) -> list[tuple[str, list[str], list[str]]
     """(path, added lines, context+added lines) for every file of the row's test_patch."""
     if task is None or not task.test_patch:
         return []
-    from execcritic.bundle.patch import parse_patch
+    from execcritic.bundle.diff import parse_patch
 
     out = []
     for fd in parse_patch(task.test_patch).files:
@@ -405,11 +406,6 @@ def unique(seq: Iterable[str]) -> list[str]:
 
 
 # ---- describe-chain recovery from a test patch ------------------------------------------------------
-
-
-def _indent(line: str) -> int:
-    ws = line[: len(line) - len(line.lstrip(" \t"))]
-    return len(ws.replace("\t", "  "))
 
 
 @dataclass(frozen=True)
@@ -445,7 +441,7 @@ def recover_chains(
     """
     if task is None or not task.test_patch:
         return []
-    from execcritic.bundle.patch import parse_patch
+    from execcritic.bundle.diff import parse_patch
 
     hits: list[ChainHit] = []
     for fd in parse_patch(task.test_patch).files:
@@ -457,41 +453,7 @@ def recover_chains(
                 m = leaf.match(line.strip())
                 if not m or unquote(m) != title:
                     continue
-                chain = _walk_up(post, k, h.section, group, unquote, unit)
+                chain = walk_up(post, k, h.section, group, unquote, unit)
                 if chain is not None:
                     hits.append(ChainHit(fd.new_path, tuple(chain), h.new_start + k))
     return hits
-
-
-def _walk_up(post: list[str], k: int, section: str, group, unquote, unit: int) -> list[str] | None:
-    need = _indent(post[k])
-    chain: list[str] = []
-    for j in range(k - 1, -1, -1):
-        line = post[j]
-        if not line.strip():
-            continue
-        ind = _indent(line)
-        if ind >= need:
-            continue
-        m = group.match(line.strip())
-        if not m:
-            return None
-        desc = unquote(m)
-        if desc is None:
-            return None
-        chain.insert(0, desc)
-        need = ind
-        if need == 0:
-            return chain
-    if need == 0:
-        return chain
-    if need != unit or not section:
-        return None
-    m = group.match(section.strip())
-    if not m or _indent(section) != 0:
-        return None
-    desc = unquote(m)
-    if desc is None:
-        return None
-    chain.insert(0, desc)
-    return chain

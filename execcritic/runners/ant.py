@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING
 
 from execcritic.bundle.command import ParsedCommand
 from execcritic.runners import _ml
-from execcritic.runners.base import Node, Runner, Selection, Selector, register
+from execcritic.bundle.nodes import Node, Selection, Selector
+from execcritic.runners.base import Runner
 from execcritic.runners.maven import class_matches, split_java_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
 
 
-@register
 class AntRunner(Runner):
     name = "ant"
     language = "java"

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 
 from execcritic.bundle.command import ParsedCommand
 from execcritic.runners import _ml
-from execcritic.runners.base import Node, Runner, Selection, Selector, register
+from execcritic.bundle.nodes import Node, Selection, Selector
+from execcritic.runners.base import Runner
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
@@ -45,7 +46,6 @@ _BAD_FLAGS = {
 }
 
 
-@register
 class AutomakeRunner(Runner):
     name = "automake"
     language = "c"

@@ -19,10 +19,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from execcritic.bundle.command import ParsedCommand
-from execcritic.evaluation.swebench_compat import parser_for
+from execcritic.swebench_compat import parser_for
 from execcritic.runners import _ml
 from execcritic.runners._ml import OK, OKV, Opt, reject
-from execcritic.runners.base import Node, Runner, Selection, Selector, register
+from execcritic.bundle.nodes import Node, Selection, Selector
+from execcritic.runners.base import Runner
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
@@ -86,7 +87,6 @@ _SUMMARY = re.compile(
 )
 
 
-@register
 class CTestRunner(Runner):
     name = "ctest"
     language = "cpp"

@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from execcritic.bundle.command import ParsedCommand
-from execcritic.evaluation.swebench_compat import parser_for
+from execcritic.swebench_compat import parser_for
 from execcritic.runners import _ml
 from execcritic.runners._ml import OK, OKV, Opt, reject
-from execcritic.runners.base import Node, Runner, Selection, Selector, register
+from execcritic.bundle.nodes import Node, Selection, Selector
+from execcritic.runners.base import Runner
 from execcritic.runners.rspec import ruby_tool_args
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -69,7 +70,6 @@ _LOC = re.compile(r"^(?P<path>\S+\.feature)(?P<lines>(?::\d+)+)$")
 _F2P = re.compile(r"^(?P<path>\S+\.feature):(?P<line>\d+)\s+(?P<name>.*)$")
 
 
-@register
 class CucumberRunner(Runner):
     name = "cucumber"
     language = "ruby"

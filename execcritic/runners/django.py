@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Sequence
 from execcritic.bundle.command import ParsedCommand
 from execcritic.bundle.problems import TEST_COMMAND, Problem
 from execcritic.runners._python import is_python, python_main
-from execcritic.runners.base import Node, Outcome, Runner, Selection, Selector, register
+from execcritic.bundle.nodes import Node, Outcome, Selection, Selector
+from execcritic.runners.base import Runner
 from execcritic.runners.pytest import official_test_line
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -103,7 +104,6 @@ def module_label(path: str) -> str:
     return p.replace("/", ".")
 
 
-@register
 class DjangoRunner(Runner):
     name = "django"
     language = "python"
@@ -236,7 +236,7 @@ class DjangoRunner(Runner):
     def parse_node(self, text: str) -> Node:
         """`test_x (app.tests.C)`, `test_x (app.tests.C.test_x)`, `app.tests.C.test_x`, `C.test_x`,
         `test_x`. Anything else (a docstring-style SWE-bench name) becomes a name-only node that no
-        label can bind; `execcritic.bundle.oracle` resolves those from the source."""
+        label can bind; `execcritic.harness.oracle` resolves those from the source."""
         s = text.strip()
         m = _ID.match(s)
         if m:
@@ -340,7 +340,7 @@ class DjangoRunner(Runner):
         subtests), read from the lines (`verbose_results`). Where the two disagree on a real id, the
         line-level reading wins: swebench's map keys a docstring test by its docstring line, so two
         tests sharing that line share one status there."""
-        from execcritic.evaluation.swebench_compat import parser_for
+        from execcritic.swebench_compat import parser_for
 
         results = dict(parser_for(parser or self.log_parser)(log))
         results.update(verbose_results(log))

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 
 from execcritic.bundle.command import ParsedCommand
 from execcritic.runners import _ml
-from execcritic.runners.base import Node, Runner, Selection, Selector, register
+from execcritic.bundle.nodes import Node, Selection, Selector
+from execcritic.runners.base import Runner
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
@@ -115,7 +116,6 @@ def _filters(value: str | None) -> list[str]:
     return [v for v in (value or "").split(",") if v]
 
 
-@register
 class DoctestRunner(Runner):
     name = "doctest"
     language = "cpp"

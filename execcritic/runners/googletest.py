@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 
 from execcritic.bundle.command import ParsedCommand
 from execcritic.runners import _ml
-from execcritic.runners.base import Node, Runner, Selection, Selector, register
+from execcritic.bundle.nodes import Node, Selection, Selector
+from execcritic.runners.base import Runner
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
@@ -59,7 +60,6 @@ def is_gtest_command(cmd: ParsedCommand) -> bool:
     return bool(cmd.argv) and any(a.startswith("--gtest_") for a in cmd.argv[1:])
 
 
-@register
 class GoogleTestRunner(Runner):
     name = "googletest"
     language = "cpp"

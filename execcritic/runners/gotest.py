@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING
 from execcritic.bundle.command import ParsedCommand
 from execcritic.runners import _ml
 from execcritic.runners._ml import OK, OKV, Opt, reject
-from execcritic.runners.base import Node, Runner, Selection, Selector, register
+from execcritic.bundle.nodes import Node, Selection, Selector
+from execcritic.runners.base import Runner
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
@@ -158,7 +159,6 @@ def _norm_pkg(pkg: str, cwd: str = "") -> str:
     return pkg  # import path
 
 
-@register
 class GoTestRunner(Runner):
     name = "gotest"
     language = "go"

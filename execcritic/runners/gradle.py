@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING
 from execcritic.bundle.command import ParsedCommand
 from execcritic.runners import _ml
 from execcritic.runners._ml import OK, OKV, Opt, reject
-from execcritic.runners.base import Node, Runner, Selection, Selector, register
+from execcritic.bundle.nodes import Node, Selection, Selector
+from execcritic.runners.base import Runner
 from execcritic.runners.maven import class_matches, java_class_of, result_for_java, split_java_id
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -126,7 +127,6 @@ def classify_pattern(pattern: str) -> tuple[str, str | None, str | None]:
     return "class", pattern, None
 
 
-@register
 class GradleRunner(Runner):
     name = "gradle"
     language = "java"

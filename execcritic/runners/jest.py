@@ -34,7 +34,9 @@ from execcritic.bundle.command import ParsedCommand
 from execcritic.errors import InputError
 from execcritic.runners import _js, _ml
 from execcritic.runners._ml import OK, OKV, Opt, reject
-from execcritic.runners.base import Node, Runner, Selection, Selector, register
+from execcritic.bundle.nodes import Node, Selection, Selector
+from execcritic.runners.base import Runner
+from execcritic.bundle.languages._describe import JS_GROUP, JS_LEAF, js_unquote
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
@@ -196,7 +198,6 @@ def binds_full_name(selected: str, scope: Sequence[str], name: str, *, case_inse
     return norm(selected) == norm(name) or norm(selected).endswith(" " + norm(name))
 
 
-@register
 class JestRunner(Runner):
     name = "jest"
     language = "javascript"
@@ -290,7 +291,7 @@ class JestRunner(Runner):
                     files.append(n.path)
                 continue
             hits = _ml.recover_chains(
-                task, n.name, leaf=_js.LEAF, group=_js.GROUP, path_ok=_js.is_test_file, unquote=_js.unquote
+                task, n.name, leaf=JS_LEAF, group=JS_GROUP, path_ok=_js.is_test_file, unquote=js_unquote
             )
             distinct = {(h.path, h.chain) for h in hits}
             if not distinct:

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING
 
 from execcritic.bundle.command import ParsedCommand
 from execcritic.runners import _js, _ml
-from execcritic.runners.base import Node, Runner, Selection, Selector, register
+from execcritic.bundle.nodes import Node, Selection, Selector
+from execcritic.runners.base import Runner
 from execcritic.runners.jest import split_chain
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
 
 
-@register
 class KarmaRunner(Runner):
     name = "karma"
     language = "javascript"

@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING
 from execcritic.bundle.command import ParsedCommand
 from execcritic.runners import _ml
 from execcritic.runners._ml import OK, OKV, Opt, reject
-from execcritic.runners.base import Node, Outcome, Runner, Selection, Selector, register
+from execcritic.bundle.nodes import Node, Outcome, Selection, Selector
+from execcritic.runners.base import Runner
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
@@ -279,7 +280,6 @@ def result_for_java(node: Node, results: dict[str, str], sep: str = "#") -> str 
     return "PASSED" if "PASSED" in hits else hits[0]
 
 
-@register
 class MavenRunner(Runner):
     name = "maven"
     language = "java"

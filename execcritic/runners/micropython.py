@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 from execcritic.bundle.command import ParsedCommand
 from execcritic.runners import _ml
 from execcritic.runners._ml import OK, OKV, Opt, reject
-from execcritic.runners.base import Node, Runner, Selection, Selector, register
+from execcritic.bundle.nodes import Node, Selection, Selector
+from execcritic.runners.base import Runner
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
@@ -57,7 +58,6 @@ def _mp_args(cmd: ParsedCommand) -> list[str] | None:
     return None
 
 
-@register
 class MicroPythonRunner(Runner):
     name = "micropython"
     language = "c"

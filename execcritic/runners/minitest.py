@@ -25,9 +25,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from execcritic.bundle.command import ParsedCommand
-from execcritic.evaluation.swebench_compat import parser_for
+from execcritic.swebench_compat import parser_for
 from execcritic.runners import _ml
-from execcritic.runners.base import Node, Runner, Selection, Selector, register
+from execcritic.bundle.nodes import Node, Selection, Selector
+from execcritic.runners.base import Runner
 from execcritic.runners.rspec import ruby_tool_args
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -87,7 +88,6 @@ def parse_name_regex(value: str) -> list[str] | None:
     return _ml.anchored_literals("^" + body if not body.endswith(("\\z", "\\Z")) else "^" + body[:-2] + "$")
 
 
-@register
 class RubyUnitRunner(Runner):
     name = "ruby_unit"
     language = "ruby"

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 from execcritic.bundle.command import ParsedCommand
 from execcritic.runners import _js, _ml
 from execcritic.runners._ml import OK, OKV, Opt, reject
-from execcritic.runners.base import Node, Runner, Selection, Selector, register
+from execcritic.bundle.nodes import Node, Selection, Selector
+from execcritic.runners.base import Runner
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
@@ -114,7 +115,6 @@ def grep_literals(value: str) -> list[str] | None:
     return _ml.anchored_literals(body)
 
 
-@register
 class MochaRunner(Runner):
     name = "mocha"
     language = "javascript"

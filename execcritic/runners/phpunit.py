@@ -33,7 +33,8 @@ from execcritic.bundle.command import ParsedCommand
 from execcritic.errors import InputError
 from execcritic.runners import _ml
 from execcritic.runners._ml import OK, OKV, Opt, reject
-from execcritic.runners.base import Node, Runner, Selection, Selector, register
+from execcritic.bundle.nodes import Node, Selection, Selector
+from execcritic.runners.base import Runner
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
@@ -403,7 +404,6 @@ def _namespace_of(cls: str, task: Task | None) -> str | None:
     return None
 
 
-@register
 class PhpUnitRunner(Runner):
     name = "phpunit"
     language = "php"

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Sequence
 from execcritic.bundle.command import ParsedCommand
 from execcritic.bundle.problems import TEST_COMMAND, Problem
 from execcritic.runners._python import python_main
-from execcritic.runners.base import Node, Runner, Selection, Selector, register
+from execcritic.bundle.nodes import Node, Selection, Selector
+from execcritic.runners.base import Runner
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
@@ -229,7 +230,6 @@ def is_param_truncated(node: Node) -> bool:
     return node.param is not None and not node.text.rstrip().endswith("]")
 
 
-@register
 class PytestRunner(Runner):
     name = "pytest"
     language = "python"
@@ -497,7 +497,7 @@ class PytestRunner(Runner):
     def parse_results(self, log: str, parser: str | None = None) -> dict[str, str]:
         """Per-node statuses. `parser` is the task's swebench log parser (its `log_parser`); by default
         pytest_v2, which keeps parameter ids that contain spaces whole."""
-        from execcritic.evaluation.swebench_compat import parser_for
+        from execcritic.swebench_compat import parser_for
 
         return parser_for(parser or self.log_parser)(log)
 

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 from execcritic.bundle.command import ParsedCommand
 from execcritic.runners import _js, _ml
 from execcritic.runners._ml import OKV, Opt, reject
-from execcritic.runners.base import Node, Runner, Selection, Selector, register
+from execcritic.bundle.nodes import Node, Selection, Selector
+from execcritic.runners.base import Runner
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
@@ -53,7 +54,6 @@ def qunit_full_name(node_id: str) -> str:
     return f"{mod}: {test}" if sep else test
 
 
-@register
 class QUnitRunner(Runner):
     name = "qunit"
     language = "javascript"

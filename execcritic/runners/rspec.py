@@ -37,7 +37,9 @@ from execcritic.bundle.command import ParsedCommand
 from execcritic.errors import InputError
 from execcritic.runners import _ml
 from execcritic.runners._ml import OK, OKV, Opt, reject
-from execcritic.runners.base import Node, Runner, Selection, Selector, register
+from execcritic.bundle.nodes import Node, Selection, Selector
+from execcritic.runners.base import Runner
+from execcritic.bundle.languages._describe import RB_GROUP, RB_LEAF, RB_MODULE, rb_unquote
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
@@ -110,18 +112,6 @@ _F2P_ID = re.compile(r"^(?P<desc>.*) - (?P<path>\S+\.rb)(?:\[(?P<id>\d+(?::\d+)*
 _RUBY_START = ("\\A", "^")
 _RUBY_END = ("\\z", "\\Z", "$")
 
-# ruby spec source forms for describe-chain recovery
-_RQ = r"(?:(?P<q>['\"])(?P<s>(?:\\.|(?!(?P=q)).)*)(?P=q)|(?P<c>[A-Z][\w]*(?:::[A-Z]\w*)*))"
-GROUP = re.compile(
-    r"^(?:RSpec\.)?(?:describe|context|feature|example_group)\s*\(?\s*"
-    + _RQ
-    + r"\s*(?:,[^#]*?)?\)?\s*(?:do|\{)\s*(?:\|[^|]*\|)?\s*$"
-)
-LEAF = re.compile(
-    r"^(?:it|specify|example|scenario)\s*\(?\s*(?P<q>['\"])(?P<s>(?:\\.|(?!(?P=q)).)*)(?P=q)"
-    r"\s*(?:,[^#]*?)?\)?\s*(?:do|\{)"
-)
-_MODULE = "\0"  # marks a group described by a constant (a Module)
 
 
 def ruby_tool_args(cmd: ParsedCommand, tools: Sequence[str]) -> tuple[str, list[str]] | None:
@@ -138,23 +128,14 @@ def ruby_tool_args(cmd: ParsedCommand, tools: Sequence[str]) -> tuple[str, list[
     return None
 
 
-def _unquote(m: re.Match[str]) -> str | None:
-    if m.groupdict().get("c"):
-        return _MODULE + m.group("c")
-    s = m.group("s")
-    if m.group("q") == '"' and "#{" in s:
-        return None
-    return re.sub(r"\\(.)", r"\1", s)
-
-
 def full_description(chain: Sequence[str], leaf: str) -> str:
     """RSpec's build_description_from: parts joined by a space, except no space between a Module
     description and a part starting with `#`, `.` or `::`."""
     out = ""
     prev_module = False
     for part in list(chain) + [leaf]:
-        is_module = part.startswith(_MODULE)
-        text = part.lstrip(_MODULE)
+        is_module = part.startswith(RB_MODULE)
+        text = part.lstrip(RB_MODULE)
         if not out:
             out = text
         elif prev_module and re.match(r"^(?:#|::|\.)", text):
@@ -165,7 +146,6 @@ def full_description(chain: Sequence[str], leaf: str) -> str:
     return out
 
 
-@register
 class RSpecRunner(Runner):
     name = "rspec"
     language = "ruby"
@@ -305,10 +285,10 @@ class RSpecRunner(Runner):
             hits = _ml.recover_chains(
                 task,
                 n.name,
-                leaf=LEAF,
-                group=GROUP,
+                leaf=RB_LEAF,
+                group=RB_GROUP,
                 path_ok=lambda p, f=n.path: p == f if f else p.endswith("_spec.rb"),
-                unquote=_unquote,
+                unquote=rb_unquote,
             )
             distinct = {(h.path, h.chain) for h in hits}
             if not distinct:

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Sequence
 from execcritic.bundle.command import ParsedCommand
 from execcritic.bundle.problems import TEST_COMMAND, Problem
 from execcritic.runners._python import python_main
-from execcritic.runners.base import Node, Outcome, Runner, Selection, Selector, register
+from execcritic.bundle.nodes import Node, Outcome, Selection, Selector
+from execcritic.runners.base import Runner
 from execcritic.runners.django import DjangoRunner
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,7 +42,6 @@ _FLAGS = {
 }
 
 
-@register
 class UnittestRunner(Runner):
     name = "unittest"
     language = "python"

@@ -25,8 +25,10 @@ from execcritic.bundle.command import ParsedCommand
 from execcritic.errors import InputError
 from execcritic.runners import _js, _ml
 from execcritic.runners._ml import OK, OKV, Opt, reject
-from execcritic.runners.base import Node, Runner, Selection, Selector, register
+from execcritic.bundle.nodes import Node, Selection, Selector
+from execcritic.runners.base import Runner
 from execcritic.runners.jest import FULL_NAME, binds_full_name
+from execcritic.bundle.languages._describe import JS_GROUP, JS_LEAF, js_unquote
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
@@ -112,7 +114,6 @@ def split_vitest_id(text: str) -> tuple[str | None, tuple[str, ...], str]:
     return path, tuple(parts[:-1]), parts[-1]
 
 
-@register
 class VitestRunner(Runner):
     name = "vitest"
     language = "javascript"
@@ -202,10 +203,10 @@ class VitestRunner(Runner):
             hits = _ml.recover_chains(
                 task,
                 n.name,
-                leaf=_js.LEAF,
-                group=_js.GROUP,
+                leaf=JS_LEAF,
+                group=JS_GROUP,
                 path_ok=lambda p, f=n.path: p == f if f else _js.is_test_file(p),
-                unquote=_js.unquote,
+                unquote=js_unquote,
             )
             if not hits:
                 raise InputError(

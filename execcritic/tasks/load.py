@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from execcritic.errors import InputError
-from execcritic.results.manifest import file_sha256
+from execcritic.hashing import file_sha256
 from execcritic.tasks.model import Task
 
 # Short names users type; they resolve to hub ids (or to a local copy via $EXECCRITIC_DATA_DIR).

@@ -8,7 +8,6 @@ fail-closed behaviour without an engine is checked everywhere (no mocks: a real 
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 

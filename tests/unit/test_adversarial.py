@@ -13,8 +13,8 @@ from tests.paths import VERIFIED
 import yaml
 
 from execcritic.bundle.model import TestBundle
-from execcritic.bundle.oracle import oracle_bundle
-from execcritic.bundle.validate import validate_bundle
+from execcritic.harness.oracle.build import oracle_bundle
+from execcritic.harness.validate import validate_bundle
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "adversarial" / "corpus.yaml"
 DATA = VERIFIED

@@ -11,17 +11,11 @@ import pytest
 
 from tests.paths import MULTILINGUAL, VERIFIED
 
-from execcritic.bundle.oracle import (
-    GENERATED_ENTRYPOINT,
-    OracleError,
-    build_oracle,
-    check_official,
-    outline_of,
-    outline_reader,
-    render_outline,
-    summarize,
-)
-from execcritic.bundle.validate import validate_bundle
+from execcritic.harness.oracle.build import GENERATED_ENTRYPOINT, build_oracle
+from execcritic.harness.oracle.check import check_official, summarize
+from execcritic.harness.oracle.outlines import outline_of, outline_reader, render_outline
+from execcritic.harness.oracle.resolve import OracleError
+from execcritic.harness.validate import validate_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = VERIFIED
@@ -245,7 +239,7 @@ def test_mixin_docstring_tests_resolve_to_every_concrete_testcase():
         "serializers.test_xml.XmlSerializerTestCase",
         "serializers.test_yaml.YamlSerializerTestCase",
     }
-    from execcritic.runners import get_runner
+    from execcritic.runners.registry import get_runner
 
     django = get_runner("django")
     named = {f"{n.path}.{n.scope[0]}" for n in map(django.parse_node, task.fail_to_pass) if n.scope}
@@ -335,7 +329,7 @@ def test_foreign_language_fixtures_are_test_data(iid):
 
 
 def test_foreign_language_rule_needs_a_test_directory():
-    from execcritic.bundle.patch import is_test_path
+    from execcritic.bundle.gates import is_test_path
 
     fixture = "crates/ruff_linter/resources/test/fixtures/pyflakes/F523.py"
     assert is_test_path(fixture, "rust")

@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from tests.paths import VERIFIED
 
 from execcritic.bundle import languages
-from execcritic.bundle.patch import (
-    added_tests,
-    forbidden_for_source,
-    is_test_path,
-    parse_patch,
-    source_patch_problems,
-    test_patch_problems,
-)
+from execcritic.bundle.added import added_tests
+from execcritic.bundle.diff import parse_patch
+from execcritic.bundle.gates import forbidden_for_source, is_test_path, source_patch_problems, test_patch_problems
 
 DATA = VERIFIED
 needs_data = pytest.mark.skipif(not DATA.exists(), reason="SWE-bench Verified parquet not available")

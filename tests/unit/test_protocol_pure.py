@@ -7,13 +7,12 @@ import dataclasses
 import json
 import os
 import re
-from pathlib import Path
 
 import pytest
 
 from tests.paths import PAPER_TEXT
 
-from execcritic.agents.prompts import prompt_digests, prompts
+from execcritic.prompts import prompt_digests, prompts
 from execcritic.bundle.model import TestBundle
 from execcritic.config import PAPER, ProtocolConfig
 from execcritic.harness.execution import Execution, FailureKind, NodeResult, Verdict

@@ -24,7 +24,8 @@ from tests import paths
 
 from execcritic.bundle.command import parse_command
 from execcritic.bundle.languages import added_tests, is_test_path
-from execcritic.runners import Node, Outcome, get_runner, runner_for_command, runner_for_task
+from execcritic.bundle.nodes import Node, Outcome
+from execcritic.runners.registry import get_runner, runner_for_command, runner_for_task
 from execcritic.tasks.model import Task
 
 MULTILINGUAL = str(paths.MULTILINGUAL)
@@ -1283,7 +1284,7 @@ def test_multilingual_oracle_rate_and_rejections():
     rejection to be a documented one."""
     import pandas as pd
 
-    from execcritic.bundle.oracle import check_official
+    from execcritic.harness.oracle.check import check_official
 
     rows = pd.read_parquet(MULTILINGUAL).to_dict(orient="records")
     valid, rejected = 0, {}

@@ -14,7 +14,8 @@ import pytest
 from tests.paths import VERIFIED
 
 from execcritic.bundle.command import parse_command
-from execcritic.runners import Outcome, get_runner, runner_for_command
+from execcritic.bundle.nodes import Outcome
+from execcritic.runners.registry import get_runner, runner_for_command
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
 DATA = VERIFIED
@@ -698,7 +699,7 @@ def test_unittest_subtests_real_logs(log_name):
 
 @needs_data
 def test_every_verified_task_has_a_python_runner():
-    from execcritic.runners import runner_for_task
+    from execcritic.runners.registry import runner_for_task
     from execcritic.tasks import load_tasks
 
     names = {runner_for_task(t).name for t in load_tasks(str(DATA))}

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from tests.paths import VERIFIED
 
 from execcritic.bundle.model import TestBundle
-from execcritic.bundle.validate import validate_bundle
+from execcritic.harness.validate import validate_bundle
 from execcritic.config import HarnessConfig
 
 DATA = VERIFIED

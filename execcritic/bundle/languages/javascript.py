@@ -15,8 +15,9 @@ from __future__ import annotations
 import posixpath
 import re
 
-from execcritic.bundle.languages import under_test_dir
+from execcritic.bundle.languages._common import under_test_dir
 from execcritic.bundle.languages.python import DefInfo
+from execcritic.bundle.languages._describe import JS_GROUP, JS_LEAF, js_unquote, walk_up
 
 LANGUAGE = "javascript"
 EXTENSIONS = (".js", ".jsx", ".ts", ".tsx", ".mjs", ".cjs", ".mts", ".cts")
@@ -45,13 +46,11 @@ def test_support_path(path: str) -> bool:
 
 
 def _titles(lines: list[str]) -> list[str]:
-    from execcritic.runners._js import LEAF, unquote
-
     out = []
     for line in lines:
-        m = LEAF.match(line.strip())
+        m = JS_LEAF.match(line.strip())
         if m:
-            t = unquote(m)
+            t = js_unquote(m)
             if t is not None:
                 out.append(t)
     return out
@@ -70,9 +69,6 @@ def added_tests(path: str, added_lines: list[str], removed_lines: list[str]) -> 
 
 def added_test_nodes(path: str, hunks: list[tuple[str, list[str]]]) -> list[DefInfo]:
     """Added tests with their describe chain when the hunk shows it (`certain`)."""
-    from execcritic.runners._js import GROUP, LEAF, unquote
-    from execcritic.runners._ml import _walk_up
-
     if not is_test_path(path):
         return []
     removed: set[str] = set()
@@ -86,11 +82,11 @@ def added_test_nodes(path: str, hunks: list[tuple[str, list[str]]]) -> list[DefI
         for k, line in enumerate(text):
             if not post[k].startswith("+"):
                 continue
-            m = LEAF.match(line.strip())
-            title = unquote(m) if m else None
+            m = JS_LEAF.match(line.strip())
+            title = js_unquote(m) if m else None
             if title is None or title in removed:
                 continue
-            chain = _walk_up(text, k, section, GROUP, unquote, 2)
+            chain = walk_up(text, k, section, JS_GROUP, js_unquote, 2)
             scope = tuple(chain) if chain is not None else ()
             if (scope, title) in seen:
                 continue

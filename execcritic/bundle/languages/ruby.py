@@ -12,8 +12,9 @@ from __future__ import annotations
 import posixpath
 import re
 
-from execcritic.bundle.languages import new_names, under_test_dir
+from execcritic.bundle.languages._common import new_names, under_test_dir
 from execcritic.bundle.languages.python import DefInfo
+from execcritic.bundle.languages._describe import RB_GROUP, RB_LEAF, rb_unquote, walk_up
 
 LANGUAGE = "ruby"
 EXTENSIONS = (".rb",)
@@ -37,17 +38,15 @@ def test_support_path(path: str) -> bool:
 
 
 def _names(lines: list[str]) -> list[str]:
-    from execcritic.runners.rspec import LEAF, _unquote
-
     out = []
     for line in lines:
         m = _DEF.match(line)
         if m:
             out.append(m.group("name"))
             continue
-        m = LEAF.match(line.strip()) or _TEST_DESC.match(line)
+        m = RB_LEAF.match(line.strip()) or _TEST_DESC.match(line)
         if m:
-            t = _unquote(m)
+            t = rb_unquote(m)
             if t is not None:
                 out.append(t)
     return out
@@ -63,9 +62,6 @@ def added_test_nodes(path: str, hunks: list[tuple[str, list[str]]]) -> list[DefI
     """Added tests; RSpec examples carry their describe/context chain when the hunk shows it. A
     group described by a constant keeps a leading NUL marker in the scope (RSpec joins `Foo` and
     `#bar` without a space)."""
-    from execcritic.runners._ml import _walk_up
-    from execcritic.runners.rspec import GROUP, LEAF, _unquote
-
     if not is_test_path(path) or not path.endswith(".rb"):
         return []
     removed: set[str] = set()
@@ -85,14 +81,14 @@ def added_test_nodes(path: str, hunks: list[tuple[str, list[str]]]) -> list[DefI
                 name = m.group("name")
                 certain = True
             else:
-                m = LEAF.match(line.strip())
+                m = RB_LEAF.match(line.strip())
                 if m:
-                    name = _unquote(m)
-                    chain = _walk_up(text, k, section, GROUP, _unquote, 2)
+                    name = rb_unquote(m)
+                    chain = walk_up(text, k, section, RB_GROUP, rb_unquote, 2)
                     certain = chain is not None
                 else:
                     m = _TEST_DESC.match(line)
-                    name = _unquote(m) if m else None
+                    name = rb_unquote(m) if m else None
                     certain = True
             if not name or name in removed:
                 continue

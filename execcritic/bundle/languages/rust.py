@@ -20,7 +20,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from execcritic.bundle.languages import under_test_dir
+from execcritic.bundle.languages._common import under_test_dir
 
 LANGUAGE = "rust"
 EXTENSIONS = (".rs",)

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from execcritic.errors import EnvironmentMissing, ExecCriticError
-from execcritic.results.manifest import file_sha256
+from execcritic.hashing import file_sha256
 from execcritic.tasks.sdist.select import Release
 
 WORKDIR = "/testbed"

@@ -46,7 +46,7 @@ class Decision:
 
 
 def _status(sm: dict[str, str], node: str) -> str | None:
-    from execcritic.evaluation.swebench_compat import grading
+    from execcritic.swebench_compat import grading
 
     key = grading()._resolve_case(node, sm)
     return None if key is None else sm[key]

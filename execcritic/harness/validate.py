@@ -19,12 +19,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from execcritic.bundle import patch as patchmod
+from execcritic.bundle.added import AddedTest, added_tests
+from execcritic.bundle.diff import parse_patch
+from execcritic.bundle.gates import test_patch_problems
 from execcritic.bundle.command import parse_command
 from execcritic.bundle.model import TestBundle, parse_contract
 from execcritic.bundle.problems import CONTRACT, TEST_COMMAND, TEST_PATCH, Problem
 from execcritic.config import HarnessConfig
-from execcritic.runners.base import Node, Runner, runner_for_command, runner_for_task
+from execcritic.bundle.nodes import Node
+from execcritic.runners.base import Runner
+from execcritic.runners.registry import runner_for_command, runner_for_task
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
@@ -57,7 +61,7 @@ def validate_bundle(
     language = task.language if task is not None else None
 
     # ---- artifacts on their own ------------------------------------------------------------------
-    problems += patchmod.test_patch_problems(
+    problems += test_patch_problems(
         bundle.test_patch, language=language, max_bytes=config.max_test_patch_bytes
     )
     cmd = parse_command(bundle.test_command, max_chars=config.max_command_chars)
@@ -193,7 +197,7 @@ def validate_bundle(
 
 def _undeclared_added(runner: Runner, test_patch: str, language, declared) -> list[Problem]:
     out = []
-    for added in patchmod.added_tests(test_patch, language):
+    for added in added_tests(test_patch, language):
         anode = _added_node(runner, added)
         if not any(_declares(runner, node, anode, added.scope_certain) for _t, node in declared):
             out.append(
@@ -232,7 +236,7 @@ def _declares(runner: Runner, declared: Node, added: Node, scope_certain: bool) 
     )
 
 
-def _added_node(runner: Runner, added: "patchmod.AddedTest") -> Node:
+def _added_node(runner: Runner, added: "AddedTest") -> Node:
     to_node = getattr(runner, "node_for_file", None)
     if to_node is not None:
         return to_node(added.path, added.scope, added.name)
@@ -256,7 +260,7 @@ def known_tests(
     from execcritic.bundle.languages import python as py
 
     out: dict[str, set[str]] = {}
-    parsed = patchmod.parse_patch(test_patch) if test_patch and test_patch.strip() else None
+    parsed = parse_patch(test_patch) if test_patch and test_patch.strip() else None
     paths = set(files)
     if parsed:
         paths |= {fd.new_path for fd in parsed.files if fd.new_path}
