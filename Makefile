@@ -29,7 +29,7 @@ RUN_OUT ?= runs/embedded-default
 run: system-deps venv
 	$(VENV)/bin/execcritic tasks build-sdist $(addprefix --instance ,$(RUN_INSTANCES))
 	$(VENV)/bin/execcritic run verified-sdist $(addprefix --instance ,$(RUN_INSTANCES)) \
-	  --test-source oracle --test-source local --repair-model local --runs 1 --profile smoke --out $(RUN_OUT)
+	  --test-source oracle --test-source local --repair-model local --runs 1 -c smoke --out $(RUN_OUT)
 
 # The whole test suite, every tier (unit, integration, docker, slow, train).
 test: system-deps venv

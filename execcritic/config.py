@@ -1,7 +1,13 @@
-"""Every knob the paper fixes, as one named value whose default is the paper's.
+"""Every knob the paper fixes, as one named value whose default is the paper's - the one place each
+knob lives.
 
-Deviations are made by constructing a config with other values (they are recorded in every result
-manifest), never by editing code paths. Sources: paper §3, Appendix A.3/A.4, B.1, B.3, Tables 7-9.
+Each field carries its default, a help text and, where the paper fixes it, its source (TRL's
+`GRPOConfig` style). Everything else derives from these dataclasses: the command line (`protocol_options`
+generates one option per field that declares a `cli` name, plus `-c PROFILE|FILE.yaml` and `--set
+KEY=VALUE` for every field), the YAML profiles in `execcritic/profiles/` (mini-swe-agent's `-c`), and
+the manifests' `deviations_from_paper`. Deviations are made by constructing a config with other values
+(recorded in every result manifest), never by editing code paths. Sources: paper §3, §4, Appendix
+A.3/A.4, B.1, B.3, Tables 7-9.
 """
 
 from __future__ import annotations
@@ -9,21 +15,54 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import typing
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from execcritic.errors import InputError
+
+PROFILES_DIR = Path(__file__).parent / "profiles"
+
+
+def knob(default: Any, help: str, *, source: str = "", cli: str = "") -> Any:
+    """A config field: its default, what it does, where the paper fixes it, and an optional CLI name."""
+    return field(default=default, metadata={"help": help, "source": source, "cli": cli})
 
 
 @dataclass(frozen=True)
 class HarnessConfig:
-    """Fail-closed execution of a Test bundle (Appendix B.1)."""
+    """Fail-closed execution of a Test bundle (Appendix B.1) and the limits of every process tree that
+    runs repository code (executor, official evaluator, agent workspaces; both backends)."""
 
-    test_timeout_s: float = 240.0          # Table 8: repair test timeout 240 s (also used for gate checks)
-    setup_timeout_s: float = 600.0         # Table 8: environment setup 600 s
-    memory_limit_mb: int = 4096            # per check; exceeding it is `out_of_memory`, never a verdict
-    output_tail_chars: int = 8000          # bounded output kept on an Execution record
-    max_test_patch_bytes: int = 200_000    # a larger test.patch is rejected ("huge patch")
-    max_command_chars: int = 4000
-    max_contract_field_chars: int = 4000
+    test_timeout_s: float = knob(240.0, "wall-clock limit of one bundle execution (Base gate, audit, CHECK)",
+                                 source="Table 8: repair test timeout 240 s", cli="--test-timeout")
+    setup_timeout_s: float = knob(600.0, "limit for preparing a sandbox run: copying/warming the checkout, "
+                                  "starting a container, applying a patch", source="Table 8: setup 600 s")
+    memory_limit_mb: int = knob(4096, "memory limit of every process tree that runs repository code; "
+                                "exceeding it is `out_of_memory`, never a verdict", cli="--memory-mb")
+    pids_limit: int = knob(1024, "process limit of every process tree that runs repository code; a fork bomb "
+                           "ends as a sandbox limit, never a verdict")
+    output_limit_bytes: int = knob(4 * 1024 * 1024, "captured output of one command (head and tail kept, "
+                                   "the middle dropped and marked)")
+    output_tail_chars: int = knob(8000, "bounded output tail kept on an Execution record")
+    max_test_patch_bytes: int = knob(200_000, "a larger test.patch is rejected (`patch.too_large`)")
+    max_command_chars: int = knob(4000, "a longer test_command is rejected (`command.too_long`)")
+    max_contract_field_chars: int = knob(4000, "a longer test_contract.json field is rejected")
+    official_timeout_s: float = knob(1800.0, "wall-clock limit of one official evaluation (all F2P + P2P)",
+                                     source="swebench run_evaluation's default timeout")
+
+
+@dataclass(frozen=True)
+class WorkspaceConfig:
+    """The agents' bash tool (both agents share the loop)."""
+
+    command_timeout_s: float = knob(180.0, "wall-clock limit of one agent bash command; the agent sees a "
+                                    "timeout note", cli="--command-timeout")
+    observation_chars: int = knob(10_000, "an action's output shown to the model is cut to this many "
+                                  "characters (head and tail kept)")
 
 
 @dataclass(frozen=True)
@@ -32,26 +71,36 @@ class TestAgentConfig:
 
     __test__ = False  # not a pytest test class
 
-    max_submissions: int = 5               # "at most 5 submission attempts"
-    max_turns: int = 60                    # "within 60 turns"
-    max_output_tokens: int = 8192          # Test agent sampling, max output tokens
-    episode_timeout_s: float = 900.0       # Table 7: 900 s per generation episode
-    context_tokens: int = 48_000           # Table 7: 48k context
-    diagnostics_chars: int = 6000          # bounded Base-gate diagnostics returned to the agent
+    max_submissions: int = knob(5, "submission attempts per episode", source="§3.1: at most 5 submission "
+                                "attempts", cli="--max-submissions")
+    max_turns: int = knob(60, "model turns per episode", source="§3.1 / Table 7: 60 turns", cli="--test-turns")
+    max_output_tokens: int = knob(8192, "max output tokens per Test-agent turn", source="Table 9a")
+    episode_timeout_s: float = knob(900.0, "wall-clock limit of one generation episode", source="Table 7: 900 s")
+    context_tokens: int = knob(48_000, "context budget (the model's own window when smaller)",
+                               source="Table 7: 48k context")
+    diagnostics_chars: int = knob(6000, "bounded Base-gate diagnostics returned to the agent",
+                                  source="Appendix B.1: bounded diagnostics")
 
 
 @dataclass(frozen=True)
 class RepairConfig:
     """Test to Improve controller (paper §3.2, Eq. 10-11, Listings 4-12, Table 9)."""
 
-    round0_turns: int = 200                # Round 0 direct solve
-    revision_rounds: int = 5               # at most five feedback-guided revision rounds
-    turns_per_round: int = 40              # 40 turns per revision round; forced CHECK after 40 turns
-    feedback_chars: int = 6000             # generated-test feedback envelope cap
-    apply_diagnostics_chars: int = 12_000  # patch-application diagnostics cap (Listing 12)
-    temperature: float = 0.6               # Repair evaluation sampling temperature
-    runs_per_source: int = 3               # resolved rates are means over 3 Repair runs
-    context_tokens: int = 65_536
+    round0_turns: int = knob(200, "Round 0 (direct solve) turns", source="§3.2: 200-turn Round 0",
+                             cli="--round0-turns")
+    revision_rounds: int = knob(5, "feedback-guided revision rounds", source="§3.2: at most 5 rounds",
+                                cli="--revision-rounds")
+    turns_per_round: int = knob(40, "turns per revision round; 40 turns without a CHECK force one",
+                                source="§3.2: 40 turns per round", cli="--turns-per-round")
+    feedback_chars: int = knob(6000, "generated-test feedback envelope cap (header always kept)",
+                               source="Listing 7: 6,000 characters")
+    apply_diagnostics_chars: int = knob(12_000, "patch-application diagnostics cap (Listing 12)",
+                                        source="Listing 12: 12,000 characters")
+    temperature: float = knob(0.6, "Repair evaluation sampling temperature", source="Table 9b")
+    runs_per_source: int = knob(3, "Repair runs per (issue, Test source) reusing one bundle; resolved rates "
+                                "are means over them", source="§5: means over 3 Repair runs", cli="--runs")
+    context_tokens: int = knob(65_536, "context budget (the model's own window when smaller)",
+                               source="Table 8: 65k context")
 
 
 @dataclass(frozen=True)
@@ -60,50 +109,55 @@ class TestRewardConfig:
 
     __test__ = False
 
-    no_valid_submission: float = -0.2
-    not_base_to_gold: float = 0.0
-    q_low_ba: float = 0.2                  # Q=1 and BA < 0.8
-    q_mid_ba: float = 0.5                  # Q=1 and 0.8 <= BA < 1
-    q_full_ba: float = 1.0                 # Q=1 and BA = 1
-    ba_mid_threshold: float = 0.8
-    max_candidates: int = 8                # <= 8 deduplicated labeled candidates
-    turn_penalty_margin: int = 8           # > 8 turns longer than the shortest same-level rollout
-    turn_penalty_factor: float = 0.5
+    no_valid_submission: float = knob(-0.2, "no valid submission", source="Eq. 5")
+    not_base_to_gold: float = knob(0.0, "B = 0 or G = 0", source="Eq. 5")
+    q_low_ba: float = knob(0.2, "Q = 1 and BA < 0.8", source="Eq. 5")
+    q_mid_ba: float = knob(0.5, "Q = 1 and 0.8 <= BA < 1", source="Eq. 5")
+    q_full_ba: float = knob(1.0, "Q = 1 and BA = 1", source="Eq. 5")
+    ba_mid_threshold: float = knob(0.8, "balanced-accuracy threshold between the low and mid levels",
+                                   source="Eq. 5")
+    max_candidates: int = knob(8, "deduplicated labeled candidates a bundle is run on", source="§2.3 / Eq. 12")
+    turn_penalty_margin: int = knob(8, "a rollout more than this many turns longer than the shortest "
+                                    "same-level rollout gets the penalty factor", source="§4")
+    turn_penalty_factor: float = knob(0.5, "reward factor of a too-long rollout", source="§4")
 
 
 @dataclass(frozen=True)
 class RepairRewardConfig:
     """Eq. 6: Repair-agent reward levels."""
 
-    invalid: float = 0.0                   # invalid/missing patch or forbidden test modification
-    usable_selected_fails: float = 0.1
-    selected_passes_official_fails: float = 0.2
-    resolved_after_revision: float = 1.0
-    resolved_at_round0: float = 1.5
+    invalid: float = knob(0.0, "invalid/missing patch or forbidden test modification", source="Eq. 6")
+    usable_selected_fails: float = knob(0.1, "usable patch, selected test fails", source="Eq. 6")
+    selected_passes_official_fails: float = knob(0.2, "selected test passes, official fails", source="Eq. 6")
+    resolved_after_revision: float = knob(1.0, "both pass after revision", source="Eq. 6")
+    resolved_at_round0: float = knob(1.5, "both pass at Round 0", source="Eq. 6")
 
 
 @dataclass(frozen=True)
 class GRPOConfig:
     """GRPO settings shared by both agents (§4, Tables 7-8)."""
 
-    std_normalization: bool = False        # group-mean subtraction, no std division
-    clip_low: float = 0.2
-    clip_high: float = 0.28
-    kl_coef: float = 0.0
-    learning_rate: float = 1e-6
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.98
-    weight_decay: float = 0.1
-    groups_per_step: int = 16              # DAPO dynamic sampling keeps 16 non-zero-variance groups
-    rollouts_per_group: int = 8            # x 8 rollouts = 128 per step
-    test_agent_steps: int = 200
-    repair_agent_steps: int = 100
-    sft_trajectories: int = 5000
+    std_normalization: bool = knob(False, "divide advantages by the group std (the paper does not)",
+                                   source="§4: group-mean subtraction, no std division")
+    clip_low: float = knob(0.2, "PPO clip epsilon (low)", source="Tables 7-8")
+    clip_high: float = knob(0.28, "PPO clip epsilon (high, DAPO clip-higher)", source="Tables 7-8")
+    kl_coef: float = knob(0.0, "KL coefficient", source="Tables 7-8")
+    learning_rate: float = knob(1e-6, "learning rate", source="Tables 7-8")
+    adam_beta1: float = knob(0.9, "Adam beta1", source="Tables 7-8")
+    adam_beta2: float = knob(0.98, "Adam beta2", source="Tables 7-8")
+    weight_decay: float = knob(0.1, "weight decay", source="Tables 7-8")
+    groups_per_step: int = knob(16, "issue groups kept per step by DAPO dynamic sampling (non-zero reward "
+                                "variance)", source="Tables 7-8")
+    rollouts_per_group: int = knob(8, "rollouts per issue group (16 x 8 = 128 per step)", source="Tables 7-8")
+    test_agent_steps: int = knob(200, "Test-agent GRPO steps", source="Table 7")
+    repair_agent_steps: int = knob(100, "Repair-agent GRPO steps", source="Table 8")
+    sft_trajectories: int = knob(5000, "teacher trajectories for Test-agent SFT", source="§4 / Table 4")
 
 
 @dataclass(frozen=True)
 class ProtocolConfig:
     harness: HarnessConfig = field(default_factory=HarnessConfig)
+    workspace: WorkspaceConfig = field(default_factory=WorkspaceConfig)
     test_agent: TestAgentConfig = field(default_factory=TestAgentConfig)
     repair: RepairConfig = field(default_factory=RepairConfig)
     test_reward: TestRewardConfig = field(default_factory=TestRewardConfig)
@@ -130,3 +184,114 @@ class ProtocolConfig:
 
 
 PAPER = ProtocolConfig()
+
+
+# ---- knobs as data: keys, overrides, profiles -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Knob:
+    key: str              # "repair.turns_per_round"
+    type: type
+    default: Any          # the paper's value
+    help: str
+    source: str
+    cli: str              # "--turns-per-round" or ""
+
+
+def knobs() -> list[Knob]:
+    """Every field of ProtocolConfig, in declaration order."""
+    out = []
+    for section in dataclasses.fields(ProtocolConfig):
+        cls = section.default_factory  # type: ignore[misc]
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            out.append(Knob(f"{section.name}.{f.name}", hints[f.name], f.default, f.metadata.get("help", ""),
+                            f.metadata.get("source", ""), f.metadata.get("cli", "")))
+    return out
+
+
+def _coerce(knob_: Knob, value: Any, where: str) -> Any:
+    t = knob_.type
+    if t is bool:
+        if isinstance(value, bool):
+            return value
+        if str(value).lower() in ("1", "true", "yes", "on"):
+            return True
+        if str(value).lower() in ("0", "false", "no", "off"):
+            return False
+    else:
+        try:
+            if isinstance(value, bool):
+                raise ValueError
+            return t(value) if t is not int else int(str(value), 10)
+        except (TypeError, ValueError):
+            pass
+    raise InputError(f"{knob_.key} must be a {t.__name__}, got {value!r}", file=where or None, field=knob_.key)
+
+
+def apply_overrides(config: ProtocolConfig, values: dict[str, Any], *, where: str = "") -> ProtocolConfig:
+    """`config` with `{"section.field": value}` applied; an unknown key or a value of the wrong type is an
+    InputError naming the key (and `where` the values came from)."""
+    by_key = {k.key: k for k in knobs()}
+    sections: dict[str, dict[str, Any]] = {}
+    for key, value in values.items():
+        if key not in by_key:
+            close = [k for k in by_key if k.split(".")[-1] == key.split(".")[-1]]
+            hint = f"; did you mean {close[0]}?" if close else "; `execcritic config show` lists every knob"
+            raise InputError(f"unknown config key {key!r}{hint}", file=where or None, field=key)
+        section, name = key.split(".", 1)
+        sections.setdefault(section, {})[name] = _coerce(by_key[key], value, where)
+    replaced = {s: dataclasses.replace(getattr(config, s), **kv) for s, kv in sections.items()}
+    return dataclasses.replace(config, **replaced)
+
+
+def _flatten(data: Any, where: str) -> dict[str, Any]:
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise InputError("a config profile must be a mapping of sections to {field: value}", file=where)
+    out: dict[str, Any] = {}
+    for section, values in data.items():
+        if not isinstance(values, dict):
+            raise InputError(f"section {section!r} must be a mapping of field: value", file=where, field=section)
+        for name, value in values.items():
+            out[f"{section}.{name}"] = value
+    return out
+
+
+def profile_path(name_or_path: str) -> Path:
+    """A built-in profile name (`paper`, `smoke`, ...) or a YAML file path."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml"):
+        if not p.is_file():
+            raise InputError("config file not found", file=str(p))
+        return p
+    builtin = PROFILES_DIR / f"{name_or_path}.yaml"
+    if not builtin.is_file():
+        known = sorted(x.stem for x in PROFILES_DIR.glob("*.yaml"))
+        raise InputError(f"unknown profile {name_or_path!r}; built-in profiles: {', '.join(known)} "
+                         "(or pass a .yaml file)", field="config")
+    return builtin
+
+
+def load_protocol(config: str | None = None, sets: Iterable[str] = (), values: dict[str, Any] | None = None,
+                  base: ProtocolConfig = PAPER) -> ProtocolConfig:
+    """The paper's protocol, then a profile/YAML file, then `--set KEY=VALUE` items, then `values`
+    (later wins). Each step is validated against the dataclasses."""
+    cfg = base
+    if config:
+        path = profile_path(config)
+        cfg = apply_overrides(cfg, _flatten(yaml.safe_load(path.read_text()), str(path)), where=str(path))
+    parsed: dict[str, Any] = {}
+    for item in sets:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InputError(f"--set expects KEY=VALUE, got {item!r}", field="--set")
+        parsed[key.strip()] = yaml.safe_load(value) if value.strip() else value
+    cfg = apply_overrides(cfg, parsed, where="--set")
+    return apply_overrides(cfg, values or {}, where="command line")
+
+
+__all__ = ["GRPOConfig", "HarnessConfig", "Knob", "PAPER", "ProtocolConfig", "RepairConfig", "RepairRewardConfig",
+           "TestAgentConfig", "TestRewardConfig", "WorkspaceConfig", "apply_overrides", "knob", "knobs",
+           "load_protocol", "profile_path"]

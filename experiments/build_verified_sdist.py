@@ -11,6 +11,7 @@ Results: results/verified_sdist/{instances.jsonl,summary.json,manifest.json}.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -18,7 +19,8 @@ from pathlib import Path
 from execcritic.tasks import load_tasks
 from execcritic.tasks.sdist import verified_source
 from execcritic.tasks.sdist.build import cache_root
-from execcritic.tasks.sdist.qualify import SUPPORTED_REPOS, run_pipeline
+from execcritic.config import PAPER
+from execcritic.evaluation.qualify import SUPPORTED_REPOS, run_pipeline
 
 
 def dataset_manifest(rows, source: str) -> dict:
@@ -58,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         tasks = picked
     summary = run_pipeline(tasks, root=cache_root(), results_dir=Path(args.results),
                            recipe_out=Path(args.recipe_out) if args.recipe_out else None,
-                           max_tries=args.max_tries, jobs=args.jobs, timeout=args.timeout, order=args.order,
+                           max_tries=args.max_tries, jobs=args.jobs, order=args.order,
+                           harness=dataclasses.replace(PAPER.harness, official_timeout_s=args.timeout),
                            dataset_manifest=dataset_manifest(rows, source))
     print(json.dumps(summary, indent=1))
     return 0

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from execcritic.agents.models.base import ChatModel, ContextWindowExceeded, FormatError
+from execcritic.config import PAPER, WorkspaceConfig
 from execcritic.errors import SandboxError
 from execcritic.sandbox.base import Sandbox
 
@@ -97,7 +98,7 @@ class Session:
     safe side) and the reply budget, and stops before sending what cannot fit."""
 
     def __init__(self, model: ChatModel, sandbox: Sandbox, *, trajectory: Trajectory, format_error: Callable[[str], str],
-                 command_timeout_s: float = 180.0, observation_chars: int = 10_000, context_tokens: int | None = None):
+                 config: WorkspaceConfig = PAPER.workspace, context_tokens: int | None = None):
         windows = [w for w in (context_tokens, getattr(model, "context_window", None)) if w]
         self.context_tokens = min(windows) if windows else None
         self._tokens_seen: tuple[int, int] | None = None  # (prompt + completion tokens, message chars) at last reply
@@ -105,8 +106,8 @@ class Session:
         self.sandbox = sandbox
         self.trajectory = trajectory
         self.format_error = format_error
-        self.command_timeout_s = command_timeout_s
-        self.observation_chars = observation_chars
+        self.command_timeout_s = config.command_timeout_s
+        self.observation_chars = config.observation_chars
         self.turns = 0
         self.phase = ""
 

@@ -35,14 +35,13 @@ from execcritic.agents.loop import CHECK_MARKER, SUBMIT_MARKER, Session, Submitt
 from execcritic.agents.models.base import ChatModel, ContextWindowExceeded
 from execcritic.prompts import prompts
 from execcritic.agents.workspace import Candidate, commit_prepared_state, export_candidate
-from execcritic.bundle.model import TestBundle
-from execcritic.config import HarnessConfig, RepairConfig
-from execcritic.harness.apply import apply_patch
-from execcritic.harness.execute import execute
+from execcritic.config import PAPER, RepairConfig, WorkspaceConfig
+from execcritic.harness.apply import SOURCE, apply_patch
 from execcritic.harness.execution import Execution
-from execcritic.harness.feedback import gate_status, render_envelope
+from execcritic.harness.feedback import gate_status
+from execcritic.harness.services import CandidateVerifier
 from execcritic.sandbox.base import Sandbox
-from execcritic.tasks.model import Task
+from execcritic.tasks.view import TaskView
 
 
 def _sha(text: str) -> str:
@@ -85,7 +84,7 @@ class RepairResult:
         return self.revision_rounds > 0
 
     def to_record(self) -> dict[str, Any]:
-        d = {k: v for k, v in asdict(self).items() if k != "trajectory"}
+        d = {k: v for k, v in asdict(self).items() if k != "trajectory"}  # checks become plain dicts
         d["final_patch_sha"] = _sha(self.final_patch)
         d["entered_repair"] = self.entered_repair
         return d
@@ -98,18 +97,20 @@ class _Done(Exception):
 
 
 class RepairController:
-    def __init__(self, task: Task, model: ChatModel, *, workspace: Sandbox, verifier: Sandbox,
-                 bundle: TestBundle | None, config: RepairConfig = RepairConfig(),
-                 harness: HarnessConfig = HarnessConfig(), command_timeout_s: float = 180.0):
-        self.task, self.model, self.workspace, self.verifier, self.bundle = task, model, workspace, verifier, bundle
-        self.config, self.harness = config, harness
+    """`verifier` is the harness's handle on the frozen qualified bundle (None: no qualified bundle,
+    a Base-gate failure); the controller never sees the bundle itself, only Executions and envelopes."""
+
+    def __init__(self, task: TaskView, model: ChatModel, *, workspace: Sandbox, verifier: CandidateVerifier | None,
+                 config: RepairConfig = PAPER.repair, workspace_config: WorkspaceConfig = PAPER.workspace):
+        self.task, self.model, self.workspace, self.verifier = task, model, workspace, verifier
+        self.config = config
         self.p = prompts("repair")
         self.trajectory = Trajectory(meta={"agent": "repair", "instance_id": task.instance_id,
                                            "prompt_digest": self.p.digest,
-                                           "bundle_digest": bundle.digest() if bundle else None,
+                                           "bundle_digest": verifier.bundle_digest if verifier else None,
                                            "model": model.serialize(),
                                            "config": config.__dict__})
-        self.session = Session(model, workspace, trajectory=self.trajectory, command_timeout_s=command_timeout_s,
+        self.session = Session(model, workspace, trajectory=self.trajectory, config=workspace_config,
                                format_error=lambda e: prompts("test_agent").render("format_error_template", error=e),
                                context_tokens=config.context_tokens)
         self.checks: list[Check] = []
@@ -123,11 +124,11 @@ class RepairController:
         return export_candidate(self.workspace)
 
     def _gate(self, cand: Candidate, round_: int, trigger: str) -> Execution:
-        assert self.bundle is not None
+        assert self.verifier is not None
         if self.last_checked and self.last_checked[0] == cand.patch:
             ex, reused = self.last_checked[1], True
         else:
-            ex = execute(self.task, self.bundle, cand.patch or None, sandbox=self.verifier, config=self.harness)
+            ex = self.verifier.check(cand.patch)
             reused = False
             self.last_checked = (cand.patch, ex)
         self.checks.append(Check(round_, trigger, _sha(cand.patch), gate_status(ex), ex.failure_kind.value,
@@ -137,8 +138,8 @@ class RepairController:
         return ex
 
     def _envelope(self, ex: Execution) -> str:
-        assert self.bundle is not None
-        return render_envelope(ex, self.bundle, cap=self.config.feedback_chars, language=self.task.language)
+        assert self.verifier is not None
+        return self.verifier.envelope(ex)
 
     # ---- Round 0 --------------------------------------------------------------------------------
     def _round0_fresh(self) -> dict[str, Any]:
@@ -165,7 +166,7 @@ class RepairController:
     def _round0_provided(self, patch: str, seed_messages: list[dict] | None) -> dict[str, Any]:
         s = self.session
         s.phase = "round0"
-        applied = apply_patch(self.workspace, patch, name="round0", fuzzy=True,
+        applied = apply_patch(self.workspace, patch, name="round0", ladder=SOURCE, timeout=self.session.command_timeout_s,
                               diag_chars=self.config.apply_diagnostics_chars)
         info: dict[str, Any] = {"provided_patch_sha": _sha(patch), "applied": applied.applied,
                                 "apply_method": applied.method}
@@ -224,7 +225,7 @@ class RepairController:
                 except Submitted as sub:
                     cand = self._candidate()
                     if sub.marker == SUBMIT_MARKER:
-                        if self.bundle is not None:
+                        if self.verifier is not None:
                             self._gate(cand, r, "final_submit")   # recorded apart; never a veto
                         raise _Done("final_submit", cand)
                     if self.last_checked and self.last_checked[0] == cand.patch:
@@ -259,7 +260,7 @@ class RepairController:
                       turns=self.session.turns)
         round0_turns = self.session.turns
         try:
-            if self.bundle is None:
+            if self.verifier is None:
                 raise _Done("no_bundle", p0)
             initial = self._gate(p0, 0, "initial")
             if initial.passed:
@@ -279,13 +280,12 @@ class RepairController:
             round0=round0, checks=self.checks, revision_rounds=self.revision_rounds,
             revision_turns=self.session.turns - round0_turns, total_turns=self.session.turns,
             unchanged_checks=self.unchanged_checks, local_status=local,
-            bundle_digest=self.bundle.digest() if self.bundle else "", prompt_digest=self.p.digest,
+            bundle_digest=self.verifier.bundle_digest if self.verifier else "", prompt_digest=self.p.digest,
             trajectory=self.trajectory, duration_s=time.monotonic() - started)
 
 
-def run_repair(task: Task, model: ChatModel, *, workspace: Sandbox, verifier: Sandbox, bundle: TestBundle | None,
-               config: RepairConfig = RepairConfig(), harness: HarnessConfig = HarnessConfig(),
-               provided_patch: str | None = None, seed_messages: list[dict] | None = None,
-               command_timeout_s: float = 180.0) -> RepairResult:
-    return RepairController(task, model, workspace=workspace, verifier=verifier, bundle=bundle, config=config,
-                            harness=harness, command_timeout_s=command_timeout_s).run(provided_patch, seed_messages)
+def run_repair(task: TaskView, model: ChatModel, *, workspace: Sandbox, verifier: CandidateVerifier | None,
+               config: RepairConfig = PAPER.repair, workspace_config: WorkspaceConfig = PAPER.workspace,
+               provided_patch: str | None = None, seed_messages: list[dict] | None = None) -> RepairResult:
+    return RepairController(task, model, workspace=workspace, verifier=verifier, config=config,
+                            workspace_config=workspace_config).run(provided_patch, seed_messages)

@@ -1,13 +1,13 @@
 """Learn to Test: one Test-agent episode (paper §3.1, Listings 1-3, SPEC §2.3).
 
-The agent works in a Gold-free workspace (sanitized history, Base only). Each COMPLETE_TASK_AND_
-SUBMIT_FINAL_OUTPUT is one submission attempt: the three bundle files are read from the workspace's
-/tmp, validated, and Base-gated in a *separate* verifier sandbox. The first bundle that fails cleanly
-on a fresh Base is retained; a rejected attempt returns bounded diagnostics and the agent may revise.
-At most `max_submissions` attempts within `max_turns` model turns.
+The agent works in a Gold-free workspace (sanitized history, Base only) and sees a `TaskView` (the
+issue, no Gold, no official tests). Each COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT is one submission
+attempt: the three bundle files are read from the workspace's /tmp and handed to the harness's
+`BaseGate`, which validates them and runs them on a fresh Base in a *separate* verifier sandbox. The
+first bundle that fails cleanly on a fresh Base is retained; a rejected attempt returns bounded
+diagnostics and the agent may revise. At most `max_submissions` attempts within `max_turns` turns.
 
-This module must never import the Gold audit or read `task.patch` / `task.test_patch`
-(tests/unit/test_gold_boundary.py checks the imports).
+tests/unit/test_gold_boundary.py checks that this package never reaches Gold or the official tests.
 """
 
 from __future__ import annotations
@@ -18,14 +18,13 @@ from typing import Any
 
 from execcritic.agents.loop import SUBMIT_MARKER, Session, Submitted, Trajectory
 from execcritic.agents.models.base import ChatModel, ContextWindowExceeded
-from execcritic.prompts import prompts
 from execcritic.agents.workspace import commit_prepared_state, sanitize_history, verify_history
 from execcritic.bundle.model import TestBundle
-from execcritic.harness.validate import validate_bundle
-from execcritic.config import HarnessConfig, TestAgentConfig
-from execcritic.harness.gate import base_gate
+from execcritic.config import PAPER, TestAgentConfig, WorkspaceConfig
+from execcritic.harness.services import BaseGate
+from execcritic.prompts import prompts
 from execcritic.sandbox.base import Sandbox
-from execcritic.tasks.model import Task
+from execcritic.tasks.view import TaskView
 
 BUNDLE_PATHS = {"test_patch": "/tmp/test.patch", "test_command": "/tmp/test_command",
                 "contract": "/tmp/test_contract.json"}
@@ -81,9 +80,9 @@ def _reject_message(attempt: Attempt, remaining: int, diagnostics: str) -> str:
     return f"{head}\n{diagnostics}\nRevise the workspace and submit again." if not attempt.qualified else head
 
 
-def run_test_agent(task: Task, model: ChatModel, *, workspace: Sandbox, verifier: Sandbox,
-                   config: TestAgentConfig = TestAgentConfig(), harness: HarnessConfig = HarnessConfig(),
-                   command_timeout_s: float = 180.0) -> TestAgentResult:
+def run_test_agent(task: TaskView, model: ChatModel, *, workspace: Sandbox, gate: BaseGate,
+                   config: TestAgentConfig = PAPER.test_agent,
+                   workspace_config: WorkspaceConfig = PAPER.workspace) -> TestAgentResult:
     started = time.monotonic()
     p = prompts("test_agent")
     trajectory = Trajectory(meta={"agent": "test", "instance_id": task.instance_id, "prompt_digest": p.digest,
@@ -103,7 +102,7 @@ def run_test_agent(task: Task, model: ChatModel, *, workspace: Sandbox, verifier
     if not before.sanitized:
         return result("workspace_error")
     history["prepared_paths_committed"] = len(commit_prepared_state(workspace))
-    session = Session(model, workspace, trajectory=trajectory, command_timeout_s=command_timeout_s,
+    session = Session(model, workspace, trajectory=trajectory, config=workspace_config,
                       format_error=lambda e: p.render("format_error_template", error=e),
                       context_tokens=config.context_tokens)
     session.phase = "test"
@@ -136,25 +135,12 @@ def run_test_agent(task: Task, model: ChatModel, *, workspace: Sandbox, verifier
         else:
             bundle = TestBundle(texts["test_patch"] or "", texts["test_command"] or "", texts["contract"] or "")
             attempt.bundle_digest = bundle.digest()
-            problems = validate_bundle(bundle, task, config=harness)
-            if problems:
-                attempt.stage = "validation"
-                attempt.reasons = [str(pr) for pr in problems]
-                diagnostics = "\n".join(attempt.reasons)[: config.diagnostics_chars]
-            else:
-                attempt.stage = "base_gate"
-                gate = base_gate(task, bundle, sandbox=verifier, config=harness,
-                                 diagnostics_chars=config.diagnostics_chars)
-                attempt.gate = {"qualified": gate.qualified, "failure_kind": gate.execution.failure_kind.value,
-                                "valid": gate.execution.valid, "verdict": gate.execution.verdict.value
-                                if gate.execution.verdict else None, "diagnostic": gate.execution.diagnostic[:1000]}
-                attempt.qualified = gate.qualified
-                if gate.qualified:
-                    retained = bundle
-                else:
-                    attempt.reasons = [f"base_gate: {gate.execution.failure_kind.value}: "
-                                       f"{gate.execution.diagnostic.splitlines()[0][:500] if gate.execution.diagnostic else ''}"]
-                diagnostics = gate.diagnostics
+            answer = gate.submit(bundle)
+            attempt.stage, attempt.reasons, attempt.gate = answer.stage, answer.reasons, answer.gate
+            attempt.qualified = answer.qualified
+            diagnostics = answer.diagnostics
+            if answer.qualified:
+                retained = bundle
         trajectory.event("submission", phase="test", attempt=len(attempts), qualified=attempt.qualified,
                          stage=attempt.stage, reasons=attempt.reasons)
         remaining = config.max_submissions - len(attempts)

@@ -8,11 +8,16 @@ from typing import List, Optional
 
 import typer
 
-from execcritic.cli.common import JSON_OPTION, emit_json, guarded
+from execcritic.cli.common import JSON_OPTION, emit_json, guarded, protocol_options
+from execcritic.config import ProtocolConfig
+from execcritic.pipeline.audit import AuditConfig, audit_path, run_audit, summarize_audit
+from execcritic.results.manifest import build_manifest, write_result
+from execcritic.tasks import load_tasks
 
 
 def register(app: typer.Typer) -> None:
     @app.command("audit")
+    @protocol_options
     def audit(dataset: str = typer.Argument("verified-sdist", help="task set"),
               test_source: str = typer.Option("oracle", help="oracle | bundles:<generation.jsonl>"),
               out: Path = typer.Option(Path("results/audit"), help="directory for records and the summary"),
@@ -20,19 +25,17 @@ def register(app: typer.Typer) -> None:
               limit: Optional[int] = typer.Option(None),
               workers: int = typer.Option(1), executor: str = typer.Option("threads", help="threads | ray"),
               backend: Optional[str] = typer.Option(None, help="local | docker (default: the task's own)"),
-              no_progress: bool = typer.Option(False), as_json: bool = JSON_OPTION) -> None:
+              no_progress: bool = typer.Option(False), as_json: bool = JSON_OPTION, *,
+              protocol: ProtocolConfig) -> None:
         """Run the unchanged bundle on a fresh Base and on Gold; report Base-to-Gold success (Q = B*G)."""
-        from execcritic.pipeline.audit import AuditConfig, audit_path, run_audit, summarize_audit
-        from execcritic.results.manifest import build_manifest, write_result
-        from execcritic.tasks import load_tasks
-
         with guarded(as_json):
             ts = load_tasks(dataset, instance_ids=instance or None)
             tasks = list(ts)[:limit] if limit else list(ts)
-            cfg = AuditConfig(out=str(audit_path(out, test_source)), test_source=test_source, backend=backend)
+            cfg = AuditConfig(out=str(audit_path(out, test_source)), test_source=test_source, backend=backend,
+                              protocol=protocol)
             run = run_audit(tasks, cfg, workers=workers, backend=executor, show_progress=not no_progress)
             summary = summarize_audit(tasks, cfg)
-            manifest = build_manifest(datasets=[ts.manifest()], extra={"records": cfg.out, "run": run.to_dict(),
+            manifest = build_manifest(config=protocol, datasets=[ts.manifest()], extra={"records": cfg.out, "run": run.to_dict(),
                                                                        "workers": workers, "executor": executor})
             path = write_result(Path(cfg.out).with_suffix(".summary.json"), {"summary": summary}, manifest)
         if as_json:

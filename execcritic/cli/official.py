@@ -2,38 +2,39 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
-from execcritic.cli.common import JSON_OPTION, emit_json, guarded
+from execcritic.cli.common import JSON_OPTION, emit_json, guarded, protocol_options
+from execcritic.config import ProtocolConfig
+from execcritic.evaluation.official import evaluate_official, resolve_patch_arg
+from execcritic.tasks import load_tasks
+from execcritic.tasks.environment import environment_for
 
 
 def register(app: typer.Typer) -> None:
     app.command("official")(official)
 
 
+@protocol_options
 def official(dataset: str = typer.Argument(..., help="verified-sdist, a parquet/JSONL file, hub id or alias"),
              instance: str = typer.Option(..., "--instance", help="instance id"),
              patch: str = typer.Option(..., "--patch", help="patch file, or 'gold' / 'empty'"),
              backend: str = typer.Option(None, "--backend", help="docker or local (default: the task's own)"),
-             timeout: float = typer.Option(1800.0, help="test run wall-clock limit, seconds"),
              log_dir: str = typer.Option(None, help="keep eval.sh and test_output.txt here"),
              split: str = typer.Option("test", help="split for hub datasets"),
-             as_json: bool = JSON_OPTION) -> None:
+             as_json: bool = JSON_OPTION, *, protocol: ProtocolConfig) -> None:
     """Score one patch with SWE-bench's grading; did-not-run is valid=false, never 'unresolved'.
 
     Exit status: 0 resolved, 1 valid but unresolved, 3 invalid (did not run / patch did not apply).
     """
-    from pathlib import Path
-
-    from execcritic.evaluation.official import evaluate_official, resolve_patch_arg
-    from execcritic.tasks import load_tasks
-    from execcritic.tasks.environment import environment_for
-
     with guarded(as_json):
         task = load_tasks(dataset, split=split, instance_ids=[instance]).get(instance)
         diff = resolve_patch_arg(task, patch)
         env = environment_for(task, backend=backend)
-        res = evaluate_official(task, diff, env, timeout=timeout, log_dir=Path(log_dir) if log_dir else None)
+        res = evaluate_official(task, diff, env, harness=protocol.harness,
+                                log_dir=Path(log_dir) if log_dir else None)
     if as_json:
         emit_json(res.to_dict())
     else:

@@ -6,7 +6,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from execcritic.cli.common import JSON_OPTION, emit_json, guarded
+from execcritic.cli.common import JSON_OPTION, emit_json, guarded, protocol_options
+from execcritic.config import ProtocolConfig
 from execcritic.tasks import load_tasks
 from execcritic.tasks.stats import task_stats
 
@@ -63,6 +64,7 @@ def list_tasks(task_set: str = typer.Argument("verified-sdist", help="a suite ta
 
 
 @app.command("build-sdist")
+@protocol_options
 def build_sdist(instance: list[str] = typer.Option(None, "--instance", help="only these instances (repeatable)"),
                 repo: list[str] = typer.Option(None, "--repo", help="only these repos (repeatable)"),
                 dataset: str = typer.Option(None, "--dataset",
@@ -75,11 +77,10 @@ def build_sdist(instance: list[str] = typer.Option(None, "--instance", help="onl
                                             help="after building, check gold -> resolved and empty -> "
                                                  "unresolved through the official evaluator"),
                 jobs: int = typer.Option(1, help="parallel qualification jobs (--reselect)"),
-                timeout: float = typer.Option(900.0, help="per test run, seconds"),
                 results: str = typer.Option("results/verified_sdist", help="results dir (--reselect)"),
                 recipe_out: str = typer.Option(None, help="recipe file to write (--reselect); default the "
                                                            "committed recipe"),
-                as_json: bool = JSON_OPTION) -> None:
+                as_json: bool = JSON_OPTION, *, protocol: ProtocolConfig) -> None:
     """Build the verified-sdist environments (download sdists, Base repos, venvs) under the cache dir.
 
     Idempotent: an environment whose env.json matches the recipe is reused untouched.
@@ -100,14 +101,14 @@ def build_sdist(instance: list[str] = typer.Option(None, "--instance", help="onl
             os.environ[DATASET_ENV] = dataset
         if reselect:
             from execcritic.tasks import load_tasks
-            from execcritic.tasks.sdist.qualify import SUPPORTED_REPOS, run_pipeline
+            from execcritic.evaluation.qualify import SUPPORTED_REPOS, run_pipeline
 
             rows = load_tasks(verified_source(dataset))
             repos = set(repo or SUPPORTED_REPOS)
             tasks = [t for t in rows if t.repo in repos and (not instance or t.instance_id in instance)]
             summary = run_pipeline(tasks, root=cache_root(), results_dir=Path(results),
                                    recipe_out=Path(recipe_out) if recipe_out else RECIPE_PATH, jobs=jobs,
-                                   timeout=timeout, dataset_manifest=rows.manifest(), log=log)
+                                   harness=protocol.harness, dataset_manifest=rows.manifest(), log=log)
             if as_json:
                 emit_json(summary)
             else:
@@ -130,8 +131,8 @@ def build_sdist(instance: list[str] = typer.Option(None, "--instance", help="onl
             from execcritic.evaluation.official import evaluate_official
 
             for task in load_verified_sdist(instance_ids=[i.instance_id for i in wanted]):
-                gold = evaluate_official(task, task.patch, timeout=timeout)
-                empty = evaluate_official(task, "", timeout=timeout)
+                gold = evaluate_official(task, task.patch, harness=protocol.harness)
+                empty = evaluate_official(task, "", harness=protocol.harness)
                 ok = gold.valid and gold.resolved and empty.valid and not empty.resolved
                 out["verified"][task.instance_id] = {"ok": ok, "gold": [gold.valid, gold.resolved, gold.error[:300]],
                                                      "empty": [empty.valid, empty.resolved, empty.error[:300]]}

@@ -22,28 +22,22 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
+from execcritic.config import PAPER, HarnessConfig
 from execcritic.errors import ExecCriticError, InputError, SandboxError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from execcritic.tasks.environment import TaskEnvironment
-    from execcritic.tasks.model import Task
+from execcritic.harness.apply import SWEBENCH, SWEBENCH_APPLY_CMDS, apply_patch
+from execcritic.runners.registry import runner_for_task
+from execcritic.sandbox.base import Limits
+from execcritic.swebench_compat import grading
+from execcritic.tasks.environment import TaskEnvironment, environment_for
+from execcritic.tasks.model import Task
 
 START = ">>>>> Start Test Output"
 END = ">>>>> End Test Output"
 EXIT_MARK = ">>>>> Test Exit Code"
 TEST_PATCH_FAILED = ">>>>> Test Patch Apply Failed"
-# swebench.harness.run_evaluation.GIT_APPLY_CMDS, in its order (kept literal: importing that module
-# pulls in the docker SDK; tests assert the two lists agree).
-GIT_APPLY_CMDS = [
-    "git apply --verbose",
-    "git apply --verbose --3way",
-    "git apply --verbose --reject",
-    "patch --batch --forward --fuzz=5 -p1 -i",
-]
-DEFAULT_TIMEOUT_S = 1800.0  # swebench run_evaluation's default per-instance timeout
-PATCH_PATH = "/tmp/patch.diff"
+GIT_APPLY_CMDS = list(SWEBENCH_APPLY_CMDS)  # swebench's names, for the Docker path's report
 
 
 @dataclass
@@ -86,7 +80,7 @@ def _script_lines(eval_script: str) -> list[str]:
     return [ln for ln in lines if ln.strip() not in ("#!/bin/bash", "set -uxo pipefail")]
 
 
-def local_eval_script(task: "Task", *, base_commit: str, upstream_base: str | None = None) -> str:
+def local_eval_script(task: Task, *, base_commit: str, upstream_base: str | None = None) -> str:
     """The row's eval_script for a local checkout: no conda, no re-install, no locale-gen.
 
     Kept verbatim: the `export` lines of the repo's eval_commands, and everything from the test-file
@@ -141,7 +135,7 @@ def local_eval_script(task: "Task", *, base_commit: str, upstream_base: str | No
     return "\n".join(["set -uxo pipefail", "cd /testbed", *exports, *out]) + "\n"
 
 
-def test_spec_for(task: "Task", f2p: list[str] | None = None, p2p: list[str] | None = None):
+def test_spec_for(task: Task, f2p: list[str] | None = None, p2p: list[str] | None = None):
     """swebench's TestSpec for grading (its eval_script_list is unused by grading)."""
     from swebench.types import TestSpec
 
@@ -151,11 +145,11 @@ def test_spec_for(task: "Task", f2p: list[str] | None = None, p2p: list[str] | N
                     log_parser=task.log_parser or _default_parser(task), eval_type=task.eval_type or "pass_and_fail")
 
 
-def _default_parser(task: "Task") -> str:
+def _default_parser(task: Task) -> str:
     return {"django/django": "parse_log_django", "sympy/sympy": "parse_log_sympy"}.get(task.repo, "parse_log_pytest")
 
 
-def test_directives(task: "Task") -> list[str]:
+def test_directives(task: Task) -> list[str]:
     """The files the test patch touches (swebench's test directives before the Django relabeling)."""
     return re.findall(r"^diff --git a/.* b/(.*)$", task.test_patch, flags=re.M)
 
@@ -169,31 +163,24 @@ def _mentions_directive(text: str, directives: list[str]) -> bool:
     return False
 
 
-def _runner_load_errors(task: "Task", status_map: dict[str, str], log: str) -> list[str]:
+def _runner_load_errors(task: Task, status_map: dict[str, str], log: str) -> list[str]:
     """Load errors the repo's runner reports for the test files this evaluation runs.
 
     Errors naming other files are ignored: they come from tests that run nested test sessions
     (pytest's own suite prints `ERROR test_x.py` for its inner runs). A directive file that really
     failed to load leaves its targeted nodes without results, which is invalid on its own.
     """
-    try:
-        from execcritic.runners.registry import runner_for_task
-
-        runner = runner_for_task(task)
-    except Exception:  # the runner registry is optional for grading; swebench's parser still applies
-        return []
+    runner = runner_for_task(task)
     if runner is None:
         return []
     directives = test_directives(task)
     return [e for e in runner.load_errors(status_map, log) if _mentions_directive(e, directives)]
 
 
-def grade_log(task: "Task", log_text: str, *, patch: str | None, log_path: str | None = None,
+def grade_log(task: Task, log_text: str, *, patch: str | None, log_path: str | None = None,
               f2p: list[str] | None = None, p2p: list[str] | None = None, backend: str = "",
               timed_out: bool = False) -> OfficialResult:
     """Grade one test log with swebench's functions, then apply the fail-closed checks."""
-    from execcritic.swebench_compat import grading
-
     g = grading()
     f2p = list(task.fail_to_pass if f2p is None else f2p)
     p2p = list(task.pass_to_pass if p2p is None else p2p)
@@ -254,7 +241,7 @@ def _tail_between(text: str, start: str, end: str, limit: int = 2000) -> str:
     return chunk[-limit:].strip()
 
 
-def invalid(task: "Task", error: str, *, backend: str = "", patch_applied: bool = False,
+def invalid(task: Task, error: str, *, backend: str = "", patch_applied: bool = False,
             **kw: Any) -> OfficialResult:
     return OfficialResult(instance_id=task.instance_id, resolved=False, valid=False, patch_applied=patch_applied,
                           error=error[-12_000:], backend=backend, **kw)
@@ -262,38 +249,16 @@ def invalid(task: "Task", error: str, *, backend: str = "", patch_applied: bool 
 
 # ---- local path ----------------------------------------------------------------------------------
 
-def apply_patch_in_sandbox(sandbox, patch: str, *, timeout: float = 300.0) -> tuple[bool, str, str]:
-    """swebench's apply ladder inside the sandbox: (applied, command that worked, diagnostics).
-
-    Between attempts the sandbox is reset to Base (swebench does `git checkout -- . ; git clean -fd`,
-    which here would also drop the environment build's untracked outputs).
-    """
-    data = patch if patch.endswith("\n") else patch + "\n"
-    diags: list[str] = []
-    for cmd in GIT_APPLY_CMDS:
-        sandbox.write_file(PATCH_PATH, data)
-        r = sandbox.run(f"{cmd} {PATCH_PATH}", timeout=timeout, cwd="/testbed")
-        if r.exit_code == 0 and not r.timed_out:
-            return True, cmd, r.output[-4000:]
-        diags.append(f"$ {cmd} {PATCH_PATH}\n{r.output.strip()[-3000:]}")
-        sandbox.reset()
-    sandbox.write_file(PATCH_PATH, data)
-    r = sandbox.run(f"git apply --check --reverse {PATCH_PATH}", timeout=timeout, cwd="/testbed")
-    if r.exit_code == 0:  # swebench accepts an already-applied patch
-        return True, "git apply --reverse --check (already applied)", ""
-    sandbox.reset()
-    return False, "", "\n".join(diags)
-
-
-def evaluate_local(task: "Task", patch: str, env: "TaskEnvironment", *, timeout: float = DEFAULT_TIMEOUT_S,
+def evaluate_local(task: Task, patch: str, env: TaskEnvironment, *, harness: HarnessConfig = PAPER.harness,
                    log_dir: Path | None = None, sandbox=None,
                    grade: Callable[..., OfficialResult] = grade_log) -> OfficialResult:
     t0 = time.monotonic()
     own = sandbox is None
+    timeout = harness.official_timeout_s
     try:
         try:
             if sandbox is None:
-                sandbox = env.open_sandbox()
+                sandbox = env.open_sandbox(limits=Limits.from_config(harness))
             else:
                 sandbox.reset()
             upstream = env.upstream_base_commit
@@ -303,10 +268,13 @@ def evaluate_local(task: "Task", patch: str, env: "TaskEnvironment", *, timeout:
                                        upstream_base=upstream)
             apply_cmd = ""
             if patch.strip():
-                ok, apply_cmd, diag = apply_patch_in_sandbox(sandbox, patch)
-                if not ok:
+                applied = apply_patch(sandbox, patch, name="candidate", ladder=SWEBENCH,
+                                      timeout=harness.setup_timeout_s)
+                if not applied.applied:
                     return invalid(task, "patch does not apply to Base (all of swebench's apply commands "
-                                   "failed):\n" + diag, backend=sandbox.backend, duration_s=time.monotonic() - t0)
+                                   "failed):\n" + applied.diagnostic, backend=sandbox.backend,
+                                   duration_s=time.monotonic() - t0)
+                apply_cmd = applied.method or ""
             result = sandbox.run(script, timeout=timeout, cwd="/testbed")
         except (SandboxError, OSError) as exc:
             return invalid(task, f"sandbox error: {exc}", backend=getattr(sandbox, "backend", "local"),
@@ -335,7 +303,7 @@ def evaluate_local(task: "Task", patch: str, env: "TaskEnvironment", *, timeout:
 
 # ---- docker path ---------------------------------------------------------------------------------
 
-def evaluate_docker(task: "Task", patch: str, env: "TaskEnvironment", *, timeout: float = DEFAULT_TIMEOUT_S,
+def evaluate_docker(task: Task, patch: str, env: TaskEnvironment, *, harness: HarnessConfig = PAPER.harness,
                     run_id: str | None = None, client=None) -> OfficialResult:
     """swebench's own harness, unchanged: `run_instance` with the row's eval_script in the row's image."""
     t0 = time.monotonic()
@@ -360,7 +328,8 @@ def evaluate_docker(task: "Task", patch: str, env: "TaskEnvironment", *, timeout
         return invalid(task, f"no Docker engine reachable: {exc}", backend="docker")
     try:
         # an empty patch is swebench's own no-patch mode (an empty file would fail every apply command)
-        rev.run_instance(spec, pred, client, run_id, timeout=int(timeout), skip_patch=not patch.strip())
+        rev.run_instance(spec, pred, client, run_id, timeout=int(harness.official_timeout_s),
+                         skip_patch=not patch.strip())
     except Exception as exc:  # run_instance handles its own errors; anything escaping is infrastructure
         return invalid(task, f"swebench run_instance raised {type(exc).__name__}: {exc}", backend="docker")
     log_dir = Path(RUN_EVALUATION_LOG_DIR) / run_id / "execcritic" / task.instance_id
@@ -388,22 +357,21 @@ def evaluate_docker(task: "Task", patch: str, env: "TaskEnvironment", *, timeout
 
 # ---- entry point ---------------------------------------------------------------------------------
 
-def evaluate_official(task: "Task", patch: str | None, env: "TaskEnvironment | None" = None, *,
-                      timeout: float = DEFAULT_TIMEOUT_S, log_dir: Path | None = None, sandbox=None) -> OfficialResult:
+def evaluate_official(task: Task, patch: str | None, env: TaskEnvironment | None = None, *,
+                      harness: HarnessConfig = PAPER.harness, log_dir: Path | None = None,
+                      sandbox=None) -> OfficialResult:
     """Score `patch` (a Base-relative diff; "" or None = no change) with all F2P + P2P of `task`."""
-    from execcritic.tasks.environment import environment_for
-
     env = env or environment_for(task)
     patch = patch or ""
     try:
         if env.kind == "docker":
-            return evaluate_docker(task, patch, env, timeout=timeout)
-        return evaluate_local(task, patch, env, timeout=timeout, log_dir=log_dir, sandbox=sandbox)
+            return evaluate_docker(task, patch, env, harness=harness)
+        return evaluate_local(task, patch, env, harness=harness, log_dir=log_dir, sandbox=sandbox)
     except ExecCriticError as exc:
         return invalid(task, str(exc), backend=env.kind)
 
 
-def resolve_patch_arg(task: "Task", patch: str) -> str:
+def resolve_patch_arg(task: Task, patch: str) -> str:
     """CLI helper: 'gold' -> the reference patch, 'empty' -> '', else a file path."""
     if patch == "gold":
         return task.patch

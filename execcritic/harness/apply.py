@@ -1,31 +1,55 @@
-"""Apply a patch inside a sandbox, recording how (or why not).
+"""Apply a patch inside a sandbox, recording how (or why not) - one ladder function for every path.
 
-Source patches (Repair candidates, Gold) use swebench's order of attempts - `git apply`, then
-`patch --fuzz` - with an exact sandbox reset between attempts, so a half-applied attempt never leaks
-into the next. A bundle's test.patch must apply exactly (`git apply` only): it was written against Base.
+A *ladder* is the order of attempts. Between attempts the sandbox is reset exactly, so a half-applied
+attempt never leaks into the next (swebench does `git checkout -- . ; git clean -fd`, which here would
+also drop the environment build's untracked outputs):
+- `SOURCE`: Repair candidates and Gold in the harness - `git apply`, then `patch --fuzz`;
+- `TEST`: a bundle's test.patch was written against Base and must apply exactly (`git apply` only);
+- `SWEBENCH`: the official evaluator's order, swebench's `GIT_APPLY_CMDS` verbatim, and an already
+  applied patch accepted as swebench accepts it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import shlex
 from dataclasses import dataclass
 
 from execcritic.errors import SandboxError
+from execcritic.hashing import text_sha256
 from execcritic.sandbox.base import Sandbox
 
 PATCH_DIR = "/tmp/execcritic"
-APPLY_TIMEOUT_S = 120.0
 
-GIT_APPLY = "git -c safe.directory='*' apply --whitespace=nowarn --verbose {path}"
-FUZZY_APPLY = "patch --batch --forward --fuzz=5 -p1 -i {path}"
+# swebench.harness.run_evaluation.GIT_APPLY_CMDS, in its order (kept literal: importing that module pulls
+# in the docker SDK; tests assert the two lists agree).
+SWEBENCH_APPLY_CMDS = (
+    "git apply --verbose",
+    "git apply --verbose --3way",
+    "git apply --verbose --reject",
+    "patch --batch --forward --fuzz=5 -p1 -i",
+)
+
+
+@dataclass(frozen=True)
+class Ladder:
+    name: str
+    attempts: tuple[tuple[str, str], ...]    # (method label, command template taking {path})
+    accept_already_applied: bool = False
+
+
+SOURCE = Ladder("source", (("git apply", "git -c safe.directory='*' apply --whitespace=nowarn --verbose {path}"),
+                           ("patch --fuzz", "patch --batch --forward --fuzz=5 -p1 -i {path}")))
+TEST = Ladder("test", (("git apply", "git -c safe.directory='*' apply --whitespace=nowarn --verbose {path}"),))
+SWEBENCH = Ladder("swebench", tuple((cmd, f"{cmd} {{path}}") for cmd in SWEBENCH_APPLY_CMDS),
+                  accept_already_applied=True)
+ALREADY_APPLIED = "git apply --reverse --check (already applied)"
 
 
 @dataclass(frozen=True)
 class ApplyResult:
     applied: bool
-    method: str | None      # "git apply" | "patch --fuzz" | None
-    diagnostic: str         # bounded stderr/stdout of the failed attempts (empty when applied)
+    method: str | None      # the ladder label that applied it; None when nothing did
+    diagnostic: str         # bounded output of the failed attempts (empty when applied)
 
 
 def normalize_patch(text: str) -> str:
@@ -34,28 +58,38 @@ def normalize_patch(text: str) -> str:
 
 
 def sha256(text: str | None) -> str:
-    return hashlib.sha256(text.encode()).hexdigest() if text else ""
+    return text_sha256(text)
 
 
-def apply_patch(sandbox: Sandbox, patch: str, *, name: str, fuzzy: bool, diag_chars: int = 12_000) -> ApplyResult:
-    """Apply `patch` at /testbed. Raises SandboxError only if the sandbox itself fails."""
+def apply_patch(sandbox: Sandbox, patch: str, *, name: str, ladder: Ladder, timeout: float,
+                diag_chars: int = 12_000) -> ApplyResult:
+    """Apply `patch` at /testbed by `ladder`. Raises SandboxError only if the sandbox itself fails (or an
+    attempt outlives `timeout`)."""
     path = f"{PATCH_DIR}/{name}.patch"
-    sandbox.run(f"mkdir -p {PATCH_DIR}", timeout=30)
-    sandbox.write_file(path, normalize_patch(patch))
-    attempts = [("git apply", GIT_APPLY)] + ([("patch --fuzz", FUZZY_APPLY)] if fuzzy else [])
+    data = normalize_patch(patch)
+
+    def place() -> None:
+        sandbox.run(f"mkdir -p {PATCH_DIR}", timeout=timeout)
+        sandbox.write_file(path, data)
+
     diagnostics = []
-    for i, (method, template) in enumerate(attempts):
+    for i, (method, template) in enumerate(ladder.attempts):
         if i > 0:
-            # exact reset, then restore the patch file (reset empties /tmp)
-            sandbox.reset()
-            sandbox.run(f"mkdir -p {PATCH_DIR}", timeout=30)
-            sandbox.write_file(path, normalize_patch(patch))
-        res = sandbox.run(template.format(path=shlex.quote(path)), timeout=APPLY_TIMEOUT_S)
+            sandbox.reset()  # exact reset (it empties /tmp: the patch file is placed again)
+        place()
+        res = sandbox.run(template.format(path=shlex.quote(path)), timeout=timeout)
         if res.timed_out:
-            raise SandboxError(f"applying {name}.patch timed out after {APPLY_TIMEOUT_S:.0f} s")
+            raise SandboxError(f"applying {name}.patch ({method}) timed out after {timeout:.0f} s")
         if res.exit_code == 0:
             return ApplyResult(True, method, "")
         diagnostics.append(f"$ {method}\n{res.output.strip()}")
+    if ladder.accept_already_applied:
+        sandbox.reset()
+        place()
+        res = sandbox.run(f"git apply --check --reverse {shlex.quote(path)}", timeout=timeout)
+        if res.exit_code == 0:
+            return ApplyResult(True, ALREADY_APPLIED, "")
+    sandbox.reset()
     text = "\n\n".join(diagnostics)
     if len(text) > diag_chars:
         text = text[: diag_chars // 2] + "\n...[truncated]...\n" + text[-diag_chars // 2:]

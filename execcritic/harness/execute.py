@@ -15,11 +15,12 @@ from typing import Callable
 from execcritic.bundle.command import parse_command
 from execcritic.bundle.gates import source_patch_problems
 from execcritic.bundle.model import TestBundle
-from execcritic.config import HarnessConfig
+from execcritic.config import PAPER, HarnessConfig
 from execcritic.errors import SandboxError
-from execcritic.harness.apply import apply_patch, sha256
+from execcritic.harness.apply import SOURCE, TEST, apply_patch, sha256
 from execcritic.harness.classify import classify
 from execcritic.harness.execution import Execution, FailureKind
+from execcritic.harness.validate import validate_bundle
 from execcritic.runners.registry import runner_for_command
 from execcritic.sandbox.base import Sandbox
 from execcritic.tasks.model import Task
@@ -40,11 +41,9 @@ def base_reader(sandbox: Sandbox) -> Callable[[str], str | None]:
 
 
 def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, sandbox: Sandbox,
-            config: HarnessConfig = HarnessConfig(), check_source_patch: bool = True) -> Execution:
+            config: HarnessConfig = PAPER.harness, check_source_patch: bool = True) -> Execution:
     """Run `bundle` on Base (+ `source_patch`) in `sandbox`. `check_source_patch=False` is for the Gold
     audit and official patches, which are not Repair candidates and may legitimately touch anything."""
-    from execcritic.harness.validate import validate_bundle
-
     started = time.monotonic()
     phases: dict[str, float] = {}
     source_patch = source_patch if source_patch and source_patch.strip() else None
@@ -84,14 +83,14 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
         t = time.monotonic()
         extra: dict[str, str] = {}
         if source_patch:
-            applied = apply_patch(sandbox, source_patch, name="source", fuzzy=True)
+            applied = apply_patch(sandbox, source_patch, name="source", ladder=SOURCE, timeout=config.setup_timeout_s)
             if not applied.applied:
                 phases["apply"] = time.monotonic() - t
                 return invalid(FailureKind.PATCH_APPLY_FAILED,
                                "the source patch does not apply to Base:\n" + applied.diagnostic,
                                runner=runner.name, command=observed)
             extra["source_apply_method"] = applied.method or ""
-        applied = apply_patch(sandbox, bundle.test_patch, name="test", fuzzy=False)
+        applied = apply_patch(sandbox, bundle.test_patch, name="test", ladder=TEST, timeout=config.setup_timeout_s)
         phases["apply"] = time.monotonic() - t
         if not applied.applied:
             return invalid(FailureKind.TEST_PATCH_APPLY_FAILED,

@@ -115,3 +115,9 @@ class Execution:
         d["nodes"] = [NodeResult(**n) for n in d.get("nodes", [])]
         d["problems"] = [Problem(**p) for p in d.get("problems", [])]
         return cls(**d)
+
+
+def gate_record(ex: Execution, diagnostic_chars: int = 1000) -> dict[str, Any]:
+    """The short record of a gate run that generation records and attempts carry (one shape everywhere)."""
+    return {"valid": ex.valid, "verdict": ex.verdict.value if ex.verdict else None,
+            "failure_kind": ex.failure_kind.value, "diagnostic": ex.diagnostic[:diagnostic_chars]}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from execcritic.bundle.model import TestBundle
+from execcritic.config import PAPER
 from execcritic.harness.execution import Execution, FailureKind, Verdict
 
 COMMAND_CHARS = 1000
@@ -44,7 +45,8 @@ def _cut(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
-def render_envelope(ex: Execution, bundle: TestBundle, *, cap: int = 6000, language: str = "python") -> str:
+def render_envelope(ex: Execution, bundle: TestBundle, *, cap: int = PAPER.repair.feedback_chars,
+                    language: str = "python") -> str:
     failed = [_cut(n.node, NAME_CHARS) for n in ex.nodes if n.outcome == "failed"][:MAX_NAMES]
     counts = {"passed": sum(n.outcome == "passed" for n in ex.nodes),
               "failed": sum(n.outcome == "failed" for n in ex.nodes),

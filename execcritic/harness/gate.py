@@ -1,8 +1,9 @@
 """Learn to Test: the Base gate (online), the Gold audit and candidate discrimination (offline only).
 
-SPEC §2.3, paper Eq. 3 and Eq. 12. The Base gate is the only one of these a Test-agent episode may call;
-the Gold audit and discrimination read Gold / labeled patches and live here so that the agent package
-never imports them (tests/unit/test_gold_boundary.py checks that).
+SPEC §2.3, paper Eq. 3 and Eq. 12. A Test-agent episode reaches only the Base gate, through
+`harness.services.BaseGate`; the Gold audit and discrimination read Gold / labeled patches and are
+called by the offline audit and training code, never by the agents package
+(tests/unit/test_gold_boundary.py checks that).
 """
 
 from __future__ import annotations
@@ -12,14 +13,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
 from execcritic.bundle.model import TestBundle
-from execcritic.config import HarnessConfig
+from execcritic.config import PAPER, HarnessConfig
 from execcritic.harness.execute import execute
-from execcritic.harness.execution import Execution, Verdict
+from execcritic.harness.execution import Execution, Verdict, gate_record
 from execcritic.sandbox.base import Sandbox
 from execcritic.tasks.model import Task
 
 
-def render_diagnostics(ex: Execution, limit: int = 6000) -> str:
+def render_diagnostics(ex: Execution, limit: int = PAPER.test_agent.diagnostics_chars) -> str:
     """Bounded diagnostics fit to show the Test agent: a fixed header (never cut), then the output tail."""
     lines = [
         "base_gate:",
@@ -48,13 +49,17 @@ class GateResult:
     execution: Execution
     diagnostics: str            # bounded, for the Test agent
 
+    @property
+    def record(self) -> dict:
+        return gate_record(self.execution)
+
     def to_dict(self) -> dict:
         return {"qualified": self.qualified, "execution": self.execution.to_dict(),
                 "diagnostics": self.diagnostics}
 
 
-def base_gate(task: Task, bundle: TestBundle, *, sandbox: Sandbox, config: HarnessConfig = HarnessConfig(),
-              diagnostics_chars: int = 6000) -> GateResult:
+def base_gate(task: Task, bundle: TestBundle, *, sandbox: Sandbox, config: HarnessConfig = PAPER.harness,
+              diagnostics_chars: int = PAPER.test_agent.diagnostics_chars) -> GateResult:
     ex = execute(task, bundle, None, sandbox=sandbox, config=config)
     return GateResult(ex.valid and ex.verdict is Verdict.FAIL, ex, render_diagnostics(ex, diagnostics_chars))
 
@@ -76,7 +81,7 @@ class AuditResult:
         return {"B": self.B, "G": self.G, "Q": self.Q, "base": self.base.to_dict(), "gold": self.gold.to_dict()}
 
 
-def gold_audit(task: Task, bundle: TestBundle, *, sandbox: Sandbox, config: HarnessConfig = HarnessConfig()
+def gold_audit(task: Task, bundle: TestBundle, *, sandbox: Sandbox, config: HarnessConfig = PAPER.harness
                ) -> AuditResult:
     """Run the unchanged bundle on an independently reset Base and on Gold. Offline only."""
     base = execute(task, bundle, None, sandbox=sandbox, config=config)
@@ -96,7 +101,8 @@ class LabeledPatch:
         return hashlib.sha256(self.patch.strip().encode()).hexdigest()
 
 
-def select_candidates(candidates: Sequence[LabeledPatch], limit: int = 8) -> list[LabeledPatch]:
+def select_candidates(candidates: Sequence[LabeledPatch], limit: int = PAPER.test_reward.max_candidates
+                      ) -> list[LabeledPatch]:
     """Deduplicate by content, then take up to `limit`, alternating positive/negative in digest order so
     both classes are represented when available. Deterministic."""
     unique: dict[str, LabeledPatch] = {}
@@ -142,7 +148,8 @@ class Discrimination:
 
 
 def discriminate(task: Task, bundle: TestBundle, candidates: Sequence[LabeledPatch], *, sandbox: Sandbox,
-                 config: HarnessConfig = HarnessConfig(), limit: int = 8) -> Discrimination:
+                 config: HarnessConfig = PAPER.harness,
+                 limit: int = PAPER.test_reward.max_candidates) -> Discrimination:
     """Run the bundle on <= `limit` deduplicated labeled candidates; the bundle 'accepts' a candidate
     iff the run is a valid PASS. TPR/TNR over valid executions only."""
     out = Discrimination()

@@ -25,7 +25,7 @@ from execcritic.bundle.gates import test_patch_problems
 from execcritic.bundle.command import parse_command
 from execcritic.bundle.model import TestBundle, parse_contract
 from execcritic.bundle.problems import CONTRACT, TEST_COMMAND, TEST_PATCH, Problem
-from execcritic.config import HarnessConfig
+from execcritic.config import PAPER, HarnessConfig
 from execcritic.bundle.nodes import Node
 from execcritic.runners.base import Runner
 from execcritic.runners.registry import runner_for_command, runner_for_task
@@ -46,7 +46,7 @@ _LEVEL_TEXT = {
 def validate_bundle(
     bundle: TestBundle,
     task: "Task | None" = None,
-    config: HarnessConfig = HarnessConfig(),
+    config: HarnessConfig = PAPER.harness,
     *,
     read_base: Callable[[str], "str | None"] | None = None,
 ) -> list[Problem]:
@@ -281,7 +281,7 @@ def known_tests(
     return out
 
 
-def is_valid(bundle: TestBundle, task: "Task | None" = None, config: HarnessConfig = HarnessConfig()) -> bool:
+def is_valid(bundle: TestBundle, task: "Task | None" = None, config: HarnessConfig = PAPER.harness) -> bool:
     return not validate_bundle(bundle, task, config)
 
 

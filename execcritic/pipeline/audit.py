@@ -13,9 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from execcritic.bundle.model import TestBundle
 from execcritic.config import PAPER, ProtocolConfig
+from execcritic.errors import InputError
+from execcritic.harness.execute import base_reader
+from execcritic.harness.gate import gold_audit
+from execcritic.harness.oracle.build import oracle_bundle
+from execcritic.pipeline.envs import task_environment
 from execcritic.pipeline.records import RecordStore, unit_key
 from execcritic.pipeline.workers import RunSummary, Unit, run_units
+from execcritic.sandbox.base import Limits
 from execcritic.tasks.model import Task
 
 
@@ -24,16 +31,11 @@ class AuditConfig:
     out: str                          # JSONL records path
     test_source: str = "oracle"       # "oracle" | "bundles:<generation.jsonl>"
     backend: str | None = None
-    memory_mb: int | None = 4096
     protocol: ProtocolConfig = PAPER
 
 
 def _bundle_for(task: Task, cfg: AuditConfig, read_base=None):
-    from execcritic.bundle.model import TestBundle
-
     if cfg.test_source == "oracle":
-        from execcritic.harness.oracle.build import oracle_bundle
-
         return oracle_bundle(task, read_base=read_base)
     if cfg.test_source.startswith("bundles:"):
         path = cfg.test_source.split(":", 1)[1]
@@ -47,14 +49,9 @@ def _bundle_for(task: Task, cfg: AuditConfig, read_base=None):
 
 def audit_unit(payload: tuple[Task, AuditConfig]) -> dict[str, Any]:
     task, cfg = payload
-    from execcritic.errors import InputError
-    from execcritic.harness.execute import base_reader
-    from execcritic.harness.gate import gold_audit
-    from execcritic.pipeline.envs import task_environment
-
     rec: dict[str, Any] = {"instance_id": task.instance_id, "repo": task.repo, "test_source": cfg.test_source}
     env = task_environment(task, cfg.backend)
-    with env.open_sandbox(memory_mb=cfg.memory_mb) as sandbox:
+    with env.open_sandbox(limits=Limits.from_config(cfg.protocol.harness)) as sandbox:
         try:
             bundle = _bundle_for(task, cfg, read_base=base_reader(sandbox))
         except InputError as exc:

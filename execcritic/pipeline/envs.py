@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from execcritic.tasks.environment import TaskEnvironment, environment_for
 from execcritic.tasks.model import Task
 
 
-def task_environment(task: Task, backend: str | None = None):
-    from execcritic.tasks.environment import TaskEnvironment, environment_for
-
+def task_environment(task: Task, backend: str | None = None) -> TaskEnvironment:
     local = (task.extra or {}).get("local_environment")
     if local and backend in (None, "local"):
         return TaskEnvironment(kind="local", checkout=Path(local["checkout"]),

@@ -6,7 +6,10 @@
   local                            the embedded CPU default (SmolLM2-135M-Instruct behind
                                    `transformers serve`), started once by the driver and rewritten
                                    to an `openai-text:` spec before work is dispatched
-  scripted:<module>:<factory>      a deterministic scripted stand-in, factory(task, role, run_index)
+  scripted:<module or file.py>:<factory>
+                                   a deterministic scripted stand-in, factory(task, role, run_index) -
+                                   e.g. scripted:tests/scripted_policies.py:wrong_then_gold. The
+                                   factory gets the full task (it lives with the tests, not the agents)
 
 API keys come from the environment (OPENAI_API_KEY by default, or `?key_env=NAME` appended to the
 spec); they are never part of a spec or a record.
@@ -16,7 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
 from execcritic.agents.models.base import ChatModel, SamplingConfig
@@ -46,8 +51,8 @@ def make_model(spec: str, *, task: Task, role: str, run_index: int = 0, sampling
     if spec.startswith("scripted:"):
         try:
             _, module, factory = spec.split(":", 2)
-            fn = getattr(importlib.import_module(module), factory)
-        except (ValueError, ImportError, AttributeError) as exc:
+            fn = getattr(_load_module(module), factory)
+        except (ValueError, ImportError, AttributeError, OSError) as exc:
             raise InputError(f"cannot load scripted policy {spec!r}: {exc}", field="model") from exc
         return fn(task, role, run_index)
     for prefix, mode in (("openai-text:", "text"), ("openai:", "tools")):
@@ -64,6 +69,19 @@ def make_model(spec: str, *, task: Task, role: str, run_index: int = 0, sampling
         raise InputError("the 'local' model must be started by the driver (use `served_specs`)", field="model")
     raise InputError(f"unknown model spec {spec!r}; use openai:<url>#<model>, openai-text:<url>#<model>, "
                      "local, or scripted:<module>:<factory>", field="model")
+
+
+def _load_module(name: str):
+    """A module by dotted name, or by file path (`tests/scripted_policies.py`, relative to the cwd)."""
+    if name.endswith(".py") or "/" in name:
+        path = Path(name).resolve()
+        spec = importlib.util.spec_from_file_location(f"execcritic_scripted_{path.stem}", path)
+        if spec is None or spec.loader is None or not path.is_file():
+            raise ImportError(f"no Python file at {path}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    return importlib.import_module(name)
 
 
 LOCAL_MAX_TOKENS = 128

@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from execcritic.sandbox.base import MAX_OUTPUT_BYTES, WORKDIR, CommandResult, Sandbox
+from execcritic.sandbox.capture import OutputCapture
+from execcritic.sandbox.snapshot import TreeSnapshot
 
 BACKENDS = ("local", "docker")
 
@@ -37,7 +39,7 @@ def open_sandbox(backend: str, **kwargs: Any) -> Sandbox:
 
 def __getattr__(name: str):
     # lazy re-exports, so `import execcritic.sandbox` stays cheap
-    if name in ("LocalSandbox", "TreeSnapshot", "OutputCapture"):
+    if name == "LocalSandbox":
         from execcritic.sandbox import local
 
         return getattr(local, name)

@@ -18,8 +18,24 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from typing import Mapping
 
+from execcritic.config import PAPER, HarnessConfig
+
 WORKDIR = "/testbed"
-MAX_OUTPUT_BYTES = 4 * 1024 * 1024  # a run's captured output is capped (head + tail kept)
+MAX_OUTPUT_BYTES = PAPER.harness.output_limit_bytes  # a run's captured output is capped (head + tail kept)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What every run in a sandbox may use. The sandbox enforces each limit itself and reports hitting
+    one as a flag on the CommandResult (never inferred from output). None = not limited."""
+
+    memory_mb: int | None = None
+    pids: int | None = None
+    output_bytes: int = MAX_OUTPUT_BYTES
+
+    @classmethod
+    def from_config(cls, cfg: HarnessConfig) -> "Limits":
+        return cls(cfg.memory_limit_mb, cfg.pids_limit, cfg.output_limit_bytes)
 
 
 @dataclass(frozen=True)
@@ -29,8 +45,9 @@ class CommandResult:
     timed_out: bool           # the sandbox's wall-clock limit fired and it killed the command
     oom_killed: bool          # the sandbox's memory limit killed a process of the command
     duration_s: float
-    truncated: bool = False   # output exceeded MAX_OUTPUT_BYTES; the middle was dropped
+    truncated: bool = False   # output exceeded the output limit; the middle was dropped
     isolated: bool = True     # False only when run by an explicitly requested plain-subprocess mode
+    pids_limited: bool = False  # the process limit refused a fork during the command
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -41,8 +41,8 @@ import uuid
 from collections.abc import Mapping
 
 from execcritic.errors import EnvironmentMissing, SandboxError
-from execcritic.sandbox.base import WORKDIR, CommandResult, Sandbox
-from execcritic.sandbox.local import OutputCapture
+from execcritic.sandbox.base import Limits, WORKDIR, CommandResult, Sandbox
+from execcritic.sandbox.capture import OutputCapture
 
 OFFICIAL_ACTIVATE = "source /opt/miniconda3/bin/activate && conda activate testbed"
 SNAP = "/.execcritic/snap"
@@ -181,7 +181,8 @@ class DockerSandbox(Sandbox):
         by `images.build_task_image` (then pass `activate=""`: it has no conda).
     client: a `docker.DockerClient`; default `docker.from_env()`.
     activate: shell prelude before every command (official images: conda `testbed`).
-    memory_mb: container memory limit, swap disabled; OOM kills are reported per run.
+    limits: container memory (swap disabled; OOM kills reported per run), container pids limit, captured
+        output bytes.
     network: False = `network_mode="none"`.
     read_only_root: keep the image filesystem read-only (writable: workdir, /tmp, HOME); default
         False: writes there are allowed and undone by `reset()` (fresh container, same volumes).
@@ -191,14 +192,14 @@ class DockerSandbox(Sandbox):
     backend = "docker"
 
     def __init__(self, image: str, *, client=None, workdir: str = WORKDIR, activate: str = OFFICIAL_ACTIVATE,
-                 memory_mb: int | None = None, network: bool = False, read_only_root: bool = False,
+                 limits: Limits = Limits(), network: bool = False, read_only_root: bool = False,
                  home: str = "/root", env: Mapping[str, str] | None = None, name: str | None = None,
                  warm_bytecode: bool = False, nano_cpus: int | None = None):
         errors, req_errors = _docker_errors()
         self.image = image
         self.workdir = workdir
         self.activate = activate
-        self.memory_mb = memory_mb
+        self.limits = limits
         self.network = bool(network)
         self.read_only_root = read_only_root
         self.home = home
@@ -310,9 +311,11 @@ class DockerSandbox(Sandbox):
         }
         if not self.network:
             kwargs["network_mode"] = "none"
-        if self.memory_mb:
-            kwargs["mem_limit"] = f"{int(self.memory_mb)}m"
-            kwargs["memswap_limit"] = f"{int(self.memory_mb)}m"
+        if self.limits.memory_mb:
+            kwargs["mem_limit"] = f"{int(self.limits.memory_mb)}m"
+            kwargs["memswap_limit"] = f"{int(self.limits.memory_mb)}m"
+        if self.limits.pids:
+            kwargs["pids_limit"] = int(self.limits.pids)
         if self.nano_cpus:
             kwargs["nano_cpus"] = self.nano_cpus
         try:
@@ -450,7 +453,7 @@ class DockerSandbox(Sandbox):
                                       environment=environment or None, workdir="/")["Id"]
         except (errors.APIError, req_errors.ConnectionError) as exc:
             raise self._gone(exc) from exc
-        cap = OutputCapture()
+        cap = OutputCapture(self.limits.output_bytes)
         err_tail = bytearray()
         q: queue.Queue = queue.Queue()
 
@@ -664,8 +667,9 @@ class DockerSandbox(Sandbox):
             "image_id": self.image_id,
             "container": self.name,
             "network": self.network,
-            "memory_mb": self.memory_mb,
-            "memory_limit": "container cgroup (swap off)" if self.memory_mb else None,
+            "limits": {"memory_mb": self.limits.memory_mb, "pids": self.limits.pids,
+                       "output_bytes": self.limits.output_bytes},
+            "limit_enforcement": "container cgroup (memory, swap off; pids)",
             "oom_detection": "container cgroup oom_kill counter",
             "read_only_root": self.read_only_root,
             "rootfs_guard": self._rootfs_mode,

@@ -34,18 +34,19 @@ import selectors
 import shlex
 import shutil
 import signal
-import stat
 import subprocess
 import tempfile
 import time
 import uuid
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from execcritic.errors import EnvironmentMissing, InputError, SandboxError
-from execcritic.sandbox.base import MAX_OUTPUT_BYTES, WORKDIR, CommandResult, Sandbox
+from execcritic.sandbox.base import WORKDIR, CommandResult, Limits, Sandbox
+from execcritic.sandbox.capture import OutputCapture
+from execcritic.sandbox.cgroup import Cgroups
+from execcritic.sandbox.snapshot import TreeSnapshot, _remove
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 HOST_ROOT_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt")
@@ -55,409 +56,6 @@ ROOTFS_SKIP = {"proc", "dev", "sys", "tmp", "run", "root", "testbed", "lost+foun
 # sandboxed root cannot remount the read-only binds.
 BWRAP_CAPS = ("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_SETGID",
               "CAP_SETUID", "CAP_SETPCAP", "CAP_SETFCAP", "CAP_SYS_CHROOT")
-CLOCK_REALTIME_COARSE = getattr(time, "CLOCK_REALTIME_COARSE", 5)
-
-
-# --------------------------------------------------------------------------------------------
-# Output capture (pure)
-# --------------------------------------------------------------------------------------------
-
-class OutputCapture:
-    """Bounded capture of a byte stream: keeps the first and last `cap // 2` bytes.
-
-    Why head and tail: the head holds collection/setup errors, the tail holds the runner's summary
-    and per-node results; the middle of a huge log is what we can afford to drop.
-    """
-
-    def __init__(self, cap: int = MAX_OUTPUT_BYTES):
-        self.cap = cap
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def feed(self, data: bytes) -> None:
-        self.total += len(data)
-        half = self.cap // 2
-        room = half - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data:
-            self.tail += data
-            if len(self.tail) > 2 * (self.cap - half):
-                del self.tail[:len(self.tail) - (self.cap - half)]
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > self.cap
-
-    def text(self) -> str:
-        keep_tail = self.cap - self.cap // 2
-        if not self.truncated:
-            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", "replace")
-        tail = bytes(self.tail[-keep_tail:]) if keep_tail else b""
-        dropped = self.total - len(self.head) - len(tail)
-        marker = f"\n[... {dropped} bytes of output truncated by the sandbox ...]\n".encode()
-        return (bytes(self.head) + marker + tail).decode("utf-8", "replace")
-
-
-# --------------------------------------------------------------------------------------------
-# Exact tree restore (host-side I/O, no sandbox knowledge)
-# --------------------------------------------------------------------------------------------
-
-def _key(st: os.stat_result) -> tuple:
-    return (st.st_ino, st.st_ctime_ns, st.st_mode, st.st_size, st.st_mtime_ns, st.st_uid, st.st_gid)
-
-
-@dataclass
-class RestoreStats:
-    checked: int = 0
-    removed: int = 0
-    restored: int = 0
-    dirs_fixed: int = 0
-    seconds: float = 0.0
-
-
-class TreeSnapshot:
-    """Restore `work` to be identical to the pristine copy `base` (contents, modes, owners, mtimes,
-    symlinks; new entries removed, missing ones copied back).
-
-    Exactness rests on ctime: the kernel sets an inode's change time on every content or metadata
-    change and no syscall lets a process set it. After recording, `record`/`restore` wait until the
-    coarse real-time clock (which stamps ctimes) is past every recorded ctime, so a later change can
-    never carry a recorded value. Hard links inside base are restored as separate files.
-    """
-
-    def __init__(self, base: Path, work: Path):
-        self.base = Path(base)
-        self.work = Path(work)
-        self.entries: dict[str, tuple] = {}
-        self._max_ctime = 0
-
-    # -- recording ------------------------------------------------------------------------
-    def record(self) -> None:
-        self.entries = {}
-        self._max_ctime = 0
-        self._record_tree("")
-        self._settle()
-
-    def _record_one(self, rel: str) -> os.stat_result:
-        st = os.lstat(self._w(rel))
-        self.entries[rel] = _key(st)
-        self._max_ctime = max(self._max_ctime, st.st_ctime_ns)
-        return st
-
-    def _record_tree(self, rel: str) -> None:
-        st = self._record_one(rel)
-        if not stat.S_ISDIR(st.st_mode):
-            return
-        stack = [rel]
-        while stack:
-            d = stack.pop()
-            with os.scandir(self._w(d)) as it:
-                for e in it:
-                    r = f"{d}/{e.name}" if d else e.name
-                    st = e.stat(follow_symlinks=False)
-                    self.entries[r] = _key(st)
-                    self._max_ctime = max(self._max_ctime, st.st_ctime_ns)
-                    if stat.S_ISDIR(st.st_mode):
-                        stack.append(r)
-
-    def _settle(self) -> None:
-        """Wait until the clock that stamps ctimes has passed every recorded ctime (<= one tick)."""
-        deadline = time.monotonic() + 1.0
-        while True:
-            try:
-                now = time.clock_gettime_ns(CLOCK_REALTIME_COARSE)
-            except OSError:
-                now = time.time_ns() - 20_000_000
-            if now > self._max_ctime or time.monotonic() > deadline:
-                return
-            time.sleep(0.001)
-
-    # -- restoring ------------------------------------------------------------------------
-    def _w(self, rel: str) -> str:
-        return os.path.join(self.work, rel) if rel else str(self.work)
-
-    def _b(self, rel: str) -> str:
-        return os.path.join(self.base, rel) if rel else str(self.base)
-
-    def restore(self) -> RestoreStats:
-        t0 = time.monotonic()
-        stats = RestoreStats()
-        fix_dirs: set[str] = set()       # dirs whose own metadata must be reset from base
-        rerecord: set[str] = set()       # entries (subtrees) to record again after the restore
-        seen: set[str] = set()
-        root_st = os.lstat(self._w(""))
-        seen.add("")
-        stats.checked += 1
-        if not stat.S_ISDIR(root_st.st_mode):
-            raise SandboxError(f"sandbox working tree {self.work} is no longer a directory")
-        if _key(root_st) != self.entries.get(""):
-            fix_dirs.add("")
-        stack = [""]
-        while stack:
-            d = stack.pop()
-            try:
-                it = os.scandir(self._w(d))
-            except PermissionError:
-                os.chmod(self._w(d), 0o700)
-                it = os.scandir(self._w(d))
-                fix_dirs.add(d)
-            with it:
-                for e in it:
-                    r = f"{d}/{e.name}" if d else e.name
-                    st = e.stat(follow_symlinks=False)
-                    stats.checked += 1
-                    rec = self.entries.get(r)
-                    if rec is None:                               # new entry: remove
-                        _remove(self._w(r))
-                        stats.removed += 1
-                        fix_dirs.add(d)
-                        continue
-                    seen.add(r)
-                    if stat.S_ISDIR(st.st_mode) and stat.S_ISDIR(rec[2]):
-                        if _key(st) != rec:
-                            fix_dirs.add(r)
-                        stack.append(r)
-                    elif _key(st) != rec:                         # changed file/link/type: replace
-                        _remove(self._w(r))
-                        _copy_entry(self._b(r), self._w(r))
-                        stats.restored += 1
-                        rerecord.add(r)
-                        fix_dirs.add(d)
-                        if stat.S_ISDIR(rec[2]):                   # a dir replaced by something else
-                            for sub in self._subtree(r):
-                                seen.add(sub)
-        missing = sorted(r for r in self.entries if r not in seen)
-        copied: set[str] = set()
-        for r in missing:
-            parent = os.path.dirname(r)
-            if _has_ancestor_in(r, copied):
-                continue
-            _copy_entry(self._b(r), self._w(r))
-            stats.restored += 1
-            rerecord.add(r)
-            fix_dirs.add(parent)
-            if os.path.isdir(self._b(r)) and not os.path.islink(self._b(r)):
-                copied.add(r)
-        for d in sorted(fix_dirs, key=lambda p: -p.count("/")):
-            if d in copied or _has_ancestor_in(d, copied):
-                continue
-            _copy_meta(self._b(d), self._w(d))
-            stats.dirs_fixed += 1
-        for r in rerecord:
-            self._forget_subtree(r)
-            self._record_tree(r)
-        for d in fix_dirs:
-            if os.path.lexists(self._w(d)):
-                self._record_one(d)
-        self._settle()
-        stats.seconds = time.monotonic() - t0
-        return stats
-
-    def _subtree(self, rel: str) -> list[str]:
-        prefix = rel + "/"
-        return [r for r in self.entries if r.startswith(prefix)]
-
-    def _forget_subtree(self, rel: str) -> None:
-        for r in self._subtree(rel):
-            del self.entries[r]
-
-
-def _has_ancestor_in(rel: str, dirs: set[str]) -> bool:
-    if not dirs:
-        return False
-    p = os.path.dirname(rel)
-    while p:
-        if p in dirs:
-            return True
-        p = os.path.dirname(p)
-    return False
-
-
-def _remove(path: str) -> None:
-    """Remove a file, link or whole directory; a directory the code under test made unreadable or
-    unwritable (possible only when we are not root) is opened up and removed on a second try."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISDIR(st.st_mode):
-        os.unlink(path)
-        return
-    try:
-        shutil.rmtree(path)
-    except PermissionError:
-        for dirpath, dirnames, _files in os.walk(path):
-            for d in dirnames:
-                with contextlib.suppress(OSError):
-                    os.chmod(os.path.join(dirpath, d), 0o700, follow_symlinks=False)
-        os.chmod(path, 0o700)
-        shutil.rmtree(path)
-
-
-def _copy_meta(src: str, dst: str) -> None:
-    st = os.lstat(src)
-    if os.geteuid() == 0:
-        os.lchown(dst, st.st_uid, st.st_gid)
-    if not stat.S_ISLNK(st.st_mode):
-        os.chmod(dst, stat.S_IMODE(st.st_mode))
-    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
-
-
-def _copy_entry(src: str, dst: str) -> None:
-    """Copy one entry of base (a file, a symlink, or a whole directory) to the working tree."""
-    st = os.lstat(src)
-    if stat.S_ISREG(st.st_mode):
-        shutil.copy2(src, dst, follow_symlinks=False)
-        if os.geteuid() == 0:
-            os.lchown(dst, st.st_uid, st.st_gid)
-            os.chmod(dst, stat.S_IMODE(st.st_mode))  # chown clears setuid bits
-    elif stat.S_ISLNK(st.st_mode):
-        os.symlink(os.readlink(src), dst)
-        _copy_meta(src, dst)
-    else:  # directories and special files: cp -a keeps owners, modes, times, xattrs, inner hard links
-        proc = subprocess.run(["cp", "-a", "--no-target-directory", src, dst], capture_output=True)
-        if proc.returncode != 0:
-            raise SandboxError(f"restoring {dst} from {src} failed: {proc.stderr.decode(errors='replace')}")
-
-
-# --------------------------------------------------------------------------------------------
-# cgroups (memory limit + OOM accounting)
-# --------------------------------------------------------------------------------------------
-
-class MemoryCgroup:
-    """One memory cgroup per sandbox, created under our own cgroup; v1 or v2."""
-
-    def __init__(self, path: Path, version: int):
-        self.path = path
-        self.version = version
-
-    @classmethod
-    def create(cls, limit_mb: int, name: str) -> MemoryCgroup | None:
-        """A fresh cgroup with the limit, or None when neither v1 nor v2 memory control is usable."""
-        limit = int(limit_mb) * 1024 * 1024
-        for version, parent in _cgroup_parents():
-            path = parent / name
-            try:
-                path.mkdir()
-            except OSError:
-                continue
-            try:
-                if version == 1:
-                    (path / "memory.limit_in_bytes").write_text(str(limit))
-                    memsw = path / "memory.memsw.limit_in_bytes"
-                    if memsw.exists():
-                        memsw.write_text(str(limit))
-                    if not (path / "memory.oom_control").exists():
-                        raise OSError("no memory.oom_control")
-                else:
-                    (path / "memory.max").write_text(str(limit))
-                    swap = path / "memory.swap.max"
-                    if swap.exists():
-                        swap.write_text("0")
-                    if not (path / "memory.events").exists():
-                        raise OSError("no memory.events")
-                return cls(path, version)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    path.rmdir()
-        return None
-
-    @property
-    def procs_file(self) -> Path:
-        return self.path / "cgroup.procs"
-
-    @property
-    def label(self) -> str:
-        return f"cgroup-v{self.version}"
-
-    def oom_kills(self) -> int:
-        """The cgroup's own OOM-kill counter (v1 memory.oom_control / v2 memory.events)."""
-        fname = "memory.oom_control" if self.version == 1 else "memory.events"
-        try:
-            for line in (self.path / fname).read_text().splitlines():
-                k, _, v = line.partition(" ")
-                if k == "oom_kill":
-                    return int(v)
-        except (OSError, ValueError):
-            pass
-        return 0
-
-    def pids(self) -> list[int]:
-        try:
-            return [int(x) for x in self.procs_file.read_text().split()]
-        except (OSError, ValueError):
-            return []
-
-    def kill_all(self, wait: float = 5.0) -> bool:
-        """SIGKILL every process in the cgroup until it is empty. False if some survived."""
-        killer = self.path / "cgroup.kill"
-        deadline = time.monotonic() + wait
-        while True:
-            pids = self.pids()
-            if not pids:
-                return True
-            if time.monotonic() > deadline:
-                return False
-            if self.version == 2 and killer.exists():
-                with contextlib.suppress(OSError):
-                    killer.write_text("1")
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.005)
-
-    def remove(self) -> None:
-        self.kill_all(wait=2.0)
-        for _ in range(50):
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.02)
-
-
-def _cgroup_parents() -> list[tuple[int, Path]]:
-    """Candidate parent dirs for our cgroups: our own v1 memory cgroup, then our v2 cgroup."""
-    out: list[tuple[int, Path]] = []
-    try:
-        own = Path("/proc/self/cgroup").read_text().splitlines()
-        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return out
-    v1_mount = v2_mount = None
-    for line in mounts:
-        left, _, right = line.partition(" - ")
-        fields, rfields = left.split(), right.split()
-        if len(fields) < 5 or len(rfields) < 3:
-            continue
-        if rfields[0] == "cgroup" and "memory" in rfields[2].split(","):
-            v1_mount = v1_mount or fields[4]
-        elif rfields[0] == "cgroup2":
-            v2_mount = v2_mount or fields[4]
-    for line in own:
-        hid, ctrls, path = (line.split(":", 2) + ["", ""])[:3]
-        if v1_mount and "memory" in ctrls.split(","):
-            out.append((1, Path(v1_mount) / path.lstrip("/")))
-    for line in own:
-        hid, ctrls, path = (line.split(":", 2) + ["", ""])[:3]
-        if v2_mount and hid == "0" and ctrls == "":
-            base = Path(v2_mount) / path.lstrip("/")
-            try:
-                if "memory" in (base / "cgroup.subtree_control").read_text().split():
-                    out.append((2, base))
-            except OSError:
-                pass
-    return out
-
-
-# --------------------------------------------------------------------------------------------
-# The sandbox
-# --------------------------------------------------------------------------------------------
 
 _MAPPED_RE = re.compile(r"(?<![\w./-])/(testbed|tmp)(?=/|$|[^\w.-])")
 _BWRAP_VERSION: str | None = None
@@ -499,7 +97,8 @@ class LocalSandbox(Sandbox):
     writable_binds: host dirs (e.g. a venv a check `pip install`s into) copied into the workspace,
         bound read-write at the same path and restored exactly by `reset()`, like /testbed.
     isolated: False = plain subprocess in the copy (explicit opt-out; results say isolated false).
-    memory_mb: cgroup memory limit (v1 or v2); `prlimit --as` when no cgroup is usable.
+    limits: memory (cgroup v1/v2; `prlimit --as` when no cgroup is usable), processes (pids cgroup;
+        `prlimit --nproc` otherwise) and captured output bytes.
     network: False unshares the network namespace (only loopback).
     rootfs: a directory to use as `/` (e.g. the debootstrap rootfs) instead of host dirs.
     warm_bytecode: compile the pristine tree once (checked-hash pycs, so a changed source is never
@@ -509,14 +108,14 @@ class LocalSandbox(Sandbox):
     backend = "local"
 
     def __init__(self, checkout: Path | str, *, activate: str = "", binds: Sequence[Path | str] = (),
-                 isolated: bool = True, memory_mb: int | None = None, network: bool = False,
+                 isolated: bool = True, limits: Limits = Limits(), network: bool = False,
                  rootfs: Path | str | None = None, env: Mapping[str, str] | None = None,
                  workspace_dir: Path | str | None = None, warm_bytecode: bool = False,
                  writable_binds: Sequence[Path | str] = (), bwrap: str = "bwrap"):
         self.checkout = Path(checkout).resolve()
         self.activate = activate
         self.isolated = bool(isolated)
-        self.memory_mb = memory_mb
+        self.limits = limits
         self.network = bool(network)
         self.rootfs = Path(rootfs).resolve() if rootfs else None
         self.env = dict(env or {})
@@ -550,7 +149,7 @@ class LocalSandbox(Sandbox):
         self.ws = Path(tempfile.mkdtemp(prefix="execcritic-local-", dir=ws_parent))
         self.base_dir, self.tree, self.tmp, self.home, self.io = (
             self.ws / "base", self.ws / "testbed", self.ws / "tmp", self.ws / "home", self.ws / "io")
-        self._cgroup: MemoryCgroup | None = None
+        self._cgroup: Cgroups | None = None
         self._finalizer = weakref.finalize(self, _cleanup, str(self.ws), None)
         try:
             self._setup()
@@ -586,12 +185,12 @@ class LocalSandbox(Sandbox):
         for d, mode in ((self.tmp, 0o1777), (self.home, 0o700), (self.io, 0o700)):
             d.mkdir()
             os.chmod(d, mode)
-        if self.memory_mb:
+        if self.limits.memory_mb or self.limits.pids:
             name = f"execcritic-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-            self._cgroup = MemoryCgroup.create(self.memory_mb, name)
+            self._cgroup = Cgroups.create(name, memory_mb=self.limits.memory_mb, pids=self.limits.pids)
             self._finalizer.detach()
             self._finalizer = weakref.finalize(self, _cleanup, str(self.ws),
-                                               str(self._cgroup.path) if self._cgroup else None)
+                                               [str(x) for x in self._cgroup.paths])
         if self.warm_bytecode:
             t1 = time.monotonic()
             self._warm(self.base_dir)
@@ -709,17 +308,27 @@ class LocalSandbox(Sandbox):
             # itself live under /tmp) and must reach bash unchanged
             argv = ["bash", "-c", self._script(self._map_path(command), self._map_path(cwd))]
             run_cwd = str(self.tree)
-        if self._cgroup is not None:
-            argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self._cgroup.procs_file), *argv]
-        elif self.memory_mb:
-            argv = ["prlimit", f"--as={int(self.memory_mb) * 1024 * 1024}", "--", *argv]
+        rlimits = []
+        if self.limits.memory_mb and not (self._cgroup and self._cgroup.memory):
+            rlimits.append(f"--as={int(self.limits.memory_mb) * 1024 * 1024}")
+        if self.limits.pids and not (self._cgroup and self._cgroup.pids):
+            rlimits.append(f"--nproc={int(self.limits.pids)}")
+        if rlimits:
+            argv = ["prlimit", *rlimits, "--", *argv]
+        if self._cgroup is not None and self._cgroup.procs_files:
+            # join every cgroup before exec: nothing the command starts runs outside them
+            joins = " && ".join(f'echo $$ > "${i + 1}"' for i in range(len(self._cgroup.procs_files)))
+            n = len(self._cgroup.procs_files)
+            argv = ["/bin/sh", "-c", f'{joins} && shift {n} && exec "$@"', "sh",
+                    *(str(f) for f in self._cgroup.procs_files), *argv]
         stdin_f = None
         if stdin is not None:
             stdin_f = tempfile.TemporaryFile(dir=self.io)
             stdin_f.write(stdin)
             stdin_f.seek(0)
         oom_before = self._cgroup.oom_kills() if self._cgroup else 0
-        cap = OutputCapture()
+        pids_before = self._cgroup.pids_refused() if self._cgroup else 0
+        cap = OutputCapture(self.limits.output_bytes)
         timed_out = False
         t0 = time.monotonic()
         try:
@@ -779,13 +388,15 @@ class LocalSandbox(Sandbox):
                 proc.wait(5)
             started = _read_started(started_r)
         oom = bool(self._cgroup and self._cgroup.oom_kills() > oom_before)
+        pids_limited = bool(self._cgroup and self._cgroup.pids_refused() > pids_before)
         rc = proc.returncode
         if started_r is not None:
             if not started and not timed_out:
                 raise SandboxError(f"bubblewrap could not set up the sandbox for {self.checkout} "
                                    f"(exit {rc}): {cap.text()[-1000:]}")
         return CommandResult(exit_code=rc, output=cap.text(), timed_out=timed_out, oom_killed=oom,
-                             duration_s=duration, truncated=cap.truncated, isolated=self.isolated)
+                             duration_s=duration, truncated=cap.truncated, isolated=self.isolated,
+                             pids_limited=pids_limited)
 
     def _kill(self, proc: subprocess.Popen) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -802,7 +413,7 @@ class LocalSandbox(Sandbox):
             os.killpg(proc.pid, signal.SIGKILL)
         if self._cgroup is not None and not self._cgroup.kill_all():
             raise SandboxError(f"processes of the sandbox for {self.checkout} survived SIGKILL "
-                               f"(cgroup {self._cgroup.path})")
+                               f"(cgroups {', '.join(str(x) for x in self._cgroup.paths)})")
 
     # -- files --------------------------------------------------------------------------------
     def _host_path(self, path: str, *, follow_last: bool) -> Path:
@@ -920,9 +531,11 @@ class LocalSandbox(Sandbox):
             "checkout_head": self.checkout_head,
             "copy": str(self.tree),
             "network": self.network,
-            "memory_mb": self.memory_mb,
-            "memory_limit": (self._cgroup.label if self._cgroup else ("rlimit" if self.memory_mb else None)),
-            "oom_detection": "cgroup" if self._cgroup else "none",
+            "limits": {"memory_mb": self.limits.memory_mb, "pids": self.limits.pids,
+                       "output_bytes": self.limits.output_bytes},
+            "limit_enforcement": self._cgroup.label if self._cgroup else ("rlimit" if (self.limits.memory_mb or
+                                                                                    self.limits.pids) else None),
+            "oom_detection": "cgroup" if (self._cgroup and self._cgroup.memory) else "none",
             "sandbox": (bwrap_version() if self.isolated else "plain subprocess"),
             "rootfs": str(self.rootfs) if self.rootfs else "host",
             "binds": [str(b) for b in self.binds],
@@ -972,9 +585,9 @@ def _git_head(path: Path) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def _cleanup(ws: str, cgroup: str | None) -> None:
-    """Finalizer: remove the workspace (and an empty cgroup dir) even if close() was never called."""
-    if cgroup:
+def _cleanup(ws: str, cgroups: list[str] | None) -> None:
+    """Finalizer: remove the workspace (and empty cgroup dirs) even if close() was never called."""
+    for cg in cgroups or ():
         with contextlib.suppress(OSError):
-            os.rmdir(cgroup)
+            os.rmdir(cg)
     shutil.rmtree(ws, ignore_errors=True)

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from execcritic.errors import EnvironmentMissing
+from execcritic.sandbox.base import Limits, Sandbox
 
 if TYPE_CHECKING:  # pragma: no cover
-    from execcritic.sandbox.base import Sandbox
     from execcritic.tasks.model import Task
 
 OFFICIAL_ACTIVATION = "source /opt/miniconda3/bin/activate && conda activate testbed"
@@ -36,8 +36,11 @@ class TaskEnvironment:
     env: dict[str, str] = field(default_factory=dict)   # extra environment variables for every run
     meta: dict[str, Any] = field(default_factory=dict)  # manifest facts (release, env key, python)
 
-    def open_sandbox(self, **opts: Any) -> "Sandbox":
-        """A fresh sandbox at Base. Local defaults: isolated, no network (override via opts)."""
+    def open_sandbox(self, *, limits: Limits, **opts: Any) -> Sandbox:
+        """A fresh sandbox at Base under `limits` (every caller states them: `Limits.from_config`).
+        Local defaults: isolated, no network (override via opts). Backends are imported here, on use:
+        the docker SDK is a heavy optional dependency."""
+        opts["limits"] = limits
         if self.kind == "docker":
             from execcritic.sandbox.docker import DockerSandbox
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 from execcritic.errors import InputError
+from execcritic.tasks.view import TaskView
 
 REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement",
                    "FAIL_TO_PASS", "PASS_TO_PASS")
@@ -123,7 +124,7 @@ class Task:
         row["PASS_TO_PASS"] = json.dumps(list(self.pass_to_pass))
         return row
 
-    def public_view(self) -> dict[str, str]:
-        """What an agent may see: the issue and where the Base is. Never Gold or the official tests."""
-        return {"instance_id": self.instance_id, "repo": self.repo, "base_commit": self.base_commit,
-                "problem_statement": self.problem_statement, "version": self.version}
+    def view(self) -> TaskView:
+        """What an agent may see of this task (the Gold boundary as a type)."""
+        return TaskView(instance_id=self.instance_id, repo=self.repo, problem_statement=self.problem_statement,
+                        language=self.language)

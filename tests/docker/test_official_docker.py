@@ -77,11 +77,10 @@ def test_swebench_harness_unchanged_on_a_local_image(project, demo_toolz, demo_b
     image = build_task_image(docker_client, demo.repo, f"execcritic/test-task:{project}-demo", base=base_image)
     monkeypatch.setenv("DOCKER_HOST", private_dockerd.base_url)  # swebench's cleanup shells out to `docker`
     env = TaskEnvironment(kind="docker", image=image, base_commit=demo.task.base_commit)
-    gold = evaluate_official(demo.task, demo.task.patch, env, timeout=300)
+    gold = evaluate_official(demo.task, demo.task.patch, env)
     assert gold.valid and gold.resolved, gold.error
     assert set(gold.f2p_pass) == set(demo.task.fail_to_pass) and gold.backend == "docker"
-    empty = evaluate_official(demo.task, "", env, timeout=300)
+    empty = evaluate_official(demo.task, "", env)
     assert empty.valid and not empty.resolved and set(empty.f2p_fail) == set(demo.task.fail_to_pass)
-    bad = evaluate_official(demo.task, demo.task.patch.replace(demo.spec.buggy.strip(), "nothing here"), env,
-                            timeout=300)
+    bad = evaluate_official(demo.task, demo.task.patch.replace(demo.spec.buggy.strip(), "nothing here"), env)
     assert not bad.valid and not bad.resolved and not bad.patch_applied and "apply" in bad.error.lower()

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from execcritic.sandbox.base import Limits
 from execcritic.errors import EnvironmentMissing, SandboxError
 from execcritic.sandbox import open_sandbox
 from execcritic.sandbox.base import MAX_OUTPUT_BYTES
@@ -20,7 +21,7 @@ NODE = "toolz/tests/test_itertoolz.py::test_groupby"
 
 @pytest.fixture(scope="module")
 def sb(docker_client, toolz_image):
-    with DockerSandbox(toolz_image, client=docker_client, activate="", memory_mb=256) as s:
+    with DockerSandbox(toolz_image, client=docker_client, activate="", limits=Limits(memory_mb=256, pids=1024)) as s:
         yield s
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from execcritic.sandbox.base import Limits
 from execcritic.config import HarnessConfig
 from execcritic.harness.execute import execute
 from execcritic.harness.execution import FailureKind, Verdict
@@ -29,7 +30,7 @@ def kit(request, demo_toolz, demo_boltons):
     project, backend = request.param
     demo = demo_toolz if project == "toolz" else demo_boltons
     if backend == "local":
-        sandbox = demo.open_local(memory_mb=512)
+        sandbox = demo.open_local(limits=Limits(memory_mb=512, pids=1024))
     else:
         from execcritic.sandbox.docker import DockerSandbox
         from execcritic.sandbox.images import build_task_image
@@ -37,7 +38,7 @@ def kit(request, demo_toolz, demo_boltons):
         client = request.getfixturevalue("docker_client")
         base = request.getfixturevalue("base_image")
         image = build_task_image(client, demo.repo, f"execcritic/test-task:{project}-demo", base=base)
-        sandbox = DockerSandbox(image, client=client, activate="", memory_mb=512)
+        sandbox = DockerSandbox(image, client=client, activate="", limits=Limits(memory_mb=512, pids=1024))
     yield ScenarioKit(demo, sandbox)
     sandbox.close()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from execcritic.sandbox.base import Limits
 from execcritic.harness.gate import LabeledPatch, base_gate, discriminate, gold_audit, select_candidates
 from tests.bundles import ScenarioKit
 
@@ -12,7 +13,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def kit(demo_toolz):
-    sandbox = demo_toolz.open_local(memory_mb=1024)
+    sandbox = demo_toolz.open_local(limits=Limits(memory_mb=1024, pids=1024))
     yield ScenarioKit(demo_toolz, sandbox)
     sandbox.close()
 

@@ -18,13 +18,21 @@ from pathlib import Path
 
 import pytest
 
+from execcritic.config import load_protocol
 from execcritic.pipeline import stages
+from execcritic.pipeline.config import PipelineConfig
 from execcritic.pipeline.records import RecordStore
+from execcritic.pipeline.stats import summarize
 from execcritic.tasks import load_tasks
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-POLICY = "scripted:execcritic.agents.scripted_policies:wrong_then_gold"
+POLICIES = Path(__file__).resolve().parents[1] / "scripted_policies.py"
+POLICY = f"scripted:{POLICIES}:wrong_then_gold"
+
+
+def protocol(runs: int):
+    return load_protocol(values={"repair.runs_per_source": runs, "harness.memory_limit_mb": 1024})
 STABLE = {"generation": ("key", "qualified", "exit_status"),
           "repair": ("key", "final_reason", "final_patch_sha", "local_status", "revision_rounds"),
           "score": ("key", "resolved", "valid", "patch_applied")}
@@ -62,8 +70,8 @@ def stable(out: Path) -> dict[str, list[tuple]]:
 
 def test_scripted_end_to_end_first_check_fails_then_passes_then_resolved(tmp_path, dataset):
     tasks = list(load_tasks(str(dataset)))[::5][:2] + list(load_tasks(str(dataset)))[1:2]
-    cfg = stages.PipelineConfig(out_dir=str(tmp_path / "run"), test_sources=("oracle",), repair_model=POLICY, runs=1,
-                                memory_mb=1024)
+    cfg = PipelineConfig(out_dir=str(tmp_path / "run"), test_sources=("oracle",), repair_model=POLICY,
+                         protocol=protocol(1))
     summaries = stages.run_all(tasks, cfg, workers=2, show_progress=False)
     assert all(s.errors == 0 for s in summaries.values()), {k: v.to_dict() for k, v in summaries.items()}
     gen = RecordStore(tmp_path / "run" / "generation.jsonl").load()
@@ -75,18 +83,17 @@ def test_scripted_end_to_end_first_check_fails_then_passes_then_resolved(tmp_pat
         assert any("<failing_test_output>" in str(m.get("content")) for m in traj["messages"])
     scores = RecordStore(tmp_path / "run" / "score.jsonl").load()
     assert len(scores) == 3 and all(s["valid"] and s["resolved"] for s in scores)
-    summary = stages.summarize(tasks, cfg)
+    summary = summarize(tasks, cfg)
     assert summary["sources"]["oracle"]["resolved_pct_mean"] == 100.0
     assert summary["revision_turns"]["n"] == 3
 
 
 def test_none_source_keeps_round0_in_the_denominator(tmp_path, dataset):
     tasks = list(load_tasks(str(dataset)))[:2]
-    cfg = stages.PipelineConfig(out_dir=str(tmp_path / "run"), test_sources=("none",),
-                                repair_model="scripted:execcritic.agents.scripted_policies:gives_up", runs=2,
-                                memory_mb=1024)
+    cfg = PipelineConfig(out_dir=str(tmp_path / "run"), test_sources=("none",),
+                         repair_model=f"scripted:{POLICIES}:gives_up", protocol=protocol(2))
     stages.run_all(tasks, cfg, show_progress=False)
-    summary = stages.summarize(tasks, cfg)["sources"]["none"]
+    summary = summarize(tasks, cfg)["sources"]["none"]
     assert summary["qualified"] == 0 and summary["resolved_pct_per_run"] == [0.0, 0.0]
     assert summary["final_reasons"] == {"no_bundle": 4}
     assert len(RecordStore(tmp_path / "run" / "score.jsonl").load()) == 4   # every Round-0 fallback is scored
@@ -97,14 +104,14 @@ def test_ray_backend_matches_threads(tmp_path, dataset):
     import ray
 
     tasks = list(load_tasks(str(dataset)))[:2]
-    kw = dict(test_sources=("oracle",), repair_model=POLICY, runs=1, memory_mb=1024)
+    kw = dict(test_sources=("oracle",), repair_model=POLICY, protocol=protocol(1))
     try:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-        stages.run_all(tasks, stages.PipelineConfig(out_dir=str(tmp_path / "ray"), **kw), workers=2, backend="ray",
+        stages.run_all(tasks, PipelineConfig(out_dir=str(tmp_path / "ray"), **kw), workers=2, backend="ray",
                        show_progress=False)
     finally:
         ray.shutdown()
-    stages.run_all(tasks, stages.PipelineConfig(out_dir=str(tmp_path / "thr"), **kw), show_progress=False)
+    stages.run_all(tasks, PipelineConfig(out_dir=str(tmp_path / "thr"), **kw), show_progress=False)
     assert stable(tmp_path / "ray") == stable(tmp_path / "thr")
 
 

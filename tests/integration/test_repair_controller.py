@@ -30,7 +30,9 @@ from execcritic.agents.loop import CHECK_MARKER, SUBMIT_MARKER
 from execcritic.agents.models.base import ContextWindowExceeded, build_response
 from execcritic.agents.models.scripted import ScriptedModel
 from execcritic.agents.repair import run_repair
-from execcritic.config import RepairConfig
+from execcritic.config import PAPER, RepairConfig
+from execcritic.harness.services import CandidateVerifier
+from execcritic.sandbox.base import Limits
 from tests.bundles import ScenarioKit
 
 pytestmark = pytest.mark.integration
@@ -52,7 +54,8 @@ def check() -> list[list[str]]:
 
 @pytest.fixture(scope="module")
 def env(demo_toolz):
-    ws, ver = demo_toolz.open_local(memory_mb=1024), demo_toolz.open_local(memory_mb=1024)
+    limits = Limits(memory_mb=1024, pids=PAPER.harness.pids_limit)
+    ws, ver = demo_toolz.open_local(limits=limits), demo_toolz.open_local(limits=limits)
     kit = ScenarioKit(demo_toolz, ver)
     yield kit, ws, ver, kit.official_bundle()
     ws.close()
@@ -62,8 +65,9 @@ def env(demo_toolz):
 def repair(env, steps, *, bundle=True, config=RepairConfig(), **kw):
     kit, ws, ver, official = env
     model = ScriptedModel(steps)
-    res = run_repair(kit.task, model, workspace=ws, verifier=ver, bundle=official if bundle else None,
-                     config=config, **kw)
+    verifier = (CandidateVerifier(kit.task, official, ver, harness=PAPER.harness, feedback_chars=config.feedback_chars)
+                if bundle else None)
+    res = run_repair(kit.task.view(), model, workspace=ws, verifier=verifier, config=config, **kw)
     return res, model
 
 
@@ -192,8 +196,9 @@ def test_prepared_untracked_build_outputs_are_not_part_of_candidates(demo_toolz,
     ver = LocalSandbox(repo, activate=demo_toolz.activate, binds=[demo_toolz.venv])
     try:
         kit = ScenarioKit(demo_toolz, ver)
-        res = run_repair(kit.task, ScriptedModel([[FIX], *submit()]), workspace=ws, verifier=ver,
-                         bundle=kit.official_bundle())
+        verifier = CandidateVerifier(kit.task, kit.official_bundle(), ver, harness=PAPER.harness,
+                                     feedback_chars=PAPER.repair.feedback_chars)
+        res = run_repair(kit.task.view(), ScriptedModel([[FIX], *submit()]), workspace=ws, verifier=verifier)
         assert "PKG-INFO.generated" not in res.final_patch and res.final_reason == "round0_pass"
         status = ws.run("cd /testbed && git status --short", timeout=30).output
         assert "PKG-INFO.generated" not in status        # hidden from the agent's git view too

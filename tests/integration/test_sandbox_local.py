@@ -16,10 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from execcritic.sandbox.base import Limits
 from execcritic.errors import InputError, SandboxError
 from execcritic.sandbox import open_sandbox
 from execcritic.sandbox.base import MAX_OUTPUT_BYTES
-from execcritic.sandbox.local import LocalSandbox, OutputCapture, TreeSnapshot
+from execcritic.sandbox.capture import OutputCapture
+from execcritic.sandbox.local import LocalSandbox
+from execcritic.sandbox.snapshot import TreeSnapshot
 from tests.conftest import DIRTY_RUN, TREE_LISTING, tree_diff
 
 pytestmark = pytest.mark.integration
@@ -41,7 +44,7 @@ def env_kwargs() -> dict:
 def sb(toolz_repo):
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap not installed")
-    with LocalSandbox(toolz_repo, memory_mb=256, **env_kwargs()) as s:
+    with LocalSandbox(toolz_repo, limits=Limits(memory_mb=256, pids=1024), **env_kwargs()) as s:
         yield s
 
 
@@ -190,13 +193,42 @@ def test_timeout_kills_the_whole_tree(clean):
 def test_memory_limit_oom_is_flagged(clean):
     d = clean.describe()
     r = clean.run("python -c \"x = b'x' * (600 << 20); print('survived')\"", timeout=60)
-    if d["memory_limit"].startswith("cgroup"):
+    if "memory:cgroup" in d["limit_enforcement"]:
         assert r.oom_killed and r.exit_code in (137, -9)
         assert "survived" not in r.output
     else:  # rlimit fallback (no usable cgroup): the allocation fails, but no OOM accounting
-        assert d["memory_limit"] == "rlimit" and r.exit_code != 0 and not r.oom_killed
+        assert d["limit_enforcement"] == "rlimit" and r.exit_code != 0 and not r.oom_killed
     small = clean.run("python -c \"x = b'x' * (20 << 20); print('ok')\"", timeout=60)
     assert small.exit_code == 0 and not small.oom_killed
+
+
+FORK_BOMB = """import os, time
+n = 0
+try:
+    while True:
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+        n += 1
+except OSError as exc:
+    print("refused after", n, exc.errno)
+"""
+
+
+def test_process_limit_stops_a_fork_bomb(toolz_repo):
+    """2,000 forks must not succeed: the sandbox's process limit refuses them, says so, and nothing the
+    bomb started outlives the run."""
+    with LocalSandbox(toolz_repo, limits=Limits(memory_mb=2048, pids=200), **env_kwargs()) as s:
+        d = s.describe()
+        assert d["limits"]["pids"] == 200
+        s.write_file("/tmp/bomb.py", FORK_BOMB)
+        r = s.run("python /tmp/bomb.py", timeout=120)
+        assert "refused after" in r.output and not r.oom_killed, r.output[-2000:]
+        forked = int(r.output.split("refused after")[1].split()[0])
+        assert forked < 200
+        if "pids:cgroup" in d["limit_enforcement"]:
+            assert r.pids_limited
+        assert s.run("echo still usable", timeout=30).output == "still usable\n"
 
 
 def test_output_is_merged_and_capped(clean):

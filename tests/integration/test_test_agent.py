@@ -4,22 +4,22 @@ bubblewrap sandboxes on the toolz demo task.
 Covered: qualification on the first valid clean-Base-failing submission; rejection at validation
 (file-level selector) then revision; a Base-passing test rejected by the gate with bounded
 diagnostics; missing bundle files; the 5-submission cap; the turn cap; the context budget; the Gold-free workspace
-(history sanitized and re-verified); and that the agent module cannot reach the Gold audit.
+(history sanitized and re-verified); (the Gold boundary itself is tests/unit/test_gold_boundary.py).
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import shlex
-from pathlib import Path
 
 import pytest
 
 from execcritic.agents.loop import SUBMIT_MARKER
 from execcritic.agents.models.scripted import ScriptedModel
 from execcritic.agents.test_agent import run_test_agent
-from execcritic.config import TestAgentConfig
+from execcritic.config import PAPER, TestAgentConfig
+from execcritic.harness.services import BaseGate
+from execcritic.sandbox.base import Limits
 from tests.bundles import contract
 
 pytestmark = pytest.mark.integration
@@ -45,7 +45,8 @@ SUBMIT = [f"echo {SUBMIT_MARKER} && cat /tmp/test.patch"]
 
 @pytest.fixture(scope="module")
 def boxes(demo_toolz):
-    ws, ver = demo_toolz.open_local(memory_mb=1024), demo_toolz.open_local(memory_mb=1024)
+    limits = Limits(memory_mb=1024, pids=PAPER.harness.pids_limit)
+    ws, ver = demo_toolz.open_local(limits=limits), demo_toolz.open_local(limits=limits)
     yield demo_toolz.task, ws, ver
     ws.close()
     ver.close()
@@ -53,7 +54,8 @@ def boxes(demo_toolz):
 
 def run(boxes, steps, config=TestAgentConfig()):
     task, ws, ver = boxes
-    return run_test_agent(task, ScriptedModel(steps), workspace=ws, verifier=ver, config=config)
+    gate = BaseGate(task, ver, harness=PAPER.harness, diagnostics_chars=config.diagnostics_chars)
+    return run_test_agent(task.view(), ScriptedModel(steps), workspace=ws, gate=gate, config=config)
 
 
 def test_first_clean_failure_is_qualified(boxes):
@@ -124,15 +126,3 @@ def test_workspace_has_no_route_to_the_fix(boxes):
     facts = res.history["before"]["facts"]
     assert facts["remotes"] == 0 and facts["extra_refs"] == 0 and facts["reflog"] == 0
     assert facts["all_commits"] == facts["head_commits"] and facts["unreachable"] == 0
-
-
-def test_agent_modules_cannot_reach_gold():
-    """The Test agent imports the Base gate only; the Gold audit and discrimination stay out of reach."""
-    import execcritic.agents.test_agent as mod
-
-    tree = ast.parse(Path(mod.__file__).read_text())
-    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
-    assert "base_gate" in imported
-    assert not imported & {"gold_audit", "discriminate", "evaluate_official"}
-    attrs = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
-    assert not attrs & {"patch", "test_patch", "fail_to_pass", "pass_to_pass"}

@@ -16,6 +16,8 @@ import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
+from execcritic.config import PAPER
+from execcritic.sandbox.base import Limits
 from tests.paths import VERIFIED
 
 # Small and fast to build and run; each comes from a different repo of the recipe.
@@ -62,11 +64,11 @@ def test_gold_resolved_empty_unresolved(tasks, instance_id):
     from execcritic.evaluation.official import evaluate_official
 
     task = tasks[instance_id]
-    gold = evaluate_official(task, task.patch, timeout=900)
+    gold = evaluate_official(task, task.patch)
     assert gold.valid and gold.resolved, gold.error
     assert gold.backend == "local" and gold.patch_applied
     assert sorted(gold.f2p_pass) == sorted(task.fail_to_pass) and not gold.f2p_fail and not gold.p2p_fail
-    empty = evaluate_official(task, "", timeout=900)
+    empty = evaluate_official(task, "")
     assert empty.valid and not empty.resolved, empty.error
     assert sorted(empty.f2p_fail) == sorted(task.fail_to_pass)
 
@@ -77,7 +79,7 @@ def test_non_applying_patch_is_invalid_with_diagnostic(tasks):
     task = tasks[next(iter(tasks))]
     bad = ("diff --git a/does_not_exist.py b/does_not_exist.py\n--- a/does_not_exist.py\n"
            "+++ b/does_not_exist.py\n@@ -1,2 +1,2 @@\n-old line\n+new line\n context\n")
-    res = evaluate_official(task, bad, timeout=300)
+    res = evaluate_official(task, bad)
     assert not res.valid and not res.resolved and not res.patch_applied
     assert "does not apply" in res.error and "does_not_exist.py" in res.error
     assert "git apply --verbose" in res.error
@@ -91,7 +93,7 @@ def test_environment_is_isolated_and_reproducible(tasks):
     env = environment_for(task)
     probe = "python -c 'import socket; socket.create_connection((\"pypi.org\", 443), 3)' 2>&1 | tail -1"
     script = f"git rev-parse HEAD && git remote | wc -l && (touch $VIRTUAL_ENV/x 2>&1 || echo RO) && {probe}"
-    with env.open_sandbox() as sb:
+    with env.open_sandbox(limits=Limits.from_config(PAPER.harness)) as sb:
         r = sb.run(script, timeout=60)
     lines = r.output.strip().splitlines()
     assert lines[0] == task.base_commit

@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from execcritic.sandbox.base import Limits
 from execcritic.harness.execute import execute
 from tests.bundles import ScenarioKit
 from tests.demo_tasks import TOOLZ, build_demo
@@ -36,7 +37,7 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="execcritic-perf-"))
     demo = build_demo(TOOLZ, work)
-    local = demo.open_local(memory_mb=2048)
+    local = demo.open_local(limits=Limits(memory_mb=2048, pids=1024))
     kit = ScenarioKit(demo, local)
     bundle = kit.official_bundle()
     bare_dir = work / "bare"
@@ -57,7 +58,7 @@ def main() -> None:
         dockerd = start_dockerd()
         client = dockerd.client()
         image = build_task_image(client, demo.repo, "execcritic/test-task:toolz-demo", base=ensure_base_image(client))
-        docker = DockerSandbox(image, client=client, activate="", memory_mb=2048)
+        docker = DockerSandbox(image, client=client, activate="", limits=Limits(memory_mb=2048, pids=1024))
         variants["execute-docker"] = lambda: execute(demo.task, bundle, sandbox=docker)
 
     times: dict[str, list[float]] = {k: [] for k in variants}

@@ -18,7 +18,7 @@ from execcritic.config import PAPER, ProtocolConfig
 from execcritic.harness.execution import Execution, FailureKind, NodeResult, Verdict
 from execcritic.harness.feedback import render_envelope
 from execcritic.pipeline.records import RecordStore
-from execcritic.pipeline.stages import revision_turn_stats
+from execcritic.pipeline.stats import revision_turn_stats
 
 
 

@@ -207,7 +207,7 @@ def _run(status: dict[str, str]) -> OfficialResult:
 def test_decide_keeps_excludes_and_drops(verified_rows):
     import dataclasses
 
-    from execcritic.tasks.sdist.qualify import decide
+    from execcritic.evaluation.qualify import decide
 
     task = verified_rows.get("pytest-dev__pytest-7490")
     task = dataclasses.replace(task, pass_to_pass=task.pass_to_pass[:40])

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from execcritic.config import PAPER, HarnessConfig
 from execcritic.evaluation.official import OfficialResult, evaluate_local, grade_log
+from execcritic.sandbox.base import Limits
 from execcritic.tasks.model import Task
 
 PASSING = ("PASSED", "XFAIL")
@@ -105,16 +107,16 @@ def decide(task: Task, base: OfficialResult, gold: OfficialResult) -> Decision:
                     f"P2P {len(task.pass_to_pass) - len(excluded)} pass on Gold{note}", excluded)
 
 
-def qualify_instance(task: Task, env, *, timeout: float = 1800.0, log_dir: Path | None = None) -> tuple[
-        Decision, dict[str, Any]]:
+def qualify_instance(task: Task, env, *, harness: HarnessConfig = PAPER.harness, log_dir: Path | None = None
+                     ) -> tuple[Decision, dict[str, Any]]:
     """Run Base and Gold through the official evaluator in one sandbox; decide; re-check the decision
     by re-grading the same logs with the reduced PASS_TO_PASS (gold resolved, empty unresolved)."""
     t0 = time.monotonic()
-    sb = env.open_sandbox()
+    sb = env.open_sandbox(limits=Limits.from_config(harness))
     try:
-        base = evaluate_local(task, "", env, sandbox=sb, timeout=timeout,
+        base = evaluate_local(task, "", env, sandbox=sb, harness=harness,
                               log_dir=log_dir / "base" if log_dir else None)
-        gold = evaluate_local(task, task.patch, env, sandbox=sb, timeout=timeout,
+        gold = evaluate_local(task, task.patch, env, sandbox=sb, harness=harness,
                               log_dir=log_dir / "gold" if log_dir else None)
     finally:
         sb.close()
@@ -250,7 +252,7 @@ def plan_envs(cands: Sequence[Candidate], root: Path, *, cutoff: str = "release"
 
 
 def run_pipeline(tasks: Sequence[Task], *, root: Path, results_dir: Path, recipe_out: Path | None,
-                 max_tries: int = 3, jobs: int = 1, timeout: float = 1800.0, dataset_manifest: dict | None = None,
+                 max_tries: int = 3, jobs: int = 1, harness: HarnessConfig = PAPER.harness, dataset_manifest: dict | None = None,
                  log: Callable[[str], None] = print, merge: bool = True, order: str = "version") -> dict[str, Any]:
     from execcritic.errors import ExecCriticError
     from execcritic.tasks.environment import TaskEnvironment
@@ -292,7 +294,7 @@ def run_pipeline(tasks: Sequence[Task], *, root: Path, results_dir: Path, recipe
         env = TaskEnvironment(kind="local", checkout=b.checkout, venv=b.venv, activation=b.activation,
                               base_commit=resolved.base_commit, upstream_base_commit=c.task.base_commit)
         try:
-            c.decision, c.facts = qualify_instance(t, env, timeout=timeout,
+            c.decision, c.facts = qualify_instance(t, env, harness=harness,
                                                    log_dir=root / "qualify-logs" / c.task.instance_id)
         except ExecCriticError as exc:
             c.decision = Decision(c.task.instance_id, False, f"qualification error: {exc}"[:400])

@@ -6,7 +6,9 @@ comment in the first file Gold touches), receives the feedback envelope, then ap
 It reads Gold *because it is a scripted stand-in* used to exercise the Test-to-Improve loop end to end
 (first CHECK fails with feedback, second passes, official resolved) - never a result about agents.
 
-Policies are referenced by spec strings: `scripted:execcritic.agents.scripted_policies:wrong_then_gold`.
+They live with the tests, outside the agents package: only a stand-in may read Gold, and the pipeline
+hands it the full task through its factory. Referenced by spec strings:
+`scripted:tests/scripted_policies.py:wrong_then_gold`.
 """
 
 from __future__ import annotations
