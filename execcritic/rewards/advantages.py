@@ -70,7 +70,8 @@ def group_advantages(rewards: Sequence[float], masked: Sequence[bool], *, masked
     return GroupAdvantages(adv, float(mean), std, len(stats))
 
 
-def advantages_for_test_agent(breakdowns: Sequence[_Scored], config: GRPOConfig = PAPER.grpo) -> GroupAdvantages:
+def advantages_for_test_agent(breakdowns: Sequence[_Scored],
+                              config: GRPOConfig = PAPER.grpo) -> GroupAdvantages:
     """Test rule (§4.1): masked rollouts are excluded from the group statistics and get 0."""
     return group_advantages([b.reward for b in breakdowns], [b.masked for b in breakdowns],
                             masked_in_statistics=False, config=config)

@@ -66,8 +66,8 @@ class RepairRollout:
             raise ValueError(f"RepairRollout.selected_test must be one of {VERDICTS} or None, got "
                              f"{self.selected_test!r}")
         if self.patch_usable and not self.forbidden_test_edit and self.selected_test is None:
-            raise ValueError("a usable terminal patch needs its terminal selected-test execution: pass 'INVALID' "
-                             "when it produced no verdict")
+            raise ValueError("a usable terminal patch needs its terminal selected-test execution: pass "
+                             "'INVALID' when it produced no verdict")
 
 
 @dataclass(frozen=True)
@@ -100,13 +100,15 @@ def _branch(z: str, u: str | None, at_round0: bool, config: RepairRewardConfig) 
     return RepairLevel.RESOLVED_AFTER_REVISION, config.resolved_after_revision
 
 
-def repair_reward(rollout: RepairRollout, config: RepairRewardConfig = PAPER.repair_reward) -> RepairRewardBreakdown:
+def repair_reward(rollout: RepairRollout,
+                  config: RepairRewardConfig = PAPER.repair_reward) -> RepairRewardBreakdown:
     """Eq. 6 in Figure 4b's decision order; masking as in App. A.2 (module docstring)."""
     u = _verdict(rollout.official_resolved)
 
-    def result(level: RepairLevel, reward: float, z: str | None, reason: str | None = None) -> RepairRewardBreakdown:
-        return RepairRewardBreakdown(rollout.patch_usable, rollout.forbidden_test_edit, z, u, rollout.at_round0,
-                                     level, reward, reason is not None, reason)
+    def result(level: RepairLevel, reward: float, z: str | None,
+               reason: str | None = None) -> RepairRewardBreakdown:
+        return RepairRewardBreakdown(rollout.patch_usable, rollout.forbidden_test_edit, z, u,
+                                     rollout.at_round0, level, reward, reason is not None, reason)
 
     if rollout.forbidden_test_edit:
         return result(RepairLevel.FORBIDDEN_TEST_MODIFICATION, config.invalid, None)

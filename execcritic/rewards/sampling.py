@@ -88,5 +88,5 @@ class DynamicSampler(Generic[T]):
         return self.offer(group, [b.reward for b in breakdowns], [b.masked for b in breakdowns])
 
     def stats(self) -> dict:
-        return {"offered": self.offered, "kept": len(self.kept), "dropped": dict(sorted(self.dropped.items())),
-                "rollouts": self.n_rollouts, "full": self.full}
+        return {"offered": self.offered, "kept": len(self.kept),
+                "dropped": dict(sorted(self.dropped.items())), "rollouts": self.n_rollouts, "full": self.full}

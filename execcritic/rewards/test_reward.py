@@ -70,8 +70,8 @@ class TestRollout:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"TestRollout.{name} must be a non-negative int, got {value!r}")
         if not self.valid_submission and (self.base_clean_fail or self.gold_pass or self.candidates_run):
-            raise ValueError("TestRollout without a valid submission cannot have Base/Gold outcomes or candidate "
-                             "executions (there is no bundle to run)")
+            raise ValueError("TestRollout without a valid submission cannot have Base/Gold outcomes or "
+                             "candidate executions (there is no bundle to run)")
 
     @property
     def candidates_run(self) -> int:

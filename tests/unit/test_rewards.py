@@ -193,7 +193,8 @@ def test_turn_slack_property(group):
     (RepairRollout(False), RepairLevel.INVALID_PATCH, 0.0, False),
     (RepairRollout(True, True, "PASS", True, True), RepairLevel.FORBIDDEN_TEST_MODIFICATION, 0.0, False),
     (RepairRollout(False, True), RepairLevel.FORBIDDEN_TEST_MODIFICATION, 0.0, False),
-    (RepairRollout(True, False, "FAIL", True, True), RepairLevel.SELECTED_FAILS, 0.1, False),  # regardless of u
+    # a valid selected-test failure is 0.1 regardless of the official outcome
+    (RepairRollout(True, False, "FAIL", True, True), RepairLevel.SELECTED_FAILS, 0.1, False),
     (RepairRollout(True, False, "FAIL", False), RepairLevel.SELECTED_FAILS, 0.1, False),
     (RepairRollout(True, False, "FAIL", None), RepairLevel.SELECTED_FAILS, 0.1, False),
     (RepairRollout(True, False, "PASS", False, True), RepairLevel.SELECTED_PASSES_OFFICIAL_FAILS, 0.2, False),
@@ -225,8 +226,9 @@ def test_repair_rollout_input_checks():
         RepairRollout(True, False, "pass")    # not a verdict name
 
 
-repair_st = st.builds(RepairRollout, st.booleans(), st.booleans(), st.sampled_from(["PASS", "FAIL", "INVALID"]),
-                      st.sampled_from([True, False, None]), st.booleans())
+repair_st = st.builds(RepairRollout, st.booleans(), st.booleans(),
+                      st.sampled_from(["PASS", "FAIL", "INVALID"]), st.sampled_from([True, False, None]),
+                      st.booleans())
 
 
 @given(repair_st)
@@ -235,7 +237,8 @@ def test_eq6_property(r):
     if r.forbidden_test_edit or not r.patch_usable:
         assert (b.reward, b.masked) == (0.0, False)
         return
-    assert b.masked == (r.selected_test == "INVALID" or (r.selected_test == "PASS" and r.official_resolved is None))
+    no_verdict = r.selected_test == "INVALID" or (r.selected_test == "PASS" and r.official_resolved is None)
+    assert b.masked == no_verdict
     if r.selected_test == "FAIL":
         assert b.reward == 0.1
     elif r.selected_test == "PASS":
@@ -265,7 +268,8 @@ def test_std_knob_is_real():
                               config=GRPOConfig(std_normalization=True))
     assert scaled.std == pytest.approx(0.5)
     assert scaled.advantages == pytest.approx((1.5, -0.5, -0.5, -0.5))
-    flat = group_advantages([0.2] * 4, masked, masked_in_statistics=False, config=GRPOConfig(std_normalization=True))
+    flat = group_advantages([0.2] * 4, masked, masked_in_statistics=False,
+                            config=GRPOConfig(std_normalization=True))
     assert flat.advantages == (0.0, 0.0, 0.0, 0.0)
 
 
@@ -311,7 +315,8 @@ def test_test_rule_masked_reward_never_moves_the_others(group, _):
     """A masked Test rollout is out of the group statistics: changing its candidates/turns changes nothing
     for its siblings."""
     out = advantages_for_test_agent(group_test_rewards(group))
-    bumped = [dataclasses.replace(r, turns=0, tp=0, fn=0, tn=0, fp=0) if r.operational_errors else r for r in group]
+    bumped = [dataclasses.replace(r, turns=0, tp=0, fn=0, tn=0, fp=0) if r.operational_errors else r
+              for r in group]
     bumped = [dataclasses.replace(r, operational_errors=1) if o.operational_errors else r
               for r, o in zip(bumped, group)]
     again = advantages_for_test_agent(group_test_rewards(bumped))
@@ -343,7 +348,8 @@ def test_drop_reason(rewards, masked, reason):
     assert drop_reason(rewards, masked) == reason
 
 
-@given(st.lists(st.tuples(st.sampled_from([-0.2, 0.0, 0.2, 0.5, 1.0]), st.booleans()), min_size=1, max_size=8))
+@given(st.lists(st.tuples(st.sampled_from([-0.2, 0.0, 0.2, 0.5, 1.0]), st.booleans()),
+                min_size=1, max_size=8))
 def test_drop_reason_is_nonzero_unmasked_variance(pairs):
     live = [Fraction(repr(r)) for r, m in pairs if not m]
     variance = (sum((r - sum(live) / len(live)) ** 2 for r in live) / len(live)) if live else 0
