@@ -320,16 +320,21 @@ class RepairSet:
 def build_repair_rl_set(rows: Iterable[Mapping[str, Any]], *, feedback: str = "oracle_f2p",
                         generation_records: Iterable[Mapping[str, Any]] = (), generator: str | None = None,
                         source: str | None = None) -> RepairSet:
-    """Repair RL rows in input order. `feedback="oracle_f2p"` (main) or `"generated"` (Table 6), where an
-    instance without a qualified bundle from `generator` (a record `source`, e.g. `model:<spec>`) is skipped
-    and counted; two qualified bundles for one instance and generator are an error (which one to train on
-    must not depend on file order)."""
+    """Repair RL rows in input order. `feedback="oracle_f2p"` (main; an instance whose FAIL_TO_PASS names
+    are all truncated is skipped and counted) or `"generated"` (Table 6), where an instance without a
+    qualified bundle from `generator` (a record `source`, e.g. `model:<spec>`) is skipped and counted; two
+    qualified bundles for one instance and generator are an error (which one to train on must not depend on
+    file order)."""
     if feedback not in ("oracle_f2p", "generated"):
         raise InputError(f"feedback must be 'oracle_f2p' or 'generated', got {feedback!r}", field="feedback")
     out = RepairSet()
     rows = list(rows)
     if feedback == "oracle_f2p":
-        out.rows = [repair_rl_row(r, source) for r in rows]
+        for r in rows:
+            if not any(_selectable(n) for n in Task.from_row(r, source=source).fail_to_pass):
+                out.skipped["no_selectable_f2p"] += 1  # every F2P name truncated: nothing to select exactly
+                continue
+            out.rows.append(repair_rl_row(r, source))
         return out
     bundles: dict[str, Mapping[str, Any]] = {}
     for rec in generation_records:

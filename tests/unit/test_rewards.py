@@ -399,3 +399,24 @@ def test_sampler_keeps_the_first_signal_groups_in_order(groups):
     assert sampler.kept == expected
     assert sampler.offered == (expected[-1] + 1 if len(expected) == 16 else len(groups))
     assert sum(sampler.dropped.values()) + len(sampler.kept) == sampler.offered
+
+
+# ---- purity -----------------------------------------------------------------------------------------
+
+
+def test_reward_modules_import_nothing_but_config():
+    """Rewards are pure: no sandbox, subprocess or I/O module, and of execcritic only its config."""
+    import ast
+    from pathlib import Path
+
+    import execcritic.rewards as pkg
+
+    allowed_std = {"__future__", "collections", "collections.abc", "dataclasses", "enum", "fractions", "math",
+                   "statistics", "typing"}
+    for path in Path(pkg.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                ok = name in allowed_std or name == "execcritic.config" or name.startswith("execcritic.rewards")
+                assert ok, f"{path.name} imports {name}"
