@@ -214,35 +214,41 @@ def _pct(x: float) -> float:
     return round(100.0 * x, DECIMALS) if not math.isnan(x) else math.nan
 
 
-def _label(cond: dict[str, Any]) -> str:
+def within_label(cond: dict[str, Any]) -> str:
+    """How deltas.csv names the fixed condition columns of a contrast ('all' when none)."""
     return ", ".join(f"{k}={v}" for k, v in cond.items()) or "all"
 
 
-def contrasts(schema: ArtifactSchema, records: pd.DataFrame, instances: Sequence[str], runs: int, *,
-              extra: Iterable[Any] = (), n_boot: int = N_BOOT, seed: int = SEED,
-              level: float = LEVEL) -> pd.DataFrame:
-    """deltas.csv of a run: the schema's paired contrasts (plus `extra`) that the run's conditions allow."""
-    rows = []
-    conds = condition_values(schema, records)
+@dataclass(frozen=True)
+class ContrastPair:
+    """One Δ to compute: treatment (metric, condition) minus baseline (metric, condition)."""
 
-    def add(metric: Metric, base: np.ndarray, treat: np.ndarray, **ids: Any) -> None:
-        pdl = paired_delta(treat, base, n_boot=n_boot, seed=seed, level=level)
-        rows.append({"metric": metric.name, **ids, "delta": _pct(pdl.delta), "ci_low": _pct(pdl.ci_low),
-                     "ci_high": _pct(pdl.ci_high), "p_value": round(pdl.p_value, 6), "test": pdl.test,
-                     "n_instances": pdl.n_instances, "n_better": pdl.n_better, "n_worse": pdl.n_worse,
-                     "n_boot": n_boot, "seed": seed})
+    metric: str
+    vary: str
+    baseline: str
+    treatment: str
+    within: str
+    baseline_metric: str
+    baseline_cond: dict[str, Any]
+    treatment_metric: str
+    treatment_cond: dict[str, Any]
 
-    if schema.kind != "instance":
-        return pd.DataFrame(columns=list(DELTA_COLUMNS))
+    def ids(self) -> dict[str, str]:
+        return {"metric": self.metric, "vary": self.vary, "baseline": self.baseline, "treatment": self.treatment,
+                "within": self.within}
+
+
+def contrast_pairs(schema: ArtifactSchema, conds: Sequence[dict[str, Any]],
+                   extra: Iterable[Any] = ()) -> list[ContrastPair]:
+    """The schema's contrasts (plus `extra`) that a set of conditions allows, in a fixed order.
+    Used for measured deltas and, on the paper's own conditions, for the reported differences."""
+    out: list[ContrastPair] = []
     for ct in (*schema.contrasts, *extra):
         if ct.vary == "metric":
-            base_m = schema.metric(ct.baseline)
             for cond in conds:
                 for tname in ct.treatments:
-                    tm = schema.metric(tname)
-                    add(tm, outcome_matrix(records, cond, base_m, instances, runs)[0],
-                        outcome_matrix(records, cond, tm, instances, runs)[0],
-                        vary="metric", baseline=base_m.name, treatment=tm.name, within=_label(cond))
+                    out.append(ContrastPair(tname, "metric", ct.baseline, tname, within_label(cond),
+                                            ct.baseline, dict(cond), tname, dict(cond)))
             continue
         others = [c for c in schema.condition if c != ct.vary]
         groups: list[dict[str, Any]] = []
@@ -250,17 +256,33 @@ def contrasts(schema: ArtifactSchema, records: pd.DataFrame, instances: Sequence
             g = {c: cond[c] for c in others}
             if g not in groups:
                 groups.append(g)
-        metrics = [schema.metric(n) for n in ct.metrics] if ct.metrics else list(schema.metrics)
+        metrics = list(ct.metrics) or [m.name for m in schema.metrics]
         for g in groups:
             present = [c[ct.vary] for c in conds if {k: c[k] for k in others} == g]
             if ct.baseline not in present:
                 continue
-            treatments = [t for t in (ct.treatments or present) if t in present and t != ct.baseline]
-            for t in treatments:
-                for metric in metrics:
-                    add(metric, outcome_matrix(records, {**g, ct.vary: ct.baseline}, metric, instances, runs)[0],
-                        outcome_matrix(records, {**g, ct.vary: t}, metric, instances, runs)[0],
-                        vary=ct.vary, baseline=str(ct.baseline), treatment=str(t), within=_label(g))
+            for t in [t for t in (ct.treatments or present) if t in present and t != ct.baseline]:
+                for m in metrics:
+                    out.append(ContrastPair(m, ct.vary, str(ct.baseline), str(t), within_label(g),
+                                            m, {**g, ct.vary: ct.baseline}, m, {**g, ct.vary: t}))
+    return out
+
+
+def contrasts(schema: ArtifactSchema, records: pd.DataFrame, instances: Sequence[str], runs: int, *,
+              extra: Iterable[Any] = (), n_boot: int = N_BOOT, seed: int = SEED,
+              level: float = LEVEL) -> pd.DataFrame:
+    """deltas.csv of a run: the schema's paired contrasts (plus `extra`) that the run's conditions allow."""
+    if schema.kind != "instance":
+        return pd.DataFrame(columns=list(DELTA_COLUMNS))
+    rows = []
+    for pair in contrast_pairs(schema, condition_values(schema, records), extra):
+        base = outcome_matrix(records, pair.baseline_cond, schema.metric(pair.baseline_metric), instances, runs)[0]
+        treat = outcome_matrix(records, pair.treatment_cond, schema.metric(pair.treatment_metric), instances, runs)[0]
+        pdl = paired_delta(treat, base, n_boot=n_boot, seed=seed, level=level)
+        rows.append({**pair.ids(), "delta": _pct(pdl.delta), "ci_low": _pct(pdl.ci_low),
+                     "ci_high": _pct(pdl.ci_high), "p_value": round(pdl.p_value, 6), "test": pdl.test,
+                     "n_instances": pdl.n_instances, "n_better": pdl.n_better, "n_worse": pdl.n_worse,
+                     "n_boot": n_boot, "seed": seed})
     return pd.DataFrame(rows, columns=list(DELTA_COLUMNS))
 
 
@@ -269,9 +291,11 @@ __all__ = [
     "LEVEL",
     "N_BOOT",
     "SEED",
+    "ContrastPair",
     "PairedDelta",
     "bootstrap_mean_ci",
     "condition_values",
+    "contrast_pairs",
     "contrasts",
     "is_null",
     "mcnemar_exact",
@@ -280,4 +304,5 @@ __all__ = [
     "sign_flip_pvalue",
     "summarize",
     "summarize_curve",
+    "within_label",
 ]
