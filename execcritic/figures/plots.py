@@ -91,7 +91,8 @@ def figure5(view: ArtifactView) -> Figure:
                 x += 0.6
             ax.set_xticks(ticks, labels)
             ax.set_xlim(-0.8, x - 0.6 - 0.2)
-            ax.set_ylim(0, 100)
+            ax.set_ylim(0, 112)                     # headroom: value labels sit above bars and CI caps
+            ax.set_yticks(range(0, 101, 20))
             ax.set_ylabel("Resolved (%)")
             where = "" if len(benches) > 1 else f", {benches[0]}" if benches else ""
             ax.set_title(f"({panel}) {agent} Repair agent{where}")
@@ -163,7 +164,7 @@ def figure6(view: ArtifactView, training: Sequence[Run]) -> Figure:
     rows = view.rows.to_dict("records")
     missing: list[tuple[str, str]] = []
     with matplotlib.rc_context(RC):
-        fig = Figure(figsize=(13, 4.6))
+        fig = Figure(figsize=(13, 5.4))
         ax, bx, cx = fig.subplots(1, 3)
         for kind, color, style in (("reported", "#888888", "--"), ("measured", MEASURED_COLOR, "-")):
             sft = sorted((r for r in rows if r["checkpoint"] == "sft" and not is_null(r[kind])),
@@ -180,8 +181,9 @@ def figure6(view: ArtifactView, training: Sequence[Run]) -> Figure:
                     (line,) = ax.plot(xs, ys, color=color, linestyle=style, marker="o", markersize=4, label=lab)
                     line.set_gid("reported|a|sft")
                 for xv, yv in zip(xs, ys):
-                    ax.annotate(fmt1(yv), (xv, yv), textcoords="offset points", xytext=(0, -11 if kind == "reported" else 6),
-                                ha="center", fontsize=6, color=color)
+                    off, ha = ((4, -10), "left") if kind == "reported" else ((-5, 4), "right")
+                    ax.annotate(fmt1(yv), (xv, yv), textcoords="offset points", xytext=off, ha=ha, fontsize=6,
+                                color=color)
             for r in rows:
                 if is_null(r[kind]):
                     continue
@@ -209,11 +211,12 @@ def figure6(view: ArtifactView, training: Sequence[Run]) -> Figure:
                 missing.append((f"(a) {label}", r["measured_note"]))
         ax.set_xlabel("SFT teacher trajectories")
         ax.set_ylabel("Base-to-Gold success (%)")
-        ax.set_ylim(0, 100)
+        ax.set_ylim(0, 108)
+        ax.set_yticks(range(0, 101, 20))
         ax.set_xlim(-500, 10500)
         ax.set_title("(a) Test agent: Base-to-Gold vs SFT data")
         ax.grid(linewidth=0.3, alpha=0.6)
-        ax.legend(loc="upper left", frameon=False, fontsize=6.5)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2, frameon=False, fontsize=6.5)
         _curve_panel(bx, training, "test", "b", 200, (0.15, 0.75), ("base", "sft"),
                      "(b) Test agent RL reward (from Base / SFT)", missing)
         _curve_panel(cx, training, "repair", "c", 100, (0.2, 0.8), ("base",), "(c) Repair agent RL reward",
@@ -222,7 +225,7 @@ def figure6(view: ArtifactView, training: Sequence[Run]) -> Figure:
             ax.text(0.97, 0.03, "measured: not run here", transform=ax.transAxes, ha="right", va="bottom",
                     fontsize=7, color="#777777")
         lines = _reason_lines(missing)
-        fig.subplots_adjust(left=0.05, right=0.99, top=0.92, bottom=0.15 + 0.035 * len(lines), wspace=0.25)
+        fig.subplots_adjust(left=0.05, right=0.99, top=0.93, bottom=0.30 + 0.03 * len(lines), wspace=0.25)
         _footnote(fig, lines, width=240)
     return fig
 

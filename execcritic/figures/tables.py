@@ -194,8 +194,8 @@ def table_rows(view: ArtifactView) -> tuple[list[str], list[list[str]]]:
         has = not is_null(r["measured"])
         body.append([str(r[c]) for c in cols] + [
             r["metric_label"], reported, measured, fmt_ci(r["ci_low"], r["ci_high"]) if has else DASH,
-            f"{r['n_instances']} x {r['n_runs']}" if has else DASH,
-            f"{r['n_invalid']} / {r['n_missing']}" if has else DASH,
+            f"{int(r['n_instances'])} x {int(r['n_runs'])}" if has else DASH,
+            f"{int(r['n_invalid'])} / {int(r['n_missing'])}" if has else DASH,
             view.run.preset if has and view.run else DASH, r["model"] if has else DASH])
     return header, body
 

@@ -227,6 +227,7 @@ class RunWriter:
         self.manifest = manifest
         self.records_path = self.path / self.schema.records_file
         self._store = RecordStore(self.records_path)
+        self.records_path.touch()             # a run with no records yet still has its (empty) records file
         self._t0 = time.time()
         self._usage_added = False
         self._instances = set(manifest.get("instances") or [])
