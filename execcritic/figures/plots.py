@@ -149,9 +149,9 @@ def _curve_panel(ax, runs: Sequence[Run], role: str, panel: str, xmax: int, ylim
         ax.text(0.5, 0.40, QUALITATIVE[panel], transform=ax.transAxes, ha="center", va="center", fontsize=7,
                 color="#333333", style="italic")
     else:
-        ax.legend(loc="lower right", frameon=False, fontsize=6.5)
-        ax.text(0.01, 0.98, "band: +/-1 sd across the step's rollouts", transform=ax.transAxes, fontsize=6,
-                va="top", color="#555555")
+        handles = ax.get_legend_handles_labels()[0]
+        handles.append(Patch(facecolor="#999999", alpha=0.3, label="band: +/-1 sd across the step's rollouts"))
+        ax.legend(handles=handles, loc="best", frameon=False, fontsize=6.5)
     ax.set_xlabel("GRPO step")
     ax.set_ylabel("mean training reward")
     ax.set_title(title)
@@ -225,7 +225,7 @@ def figure6(view: ArtifactView, training: Sequence[Run]) -> Figure:
             ax.text(0.97, 0.03, "measured: not run here", transform=ax.transAxes, ha="right", va="bottom",
                     fontsize=7, color="#777777")
         lines = _reason_lines(missing)
-        fig.subplots_adjust(left=0.05, right=0.99, top=0.93, bottom=0.30 + 0.03 * len(lines), wspace=0.25)
+        fig.subplots_adjust(left=0.05, right=0.99, top=0.93, bottom=0.25 + 0.022 * len(lines), wspace=0.25)
         _footnote(fig, lines, width=240)
     return fig
 

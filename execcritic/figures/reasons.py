@@ -12,6 +12,7 @@ REASONS: dict[str, str] = {
     "api:deepseek": "DeepSeek-V4-Flash-0731 needs an API endpoint",
     "gpu:qwen35b": "Qwen3.5-35B-A3B needs a GPU serving endpoint (vLLM/SGLang)",
     "ckpt:trained": "the trained Qwen3.5-35B-A3B checkpoints (SFT/RL) need the GPU training runs",
+    "sft:gpu": "SFT of Qwen3.5-35B-A3B needs GPUs",
     "train:gpu": "GRPO training of Qwen3.5-35B-A3B needs GPUs",
     "data:swe-rebench": "SWE-ReBench training data not available offline",
     "data:pro": "SWE-bench Pro data not available offline",
@@ -31,24 +32,27 @@ _BY_VALUE: dict[str, dict[Any, tuple[str, ...]]] = {
                      "Qwen3.5-35B-A3B": ("gpu:qwen35b",)},
     "objective": {"*": ("train:gpu", "data:swe-rebench")},
     "training_feedback": {"*": ("train:gpu", "data:swe-rebench")},
-    "teacher": {"GPT-5.6-sol (no CoT)": ("api:gpt56", "train:gpu"),
-                "DeepSeek-V4-Flash (CoT)": ("api:deepseek", "train:gpu")},
+    "teacher": {"GPT-5.6-sol (no CoT)": ("api:gpt56", "data:swe-rebench"),
+                "DeepSeek-V4-Flash (CoT)": ("api:deepseek", "data:swe-rebench")},
+    "stage": {"sft": ("sft:gpu",), "sft_rl": ("sft:gpu", "train:gpu")},
     "language": {"Python": ("ckpt:trained",), "*": ("images:multilingual", "ckpt:trained")},
     "benchmark": {"SWE-bench Pro": ("data:pro",)},
     "feedback_source": {"GPT-5.6 generated": ("api:gpt56",), "Qwen-35B generated": ("gpu:qwen35b",)},
-    "checkpoint": {"sft": ("api:deepseek", "train:gpu"), "sft_rl": ("train:gpu", "data:swe-rebench"),
-                   "teacher": ("api:deepseek",)},
+    "checkpoint": {"sft": ("api:deepseek", "data:swe-rebench", "sft:gpu"),
+                   "sft_rl": ("api:deepseek", "sft:gpu", "train:gpu"), "teacher": ("api:deepseek",)},
 }
 
 # curves with no training run: (role, init) -> reason ids
 CURVES: dict[tuple[str, str], tuple[str, ...]] = {
     ("test", "base"): ("train:gpu", "data:swe-rebench"),
-    ("test", "sft"): ("api:deepseek", "train:gpu", "data:swe-rebench"),
+    ("test", "sft"): ("api:deepseek", "sft:gpu", "train:gpu", "data:swe-rebench"),
     ("repair", "base"): ("train:gpu", "data:swe-rebench"),
 }
 
 
 def reason_ids(fields: Mapping[str, Any]) -> list[str]:
+    if fields.get("checkpoint") == "sft" and fields.get("sft_trajectories") == 0:
+        return ["gpu:qwen35b"]                    # "SFT on 0 trajectories" is the untrained base model
     out: list[str] = []
     for col, value in fields.items():
         table = _BY_VALUE.get(col, {})
