@@ -1,0 +1,145 @@
+"""`paper_figures/` from `results/` and the paper's reported numbers, deterministically.
+
+For each paper artifact the latest complete run (or the one named in `runs`) is loaded through the
+schema check (a malformed run stops the build with an InputError naming its file); an artifact without
+a run is shown with its reported values and "not run here: <reason>". Output: <artifact>.md and .tex for
+every table and figure, <figure>.png and .pdf for Figures 5 and 6, and README.md listing the sources.
+Nothing in the output depends on the clock, so the same inputs rebuild byte-identical files.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from execcritic.figures.tables import ArtifactView, build_view, md_table, to_latex, to_markdown
+from execcritic.results import paper
+from execcritic.results.schemas import PAPER_ARTIFACTS
+from execcritic.results.store import Run, latest_run, list_runs, load_run
+
+
+@dataclass
+class BuildReport:
+    out: Path
+    files: list[Path] = field(default_factory=list)
+    sources: dict[str, str | None] = field(default_factory=dict)     # artifact -> "artifact/run_id" or None
+    training: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)                 # incomplete runs passed over
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"out": str(self.out), "files": [str(f) for f in self.files], "sources": self.sources,
+                "training": self.training, "skipped": self.skipped}
+
+
+def _write(path: Path, text: str, report: BuildReport) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    report.files.append(path)
+
+
+def select_runs(results: Path, runs: Mapping[str, str] | None, report: BuildReport) -> dict[str, Run | None]:
+    """The run shown for each paper artifact: the one named in `runs`, else the latest complete one."""
+    chosen: dict[str, Run | None] = {}
+    index = list_runs(root=results)
+    for artifact in PAPER_ARTIFACTS:
+        run_id = (runs or {}).get(artifact) or latest_run(artifact, root=results)
+        mine = index[index["artifact"] == artifact]
+        report.skipped += [f"{artifact}/{r}" for r in mine[mine["status"] != "complete"]["run_id"]]
+        chosen[artifact] = load_run(artifact, run_id, root=results) if run_id else None
+        report.sources[artifact] = f"{artifact}/{run_id}" if run_id else None
+    return chosen
+
+
+def training_runs(results: Path, report: BuildReport) -> list[Run]:
+    """The latest complete training run per (role, init)."""
+    idx = list_runs("training", root=results)
+    latest: dict[tuple[str, str], Run] = {}
+    for run_id in idx[idx["status"] == "complete"]["run_id"]:
+        run = load_run("training", run_id, root=results)
+        latest[(str(run.manifest["role"]), str(run.manifest["init"]))] = run
+    report.training = [f"training/{r.run_id} ({k[0]}, init {k[1]})" for k, r in sorted(latest.items())]
+    return [latest[k] for k in sorted(latest)]
+
+
+def _training_section(runs: list[Run]) -> str:
+    head = "## Training curves (Figure 6b, 6c)\n"
+    if not runs:
+        return (head + "\nNo training run under `results/training/` (schema: `execcritic.results.schemas`, "
+                "artifact `training`, one row per GRPO step in `metrics.jsonl`). The paper reports these curves "
+                "only qualitatively, so there is no reported number to show.\n")
+    header = ["Run", "Role", "Init", "Preset", "Steps", "Reward (first -> last, max)", "Masked share (mean)",
+              "Kept / dropped groups (mean)"]
+    body = []
+    for r in runs:
+        s = dict(zip(r.summary["metric"], r.summary["value"]))
+        body.append([f"training/{r.run_id}", str(r.manifest["role"]), str(r.manifest["init"]), r.preset,
+                     f"{int(s['n_steps'])}" if "n_steps" in s else "0",
+                     (f"{s.get('reward_mean_first', float('nan')):.3f} -> {s.get('reward_mean_last', float('nan')):.3f}"
+                     f" ({s.get('reward_mean_max', float('nan')):.3f})"),
+                     f"{s.get('masked_share_mean', float('nan')):.3f}",
+                     f"{s.get('kept_groups_mean', float('nan')):.1f} / {s.get('dropped_groups_mean', float('nan')):.1f}"])
+    return head + "\nMeasured (this suite); the paper reports these curves only qualitatively.\n\n" + md_table(header, body)
+
+
+def build_all(results: str | Path = "results", out: str | Path = "paper_figures", *,
+              reported_path: str | Path | None = None, runs: Mapping[str, str] | None = None) -> BuildReport:
+    """Regenerate every table and figure. `runs` pins an artifact to a run_id (default: latest complete)."""
+    from execcritic.figures.plots import figure5, figure6, save
+
+    results, out = Path(results), Path(out)
+    reported_path = Path(reported_path) if reported_path else results / "paper" / "reported_numbers.json"
+    rep = paper.reported(reported_path)
+    notes = paper.reported_notes(reported_path)
+    report = BuildReport(out)
+    chosen = select_runs(results, runs, report)
+    train = training_runs(results, report)
+    views: dict[str, ArtifactView] = {a: build_view(a, chosen[a], rep, notes) for a in PAPER_ARTIFACTS}
+    for artifact, view in views.items():
+        extra: list[str] = []
+        if artifact in ("figure5", "figure6"):
+            extra.append(f"![{view.title}]({artifact}.png)\n")
+        if artifact == "figure6":
+            extra.append(_training_section(train))
+        _write(out / f"{artifact}.md", to_markdown(view, extra), report)
+        _write(out / f"{artifact}.tex", to_latex(view), report)
+    fig5 = figure5(views["figure5"])
+    report.files += save(fig5, out / "figure5")
+    fig6 = figure6(views["figure6"], train)
+    report.files += save(fig6, out / "figure6")
+    _write(out / "README.md", _readme(report, views), report)
+    return report
+
+
+def _readme(report: BuildReport, views: dict[str, ArtifactView]) -> str:
+    header = ["Artifact", "Files", "Reported (paper)", "Measured (this suite)"]
+    body = []
+    for a, v in views.items():
+        files = f"[{a}.md]({a}.md), [{a}.tex]({a}.tex)"
+        if a in ("figure5", "figure6"):
+            files += f", [{a}.png]({a}.png), [{a}.pdf]({a}.pdf)"
+        n_rep = int(v.rows["reported"].notna().sum())
+        src = report.sources.get(a)
+        if src:
+            n = int(v.rows["measured"].notna().sum())
+            measured = f"`{src}` (preset {v.run.preset}): {n} of {len(v.rows)} rows measured"
+        else:
+            measured = "not run here (no run under results/)"
+        body.append([v.title, files, f"{n_rep} values", measured])
+    text = ["# paper_figures\n", "<!-- generated by `execcritic figures` from results/; do not edit -->\n",
+            ("Every table and figure of the paper, rebuilt from `results/` by `execcritic figures --results results "
+            "--out paper_figures`. *Reported* values are the paper's (`results/paper/reported_numbers.json`); "
+            "*measured* values come from the named run's records, with bootstrap 95% CIs over instances. A row "
+            "without a measured value says why it was not run here.\n"), md_table(header, body)]
+    if report.training:
+        text.append("Training runs (Figure 6b, 6c): " + ", ".join(f"`{t}`" for t in report.training) + "\n")
+    if report.skipped:
+        text.append("Incomplete runs passed over: " + ", ".join(f"`{s}`" for s in report.skipped) + "\n")
+    return "\n".join(text)
+
+
+__all__ = ["BuildReport", "build_all", "select_runs", "training_runs"]

@@ -1,0 +1,308 @@
+"""Aggregation with the paper's denominators, bootstrap intervals and paired tests (pure: no I/O).
+
+* Every instance of the run counts: a missing record, a missing outcome or an operationally invalid
+  run is 0 (unresolved / Q=0) and is also counted separately (`n_missing`, `n_invalid`).
+* A resolved rate is the mean over Repair runs of the all-instance rate, i.e. the mean over instances of
+  each instance's mean over runs.
+* 95% intervals are percentile bootstraps over instances; an instance's runs are resampled together
+  (cluster bootstrap), with a fixed seed so the same records give the same interval.
+* Every Δ is paired on the same instances: a bootstrap CI of the mean per-instance difference and an
+  exact two-sided p-value - exact McNemar for one binary run, otherwise the exact sign-flip
+  permutation distribution of the per-instance differences (which reduces to McNemar for 0/1 data).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from execcritic.results.schemas import (
+    CURVE_SUMMARY_COLUMNS,
+    DELTA_COLUMNS,
+    SUMMARY_COLUMNS,
+    ArtifactSchema,
+    Metric,
+)
+
+N_BOOT = 2000
+SEED = 0
+LEVEL = 0.95
+DECIMALS = 4          # summary values are stored rounded; the schema check compares at this precision
+
+
+# ---- array level -------------------------------------------------------------------------------------
+
+def _per_instance(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=float)
+    return x.mean(axis=1) if x.ndim == 2 else x
+
+
+def bootstrap_mean_ci(x: np.ndarray, *, n_boot: int = N_BOOT, seed: int = SEED,
+                      level: float = LEVEL) -> tuple[float, float]:
+    """Percentile CI of the mean of `x` (n instances, or n x runs: rows resampled as clusters)."""
+    v = _per_instance(x)
+    n = v.shape[0]
+    if n == 0:
+        return (math.nan, math.nan)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(n_boot, n))
+    means = v[idx].mean(axis=1)
+    alpha = (1.0 - level) / 2.0
+    lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
+    return (float(lo), float(hi))
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Exact two-sided McNemar p-value from the discordant counts b (a=1,b=0) and c (a=0,b=1):
+    min(1, 2 * P(X <= min(b, c))), X ~ Binomial(b + c, 1/2)."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1))
+    return min(1.0, 2 * tail / 2 ** n)
+
+
+def sign_flip_pvalue(d: Sequence[float], *, scale: int | None = None, n_perm: int = 20000,
+                     seed: int = SEED) -> tuple[float, str]:
+    """Two-sided p-value of the mean of paired differences `d` under random sign flips.
+
+    When every |d| is a multiple of 1/scale (outcomes averaged over `scale` runs), the permutation
+    distribution is computed exactly by convolution; otherwise by `n_perm` seeded random flips."""
+    d = np.asarray(d, dtype=float)
+    d = d[d != 0]
+    if d.size == 0:
+        return 1.0, "sign_flip_exact"
+    obs = abs(d.sum())
+    if scale:
+        k = np.rint(np.abs(d) * scale)
+        if np.allclose(k / scale, np.abs(d), atol=1e-9):
+            k = k.astype(int)
+            total = int(k.sum())
+            dist = np.zeros(2 * total + 1)
+            dist[total] = 1.0
+            for ki in k:
+                dist = 0.5 * (np.roll(dist, ki) + np.roll(dist, -ki))
+            s = np.arange(-total, total + 1)
+            obs_k = abs(int(np.rint(obs * scale)))
+            return float(min(1.0, dist[np.abs(s) >= obs_k].sum())), "sign_flip_exact"
+    rng = np.random.default_rng(seed)
+    signs = rng.choice([-1.0, 1.0], size=(n_perm, d.size))
+    stats = np.abs(signs @ d)
+    return float((1 + np.sum(stats >= obs - 1e-12)) / (n_perm + 1)), "sign_flip_mc"
+
+
+@dataclass(frozen=True)
+class PairedDelta:
+    delta: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    test: str
+    n_instances: int
+    n_better: int
+    n_worse: int
+
+
+def paired_delta(a: np.ndarray, b: np.ndarray, *, n_boot: int = N_BOOT, seed: int = SEED,
+                 level: float = LEVEL) -> PairedDelta:
+    """Δ = mean(a) - mean(b) over the same instances (rows; columns = runs, averaged per instance)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(f"paired outcomes need the same instances: {a.shape[0]} vs {b.shape[0]}")
+    d = _per_instance(a) - _per_instance(b)
+    lo, hi = bootstrap_mean_ci(d, n_boot=n_boot, seed=seed, level=level)
+    better, worse = int((d > 0).sum()), int((d < 0).sum())
+    runs = {x.shape[1] if x.ndim == 2 else 1 for x in (a, b)}
+    binary = all(np.isin(x, (0.0, 1.0)).all() for x in (a, b))
+    if runs == {1} and binary:
+        p, test = mcnemar_exact(better, worse), "mcnemar_exact"
+    else:
+        scale = math.lcm(*runs) if binary else None
+        p, test = sign_flip_pvalue(d, scale=scale, seed=seed)
+    return PairedDelta(float(d.mean()) if d.size else math.nan, lo, hi, p, test, int(d.size), better, worse)
+
+
+# ---- records level -----------------------------------------------------------------------------------
+
+def is_null(v: Any) -> bool:
+    """None, NaN or pandas' NA (nullable columns come back as any of them)."""
+    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
+
+
+def condition_values(schema: ArtifactSchema, records: pd.DataFrame) -> list[dict[str, Any]]:
+    """The run's conditions, in the paper's order (values the paper does not have come after, sorted)."""
+    if records.empty:
+        return []
+    combos = records[list(schema.condition)].drop_duplicates().to_dict("records")
+
+    def key(row: dict[str, Any]) -> tuple:
+        out = []
+        for c in schema.condition:
+            order = schema.order.get(c, ())
+            v = row[c]
+            out.append((order.index(v), "") if v in order else (len(order), str(v)))
+        return tuple(out)
+
+    return sorted(combos, key=key)
+
+
+def _select(records: pd.DataFrame, cond: dict[str, Any]) -> pd.DataFrame:
+    mask = np.ones(len(records), dtype=bool)
+    for c, v in cond.items():
+        mask &= (records[c] == v).to_numpy()
+    return records[mask]
+
+
+def outcome_matrix(records: pd.DataFrame, cond: dict[str, Any], metric: Metric, instances: Sequence[str],
+                   runs: int) -> tuple[np.ndarray, int, int]:
+    """(instances x runs) 0/1 outcomes of one condition, with counts of invalid and missing entries.
+    Missing records and null outcomes are 0 and counted as missing; invalid runs are 0 (as recorded)."""
+    sub = _select(records, cond)
+    pos = {iid: i for i, iid in enumerate(instances)}
+    m = np.zeros((len(instances), runs))
+    seen = np.zeros((len(instances), runs), dtype=bool)
+    invalid = 0
+    for rec in sub.to_dict("records"):
+        i, r = pos.get(rec["instance_id"]), int(rec["run"])
+        if i is None or not 0 <= r < runs:
+            raise ValueError(f"record {rec['instance_id']} run {r} is outside the run's instances x runs")
+        v = rec[metric.outcome]
+        if is_null(v):
+            continue
+        m[i, r] = float(bool(v))
+        seen[i, r] = True
+        invalid += any(not is_null(rec.get(c)) and not bool(rec.get(c)) for c in metric.valid)
+    return m, invalid, int((~seen).sum())
+
+
+def summarize(schema: ArtifactSchema, records: pd.DataFrame, instances: Sequence[str], runs: int, *,
+              n_boot: int = N_BOOT, seed: int = SEED, level: float = LEVEL) -> pd.DataFrame:
+    """summary.csv of a run: one row per condition x metric, values in percent with their bootstrap CI."""
+    if schema.kind == "curve":
+        return summarize_curve(records)
+    rows = []
+    for cond in condition_values(schema, records):
+        for metric in schema.metrics:
+            m, invalid, missing = outcome_matrix(records, cond, metric, instances, runs)
+            lo, hi = bootstrap_mean_ci(m, n_boot=n_boot, seed=seed, level=level)
+            value = float(_per_instance(m).mean()) if len(instances) else math.nan
+            rows.append({**cond, "metric": metric.name, "value": _pct(value), "ci_low": _pct(lo),
+                         "ci_high": _pct(hi), "n_instances": len(instances), "n_runs": runs, "n_invalid": invalid,
+                         "n_missing": missing, "n_boot": n_boot, "seed": seed})
+    return pd.DataFrame(rows, columns=[*schema.condition, *SUMMARY_COLUMNS])
+
+
+def summarize_curve(records: pd.DataFrame) -> pd.DataFrame:
+    """A training run's summary: steps, first/last/max mean reward, mean masked share and group counts."""
+    rows: list[tuple[str, float]] = []
+    if not records.empty:
+        r = records.sort_values("step")
+        rows = [("n_steps", len(r)), ("first_step", r["step"].iloc[0]), ("last_step", r["step"].iloc[-1]),
+                ("reward_mean_first", r["reward_mean"].iloc[0]), ("reward_mean_last", r["reward_mean"].iloc[-1]),
+                ("reward_mean_max", r["reward_mean"].max()), ("masked_share_mean", r["masked_share"].mean()),
+                ("kept_groups_mean", r["kept_groups"].mean()), ("dropped_groups_mean", r["dropped_groups"].mean())]
+    return pd.DataFrame([{"metric": k, "value": round(float(v), DECIMALS)} for k, v in rows],
+                        columns=list(CURVE_SUMMARY_COLUMNS))
+
+
+def _pct(x: float) -> float:
+    return round(100.0 * x, DECIMALS) if not math.isnan(x) else math.nan
+
+
+def within_label(cond: dict[str, Any]) -> str:
+    """How deltas.csv names the fixed condition columns of a contrast ('all' when none)."""
+    return ", ".join(f"{k}={v}" for k, v in cond.items()) or "all"
+
+
+@dataclass(frozen=True)
+class ContrastPair:
+    """One Δ to compute: treatment (metric, condition) minus baseline (metric, condition)."""
+
+    metric: str
+    vary: str
+    baseline: str
+    treatment: str
+    within: str
+    baseline_metric: str
+    baseline_cond: dict[str, Any]
+    treatment_metric: str
+    treatment_cond: dict[str, Any]
+
+    def ids(self) -> dict[str, str]:
+        return {"metric": self.metric, "vary": self.vary, "baseline": self.baseline, "treatment": self.treatment,
+                "within": self.within}
+
+
+def contrast_pairs(schema: ArtifactSchema, conds: Sequence[dict[str, Any]],
+                   extra: Iterable[Any] = ()) -> list[ContrastPair]:
+    """The schema's contrasts (plus `extra`) that a set of conditions allows, in a fixed order.
+    Used for measured deltas and, on the paper's own conditions, for the reported differences."""
+    out: list[ContrastPair] = []
+    for ct in (*schema.contrasts, *extra):
+        if ct.vary == "metric":
+            for cond in conds:
+                for tname in ct.treatments:
+                    out.append(ContrastPair(tname, "metric", ct.baseline, tname, within_label(cond),
+                                            ct.baseline, dict(cond), tname, dict(cond)))
+            continue
+        others = [c for c in schema.condition if c != ct.vary]
+        groups: list[dict[str, Any]] = []
+        for cond in conds:
+            g = {c: cond[c] for c in others}
+            if g not in groups:
+                groups.append(g)
+        metrics = list(ct.metrics) or [m.name for m in schema.metrics]
+        for g in groups:
+            present = [c[ct.vary] for c in conds if {k: c[k] for k in others} == g]
+            if ct.baseline not in present:
+                continue
+            for t in [t for t in (ct.treatments or present) if t in present and t != ct.baseline]:
+                for m in metrics:
+                    out.append(ContrastPair(m, ct.vary, str(ct.baseline), str(t), within_label(g),
+                                            m, {**g, ct.vary: ct.baseline}, m, {**g, ct.vary: t}))
+    return out
+
+
+def contrasts(schema: ArtifactSchema, records: pd.DataFrame, instances: Sequence[str], runs: int, *,
+              extra: Iterable[Any] = (), n_boot: int = N_BOOT, seed: int = SEED,
+              level: float = LEVEL) -> pd.DataFrame:
+    """deltas.csv of a run: the schema's paired contrasts (plus `extra`) that the run's conditions allow."""
+    if schema.kind != "instance":
+        return pd.DataFrame(columns=list(DELTA_COLUMNS))
+    rows = []
+    for pair in contrast_pairs(schema, condition_values(schema, records), extra):
+        base = outcome_matrix(records, pair.baseline_cond, schema.metric(pair.baseline_metric), instances, runs)[0]
+        treat = outcome_matrix(records, pair.treatment_cond, schema.metric(pair.treatment_metric), instances, runs)[0]
+        pdl = paired_delta(treat, base, n_boot=n_boot, seed=seed, level=level)
+        rows.append({**pair.ids(), "delta": _pct(pdl.delta), "ci_low": _pct(pdl.ci_low),
+                     "ci_high": _pct(pdl.ci_high), "p_value": round(pdl.p_value, 6), "test": pdl.test,
+                     "n_instances": pdl.n_instances, "n_better": pdl.n_better, "n_worse": pdl.n_worse,
+                     "n_boot": n_boot, "seed": seed})
+    return pd.DataFrame(rows, columns=list(DELTA_COLUMNS))
+
+
+__all__ = [
+    "DECIMALS",
+    "LEVEL",
+    "N_BOOT",
+    "SEED",
+    "ContrastPair",
+    "PairedDelta",
+    "bootstrap_mean_ci",
+    "condition_values",
+    "contrast_pairs",
+    "contrasts",
+    "is_null",
+    "mcnemar_exact",
+    "outcome_matrix",
+    "paired_delta",
+    "sign_flip_pvalue",
+    "summarize",
+    "summarize_curve",
+    "within_label",
+]
