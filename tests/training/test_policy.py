@@ -87,9 +87,11 @@ def test_episode_through_session_masks_logprobs_and_alignment(tiny_model, tiny_r
 
     model, tok = tiny_model
     stop = tok.convert_tokens_to_ids("<|im_end|>")
-    forced = ForcedTurns([_encode(tok, bash_call_text("cat calc.py && echo MARK-$((6*7))")), None,
-                          _encode(tok, bash_call_text(f"echo {SUBMIT_MARKER}"))], stop)
-    policy = HFPolicy(model, tok, sampling=SamplingConfig.rl_rollout(max_tokens=64, seed=3), logits_processor=forced)
+    first = _encode(tok, bash_call_text("cat calc.py && echo MARK-$((6*7))"))
+    submit = _encode(tok, bash_call_text(f"echo {SUBMIT_MARKER}"))
+    forced = ForcedTurns([first, None, submit], stop)
+    policy = HFPolicy(model, tok, sampling=SamplingConfig.rl_rollout(max_tokens=max(len(first), len(submit)) + 8,
+                                                                      seed=3), logits_processor=forced)
     with LocalSandbox(tiny_repo, isolated=True) as sandbox:
         session, submitted = _run(policy, sandbox, max_turns=5)
 
@@ -146,8 +148,10 @@ def test_sampled_ids_are_recorded_not_retokenized(tiny_model, tiny_repo):
     forced_first = _encode(tok, "<tool_call>") + [ids[0] for ids in charwise] + _encode(tok, "</tool_call>")
     canonical_first = _encode(tok, "<tool_call>" + body + "</tool_call>")
     assert forced_first != canonical_first and len(canonical_first) < len(forced_first)
-    forced = ForcedTurns([forced_first, _encode(tok, bash_call_text(f"echo {SUBMIT_MARKER}"))], stop)
-    policy = HFPolicy(model, tok, sampling=SamplingConfig.rl_rollout(max_tokens=128, seed=5), logits_processor=forced)
+    submit = _encode(tok, bash_call_text(f"echo {SUBMIT_MARKER}"))
+    forced = ForcedTurns([forced_first, submit], stop)
+    policy = HFPolicy(model, tok, sampling=SamplingConfig.rl_rollout(
+        max_tokens=max(len(forced_first), len(submit)) + 8, seed=5), logits_processor=forced)
     with LocalSandbox(tiny_repo, isolated=True) as sandbox:
         session, submitted = _run(policy, sandbox, max_turns=4)
     assert submitted is not None
@@ -169,14 +173,23 @@ def test_template_drift_is_an_error_not_a_misaligned_mask(tiny_model, tiny_repo)
     model, tok = tiny_model
     stop = tok.convert_tokens_to_ids("<|im_end|>")
 
+    first = _encode(tok, bash_call_text("ls"))
+
     def policy(template):
-        forced = ForcedTurns([_encode(tok, bash_call_text("ls")), None, None], stop)
-        return HFPolicy(model, tok, sampling=SamplingConfig.rl_rollout(max_tokens=16, seed=1), chat_template=template,
-                        logits_processor=forced)
+        forced = ForcedTurns([first, None, None], stop)
+        return HFPolicy(model, tok, sampling=SamplingConfig.rl_rollout(max_tokens=len(first) + 8, seed=1),
+                        chat_template=template, logits_processor=forced)
 
     original = policy(tok.chat_template)
-    with LocalSandbox(tiny_repo, isolated=True) as sandbox, pytest.raises(TemplateDriftError, match="prefix-preserving"):
-        _run(original, sandbox, max_turns=3)
+    with LocalSandbox(tiny_repo, isolated=True) as sandbox:
+        session = Session(original, sandbox, trajectory=Trajectory(), format_error=format_error_text)
+        session.messages.extend([dict(SYSTEM), dict(USER)])
+        session.step()                                   # a real `ls` in the sandbox: tool messages keep the prefix
+        assert session.messages[-1]["role"] == "tool" and "calc.py" in session.messages[-1]["content"]
+        session.step()                                   # free text -> format error -> Listing 3 as a *user* message
+        assert session.messages[-1]["role"] == "user"
+        with pytest.raises(TemplateDriftError, match="prefix-preserving"):
+            session.step()
 
     default = policy(None)
     assert default.template_source == "trl-training-variant"

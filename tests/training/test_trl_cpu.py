@@ -72,7 +72,6 @@ def test_plan_rollouts_handles_duplicated_and_unique_prompts():
 # --------------------------------------------------------------------------------------------------
 
 @pytest.mark.train
-@pytest.mark.slow
 def test_sft_step_on_tool_calling_chat(tiny_model, tmp_path):
     model, tok = tiny_model
     examples = [
@@ -143,10 +142,11 @@ def test_grpo_step_with_session_rollouts(tiny_model, tiny_repo, tmp_path):
         return base(policy, row)
 
     rows = [{"prompt": [SYSTEM, USER], "command": "grep -n return calc.py && echo TOOL-SAYS-$((40+2))"}]
+    budget = len(tok.encode(bash_call_text(rows[0]["command"]), add_special_tokens=False)) + 8
     captured: dict = {}
     timer = StepTimer()
     trainer, runner = make_grpo_trainer(model, tok, rows, episode, str(tmp_path / "grpo"),
-                                        sampling=SamplingConfig.rl_rollout(max_tokens=64), callbacks=[timer],
+                                        sampling=SamplingConfig.rl_rollout(max_tokens=budget), callbacks=[timer],
                                         num_generations=4, per_device_train_batch_size=4, max_steps=1)
     score = trainer._generate_and_score_completions
 
