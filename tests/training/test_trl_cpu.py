@@ -47,6 +47,14 @@ def _adam_update_units(before, model, name: str):
     return -(p1 - p0 + grpo.learning_rate * grpo.weight_decay * p0) / grpo.learning_rate
 
 
+def _assert_paper_optimizer(trainer) -> None:
+    """Adam(beta1, beta2), lr and weight decay as in execcritic.config (norms and biases are not decayed)."""
+    grpo, groups = PAPER.grpo, trainer.optimizer.param_groups
+    assert {g["lr"] for g in groups} == {grpo.learning_rate}
+    assert {tuple(g["betas"]) for g in groups} == {(grpo.adam_beta1, grpo.adam_beta2)}
+    assert {g["weight_decay"] for g in groups} == {grpo.weight_decay, 0.0}
+
+
 def _report(label: str, timer: StepTimer, extra: str = "") -> None:
     step = timer.steps[-1]
     print(f"\n[{label}] step {step['step_s']:.2f} s (optimizer.step {step['optimizer_step_s'] * 1000:.1f} ms), "
@@ -101,9 +109,7 @@ def test_sft_step_on_tool_calling_chat(tiny_model, tmp_path):
     before = _snapshot(model)
     result = trainer.train()
     assert math.isfinite(result.training_loss) and result.training_loss > 0
-    group = trainer.optimizer.param_groups[0]
-    assert group["lr"] == PAPER.grpo.learning_rate and tuple(group["betas"]) == (PAPER.grpo.adam_beta1,
-                                                                                  PAPER.grpo.adam_beta2)
+    _assert_paper_optimizer(trainer)
     units = _adam_update_units(before, model, "lm_head.weight").abs()
     assert float(units.median()) == pytest.approx(1.0, abs=0.1)   # a real gradient-driven Adam step of size lr
     _report("SFT", timer, f"loss {result.training_loss:.3f}")
@@ -186,8 +192,7 @@ def test_grpo_step_with_session_rollouts(tiny_model, tiny_repo, tmp_path):
     assert int(completion_mask[3].sum()) == 1 and int(tool_mask[3, 0]) == 0   # the aborted episode's placeholder
 
     # the optimizer step: gradient-driven, with the paper's optimizer settings
-    group = trainer.optimizer.param_groups[0]
-    assert group["lr"] == PAPER.grpo.learning_rate and group["weight_decay"] in (PAPER.grpo.weight_decay, 0.0)
+    _assert_paper_optimizer(trainer)
     assert trainer.args.epsilon == PAPER.grpo.clip_low and trainer.args.epsilon_high == PAPER.grpo.clip_high
     assert trainer.args.beta == PAPER.grpo.kl_coef and trainer.args.scale_rewards == "none"
     units = _adam_update_units(before, model, "lm_head.weight").abs()
