@@ -1,5 +1,17 @@
-"""Training data for the paper's two RL recipes: Gold mutants for candidate pools, Test-agent SFT rows and
-Repair-agent RL rows (§4, Tables 4, 6-8). Pure transformations; no sandbox."""
+"""Training: the paper's two RL recipes (§4, Tables 4, 6-8) on engines, reusing the real episodes.
+
+- `mutants`, `datasets`: Gold mutants for candidate pools, Test-agent SFT rows, Repair-agent RL rows
+  (pure transformations, re-exported here).
+- `tiny_model`: a tiny random-init Qwen3.5-MoE with the real Qwen3.5 chat template, built offline (tests).
+- `policy`: `HFPolicy`, an in-process HF causal LM behind the `ChatModel` interface that records token ids,
+  sampling logprobs and loss masks per turn; `assemble_sample` makes one trajectory-level sample per episode.
+- `trl_adapter`: TRL 1.16 `SFTTrainer`/`GRPOTrainer` wiring; GRPO rollouts are agent-loop episodes
+  (`episode(policy, row) -> (sample, reward_or_None, info)`).
+
+The engine modules import torch/transformers/trl (the `train` extra) and are not imported here, so that
+`import execcritic.training` stays cheap.
+"""
+
 
 from execcritic.training.datasets import (
     RepairSet,

@@ -1,0 +1,3 @@
+"""Make the training fixtures available to the tests in this directory."""
+
+from tests.training_fixtures import tiny_model, tiny_model_dir, tiny_repo  # noqa: F401
