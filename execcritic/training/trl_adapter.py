@@ -27,7 +27,7 @@ from transformers import TrainerCallback
 
 from execcritic.agents.loop import Session, Submitted, Trajectory
 from execcritic.agents.models.base import ContextWindowExceeded, ModelError, SamplingConfig, format_error_text
-from execcritic.config import PAPER, GRPOConfig
+from execcritic.config import PAPER, GRPOConfig, WorkspaceConfig
 from execcritic.errors import SandboxError
 from execcritic.sandbox.base import Sandbox
 from execcritic.training.policy import HFPolicy, TrajectorySample
@@ -304,8 +304,7 @@ class SessionEpisode:
     max_turns: int
     initial_messages: Callable[[dict[str, Any]], list[dict[str, Any]]] = field(
         default=lambda row: [dict(m) for m in row["prompt"]])
-    command_timeout_s: float = 180.0
-    observation_chars: int = 10_000
+    workspace: WorkspaceConfig = PAPER.workspace
     context_tokens: int | None = None
 
     def __call__(self, policy: HFPolicy, row: dict[str, Any]):
@@ -313,8 +312,7 @@ class SessionEpisode:
         try:
             trajectory = Trajectory(meta={"policy": policy.serialize(), "sandbox": sandbox.describe()})
             session = Session(policy, sandbox, trajectory=trajectory, format_error=format_error_text,
-                              command_timeout_s=self.command_timeout_s, observation_chars=self.observation_chars,
-                              context_tokens=self.context_tokens)
+                              config=self.workspace, context_tokens=self.context_tokens)
             session.messages.extend(self.initial_messages(row))
             submitted, end = None, "max_turns"
             try:
