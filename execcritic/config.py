@@ -135,23 +135,56 @@ class RepairRewardConfig:
 
 @dataclass(frozen=True)
 class GRPOConfig:
-    """GRPO settings shared by both agents (§4, Tables 7-8)."""
+    """GRPO settings shared by both agents (§4, Tables 7b-c, 8a, 8c)."""
 
     std_normalization: bool = knob(False, "divide advantages by the group std (the paper does not)",
                                    source="§4: group-mean subtraction, no std division")
-    clip_low: float = knob(0.2, "PPO clip epsilon (low)", source="Tables 7-8")
-    clip_high: float = knob(0.28, "PPO clip epsilon (high, DAPO clip-higher)", source="Tables 7-8")
-    kl_coef: float = knob(0.0, "KL coefficient", source="Tables 7-8")
-    learning_rate: float = knob(1e-6, "learning rate", source="Tables 7-8")
-    adam_beta1: float = knob(0.9, "Adam beta1", source="Tables 7-8")
-    adam_beta2: float = knob(0.98, "Adam beta2", source="Tables 7-8")
-    weight_decay: float = knob(0.1, "weight decay", source="Tables 7-8")
+    clip_low: float = knob(0.2, "PPO clip epsilon (low)", source="Tables 7b, 8a")
+    clip_high: float = knob(0.28, "PPO clip epsilon (high, DAPO clip-higher)", source="Tables 7b, 8a")
+    kl_coef: float = knob(0.0, "KL coefficient", source="Tables 7b, 8a")
+    learning_rate: float = knob(1e-6, "learning rate", source="Tables 7b, 8a")
+    adam_beta1: float = knob(0.9, "Adam beta1", source="Tables 7b, 8a")
+    adam_beta2: float = knob(0.98, "Adam beta2", source="Tables 7b, 8a")
+    weight_decay: float = knob(0.1, "weight decay", source="Tables 7b, 8a")
     groups_per_step: int = knob(16, "issue groups kept per step by DAPO dynamic sampling (non-zero reward "
-                                "variance)", source="Tables 7-8")
-    rollouts_per_group: int = knob(8, "rollouts per issue group (16 x 8 = 128 per step)", source="Tables 7-8")
-    test_agent_steps: int = knob(200, "Test-agent GRPO steps", source="Table 7")
-    repair_agent_steps: int = knob(100, "Repair-agent GRPO steps", source="Table 8")
-    sft_trajectories: int = knob(5000, "teacher trajectories for Test-agent SFT", source="§4 / Table 4")
+                                "variance)", source="Tables 7c, 8c")
+    rollouts_per_group: int = knob(8, "rollouts per issue group (16 x 8 = 128 per step)", source="Tables 7c, 8c")
+    rollout_temperature: float = knob(1.0, "sampling temperature of RL rollouts", source="Tables 7c, 8c")
+    rollout_top_p: float = knob(1.0, "top-p of RL rollouts", source="Tables 7c, 8c")
+    rollout_top_k: int = knob(-1, "top-k of RL rollouts (-1: disabled)", source="Tables 7c, 8c")
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    """Test-agent supervised initialization (Table 7a, Table 4)."""
+
+    trajectories: int = knob(5000, "teacher trajectories admitted for Test-agent SFT (protocol validity and a "
+                             "clean Base failure; Gold never filters)", source="Table 7a")
+
+
+@dataclass(frozen=True)
+class TestRLConfig:
+    """Test-agent GRPO (Table 7b, 7e)."""
+
+    __test__ = False
+
+    steps: int = knob(200, "GRPO steps (the reported checkpoint)", source="Table 7e: horizon 200, checkpoint 200")
+    lr_schedule: str = knob("constant", "learning-rate schedule", source="Table 7b")
+    loss_reduction: str = knob("per-token", "policy-loss aggregation: per-token or per-sequence",
+                               source="not stated in Table 7; per-token as for the Repair agent (Table 8a)")
+    save_interval: int = knob(10, "steps between checkpoints", source="Table 7e")
+
+
+@dataclass(frozen=True)
+class RepairRLConfig:
+    """Repair-agent GRPO (Table 8a-c)."""
+
+    steps: int = knob(100, "GRPO steps (the reported checkpoint)", source="Table 8b: checkpoint 100")
+    lr_schedule: str = knob("cosine", "learning-rate schedule", source="Table 8a")
+    loss_reduction: str = knob("per-token", "policy-loss aggregation: per-token or per-sequence",
+                               source="Table 8a")
+    max_response_tokens: int = knob(6122, "max tokens of one Repair rollout turn", source="Table 8a")
+    save_interval: int = knob(10, "steps between checkpoints", source="Table 8b")
 
 
 @dataclass(frozen=True)
@@ -163,6 +196,9 @@ class ProtocolConfig:
     test_reward: TestRewardConfig = field(default_factory=TestRewardConfig)
     repair_reward: RepairRewardConfig = field(default_factory=RepairRewardConfig)
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    test_rl: TestRLConfig = field(default_factory=TestRLConfig)
+    repair_rl: RepairRLConfig = field(default_factory=RepairRLConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -292,6 +328,6 @@ def load_protocol(config: str | None = None, sets: Iterable[str] = (), values: d
     return apply_overrides(cfg, values or {}, where="command line")
 
 
-__all__ = ["GRPOConfig", "HarnessConfig", "Knob", "PAPER", "ProtocolConfig", "RepairConfig", "RepairRewardConfig",
-           "TestAgentConfig", "TestRewardConfig", "WorkspaceConfig", "apply_overrides", "knob", "knobs",
+__all__ = ["GRPOConfig", "HarnessConfig", "Knob", "PAPER", "ProtocolConfig", "RepairConfig", "RepairRLConfig",
+           "RepairRewardConfig", "SFTConfig", "TestAgentConfig", "TestRLConfig", "TestRewardConfig", "WorkspaceConfig", "apply_overrides", "knob", "knobs",
            "load_protocol", "profile_path"]

@@ -31,7 +31,7 @@ def _ensure_light_harness_package() -> None:
 @lru_cache(maxsize=None)
 def parser_registry() -> dict[str, Callable]:
     _ensure_light_harness_package()
-    from swebench.harness.log_parsers import PARSER_REGISTRY
+    from swebench.harness.log_parsers import PARSER_REGISTRY  # lazy: swebench's Docker harness
 
     return dict(PARSER_REGISTRY)
 
@@ -48,13 +48,13 @@ def parser_for(name: str) -> Callable[[str], dict[str, str]]:
 def grading():
     """The swebench.harness.grading module (get_logs_eval, get_eval_report, get_resolution_status...)."""
     _ensure_light_harness_package()
-    from swebench.harness import grading as g
+    from swebench.harness import grading as g  # lazy: swebench's Docker harness
 
     return g
 
 
 def constants():
     _ensure_light_harness_package()
-    from swebench.harness import constants as c
+    from swebench.harness import constants as c  # lazy: swebench's Docker harness
 
     return c

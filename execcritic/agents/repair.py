@@ -33,13 +33,13 @@ from typing import Any
 
 from execcritic.agents.loop import CHECK_MARKER, SUBMIT_MARKER, Session, Submitted, Trajectory
 from execcritic.agents.models.base import ChatModel, ContextWindowExceeded
-from execcritic.prompts import prompts
 from execcritic.agents.workspace import Candidate, commit_prepared_state, export_candidate
 from execcritic.config import PAPER, RepairConfig, WorkspaceConfig
 from execcritic.harness.apply import SOURCE, apply_patch
 from execcritic.harness.execution import Execution
 from execcritic.harness.feedback import gate_status
 from execcritic.harness.services import CandidateVerifier
+from execcritic.prompts import prompts
 from execcritic.sandbox.base import Sandbox
 from execcritic.tasks.view import TaskView
 

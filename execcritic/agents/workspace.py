@@ -15,6 +15,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
+from execcritic.bundle.gates import forbidden_for_source
 from execcritic.errors import SandboxError
 from execcritic.sandbox.base import Sandbox
 
@@ -119,8 +120,7 @@ def export_candidate(sandbox: Sandbox, *, is_excluded=None) -> Candidate:
     prepared Base's own build outputs were committed when the workspace opened
     (`commit_prepared_state`), so HEAD is the prepared Base the verifier resets to.
     """
-    if is_excluded is None:
-        from execcritic.bundle.gates import forbidden_for_source as is_excluded  # noqa: N813
+    is_excluded = is_excluded or forbidden_for_source
     res = sandbox.run(f"cd /testbed && {GIT} add -A -N && {GIT} diff --no-color --binary --no-ext-diff HEAD",
                       timeout=300)
     if res.exit_code != 0:

@@ -13,6 +13,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from execcritic.bundle.problems import TEST_COMMAND, Problem
+from execcritic.config import PAPER
 
 REPO_ROOT = "/testbed"  # where every backend mounts the repository
 
@@ -146,7 +147,7 @@ def _check_cd(directory: str) -> list[Problem]:
     return []
 
 
-def parse_command(text: str, max_chars: int = 4000) -> ParsedCommand:
+def parse_command(text: str, max_chars: int = PAPER.harness.max_command_chars) -> ParsedCommand:
     """Parse the contents of /tmp/test_command. Problems are collected, never raised."""
     if text is None:
         return ParsedCommand("", problems=(_problem("command.missing", "test_command is missing"),))

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from execcritic.bundle.problems import CONTRACT, Problem
+from execcritic.config import PAPER
 from execcritic.errors import InputError
 
 STRING_FIELDS = ("entrypoint", "trigger", "expected_output")
@@ -39,7 +40,7 @@ class Contract:
         return d
 
 
-def parse_contract(text: str | None, max_field_chars: int = 4000) -> tuple[Contract | None, list[Problem]]:
+def parse_contract(text: str | None, max_field_chars: int = PAPER.harness.max_contract_field_chars) -> tuple[Contract | None, list[Problem]]:
     """Structural validation of test_contract.json. Returns (contract, problems); contract is None
     when a problem prevents building one. Every problem is reported, not just the first."""
     problems: list[Problem] = []

@@ -10,8 +10,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from execcritic.bundle.model import TestBundle
 from execcritic.cli.common import JSON_OPTION, emit_json, fail, guarded
 from execcritic.errors import InputError
+from execcritic.harness.oracle.check import check_official, load_rows, summarize
+from execcritic.harness.oracle.outlines import outline_reader
+from execcritic.harness.validate import validate_bundle
+from execcritic.tasks import load_tasks
 
 app = typer.Typer(
     no_args_is_help=True, help="Test bundles: validate (test.patch, test_command, test_contract.json)."
@@ -50,8 +55,6 @@ def check(
         return
     if directory is None:
         fail(InputError("give a bundle DIRECTORY (with --dataset/--instance), or --oracle DATASET"), as_json)
-    from execcritic.bundle.model import TestBundle
-    from execcritic.harness.validate import validate_bundle
 
     task = None
     with guarded(as_json):
@@ -59,7 +62,6 @@ def check(
         if dataset or instance:
             if not (dataset and instance):
                 raise InputError("--dataset and --instance go together (the task the bundle is for)")
-            from execcritic.tasks import load_tasks
 
             task = load_tasks(dataset, instance_ids=[instance]).get(instance)
         problems = validate_bundle(bundle, task)
@@ -88,8 +90,6 @@ def check(
 def _check_oracle(
     dataset: str, sources: Optional[Path], out: Optional[Path], min_rate: Optional[float], as_json: bool
 ) -> None:
-    from execcritic.harness.oracle.check import check_official, load_rows, summarize
-    from execcritic.harness.oracle.outlines import outline_reader
 
     with guarded(as_json):
         tasks, bad, sha = load_rows(dataset)

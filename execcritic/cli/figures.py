@@ -9,6 +9,7 @@ import typer
 
 from execcritic.cli.common import JSON_OPTION, emit_json, guarded
 from execcritic.errors import InputError
+from execcritic.figures import build_all
 
 
 def register(app: typer.Typer) -> None:
@@ -21,7 +22,6 @@ def register(app: typer.Typer) -> None:
                     help="ARTIFACT=RUN_ID: show this run instead of the latest complete one (repeatable)")] = None,
                 as_json: bool = JSON_OPTION) -> None:
         """Every table as Markdown + LaTeX, Figures 5 and 6 as PNG + PDF; same inputs, same bytes."""
-        from execcritic.figures import build_all
 
         with guarded(as_json):
             pins = {}

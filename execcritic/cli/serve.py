@@ -109,7 +109,7 @@ def local_cmd(port: int = typer.Option(None, help="Loopback port (default: a fre
               print_only: bool = PRINT_OPTION,
               as_json: bool = JSON_OPTION) -> None:
     """Embedded CPU model (SmolLM2-135M-Instruct via `transformers serve`), until Ctrl-C."""
-    from execcritic.agents.models.local_server import LocalModelServer
+    from execcritic.agents.models.local_server import LocalModelServer  # lazy: imports torch (cpu-model extra)
 
     with guarded(as_json):
         server = LocalModelServer(port=port, threads=threads, log_path=log, startup_timeout_s=startup_timeout)

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+
 import typer
 from rich.console import Console
 from rich.table import Table
+from tqdm import tqdm
 
 from execcritic.cli.common import JSON_OPTION, emit_json, guarded, protocol_options
 from execcritic.config import ProtocolConfig
+from execcritic.errors import InputError
+from execcritic.evaluation.official import evaluate_official
+from execcritic.evaluation.qualify import SUPPORTED_REPOS, run_pipeline
 from execcritic.tasks import load_tasks
+from execcritic.tasks.sdist import DATASET_ENV, load_verified_sdist, verified_source
+from execcritic.tasks.sdist.build import build_env, cache_root
+from execcritic.tasks.sdist.recipe import RECIPE_PATH, load_recipe
 from execcritic.tasks.stats import task_stats
 
 app = typer.Typer(no_args_is_help=True, help="Task sets: load, list and summarize SWE-bench-style rows.")
@@ -43,12 +54,10 @@ def list_tasks(task_set: str = typer.Argument("verified-sdist", help="a suite ta
                recipe: str = typer.Option(None, help="another recipe file (default: the committed one)"),
                as_json: bool = JSON_OPTION) -> None:
     """The qualified instances of a suite task set, from its committed recipe (builds nothing)."""
-    from execcritic.errors import InputError
 
     with guarded(as_json):
         if task_set != "verified-sdist":
             raise InputError(f"unknown suite task set {task_set!r}; known: verified-sdist", field="task_set")
-        from execcritic.tasks.sdist.recipe import load_recipe
 
         rows = load_recipe(recipe).listing()
     if as_json:
@@ -85,13 +94,7 @@ def build_sdist(instance: list[str] = typer.Option(None, "--instance", help="onl
 
     Idempotent: an environment whose env.json matches the recipe is reused untouched.
     """
-    import os
-    import time
-    from pathlib import Path
 
-    from execcritic.tasks.sdist import DATASET_ENV, load_verified_sdist, verified_source
-    from execcritic.tasks.sdist.build import build_env, cache_root
-    from execcritic.tasks.sdist.recipe import RECIPE_PATH, load_recipe
 
     def log(message: str) -> None:
         typer.echo(message, err=True)
@@ -100,8 +103,6 @@ def build_sdist(instance: list[str] = typer.Option(None, "--instance", help="onl
         if dataset:
             os.environ[DATASET_ENV] = dataset
         if reselect:
-            from execcritic.tasks import load_tasks
-            from execcritic.evaluation.qualify import SUPPORTED_REPOS, run_pipeline
 
             rows = load_tasks(verified_source(dataset))
             repos = set(repo or SUPPORTED_REPOS)
@@ -119,7 +120,6 @@ def build_sdist(instance: list[str] = typer.Option(None, "--instance", help="onl
                   and (not repo or i.repo in repo)]
         keys = sorted({i.env for i in wanted})
         out = {"cache": str(cache_root()), "envs": {}, "verified": {}}
-        from tqdm import tqdm
 
         for key in tqdm(keys, desc="environments", unit="env", disable=as_json or len(keys) < 2):
             t0 = time.monotonic()
@@ -128,7 +128,6 @@ def build_sdist(instance: list[str] = typer.Option(None, "--instance", help="onl
                                 "build_seconds": built.record.get("build_seconds")}
             log(f"env {key}: ready ({out['envs'][key]['seconds']}s)")
         if verify and wanted:
-            from execcritic.evaluation.official import evaluate_official
 
             for task in load_verified_sdist(instance_ids=[i.instance_id for i in wanted]):
                 gold = evaluate_official(task, task.patch, harness=protocol.harness)

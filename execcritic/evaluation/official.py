@@ -137,7 +137,7 @@ def local_eval_script(task: Task, *, base_commit: str, upstream_base: str | None
 
 def test_spec_for(task: Task, f2p: list[str] | None = None, p2p: list[str] | None = None):
     """swebench's TestSpec for grading (its eval_script_list is unused by grading)."""
-    from swebench.types import TestSpec
+    from swebench.types import TestSpec  # lazy: swebench's Docker harness
 
     return TestSpec(instance_id=task.instance_id, image=task.image, eval_script_list=[], repo=task.repo,
                     version=task.version, FAIL_TO_PASS=list(task.fail_to_pass if f2p is None else f2p),
@@ -308,10 +308,10 @@ def evaluate_docker(task: Task, patch: str, env: TaskEnvironment, *, harness: Ha
     """swebench's own harness, unchanged: `run_instance` with the row's eval_script in the row's image."""
     t0 = time.monotonic()
     try:
-        import docker
-        from swebench.harness import run_evaluation as rev  # the real package: this path needs docker
-        from swebench.harness.constants import LOG_REPORT, LOG_TEST_OUTPUT, RUN_EVALUATION_LOG_DIR
-        from swebench.harness.utils import make_test_spec
+        import docker  # lazy: docker SDK
+        from swebench.harness import run_evaluation as rev  # lazy: swebench's Docker harness (needs docker)
+        from swebench.harness.constants import LOG_REPORT, LOG_TEST_OUTPUT, RUN_EVALUATION_LOG_DIR  # lazy: swebench's Docker harness
+        from swebench.harness.utils import make_test_spec  # lazy: swebench's Docker harness
     except ImportError as exc:
         return invalid(task, f"the Docker path needs swebench's harness and the docker SDK: {exc}",
                        backend="docker")

@@ -15,16 +15,35 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
+import hashlib
 import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from tqdm import tqdm
+
 from execcritic.config import PAPER, HarnessConfig
+from execcritic.errors import ExecCriticError
 from execcritic.evaluation.official import OfficialResult, evaluate_local, grade_log
+from execcritic.results.manifest import build_manifest
 from execcritic.sandbox.base import Limits
+from execcritic.swebench_compat import grading
+from execcritic.tasks.environment import TaskEnvironment
 from execcritic.tasks.model import Task
+from execcritic.tasks.sdist import rebase_task
+from execcritic.tasks.sdist.build import (
+    BuildError,
+    base_checkout,
+    build_env,
+    era_cutoff,
+    patch_applies,
+    read_requirements,
+)
+from execcritic.tasks.sdist.recipe import EnvRecipe, InstanceRecipe, Recipe, load_recipe, recipe_to_dict
+from execcritic.tasks.sdist.select import PYPI_PROJECT, fetch_releases, releases_before
+from execcritic.tasks.sdist.specs import SPEC_SOURCE, load_specs
 
 PASSING = ("PASSED", "XFAIL")
 BEHAVIORAL_ERROR_PARSERS = {"parse_log_django", "parse_log_sympy"}  # ERROR = the test body raised
@@ -48,7 +67,6 @@ class Decision:
 
 
 def _status(sm: dict[str, str], node: str) -> str | None:
-    from execcritic.swebench_compat import grading
 
     key = grading()._resolve_case(node, sm)
     return None if key is None else sm[key]
@@ -162,7 +180,6 @@ class Candidate:
 
 
 def env_key_for(project: str, version: str, python: str, spec: dict) -> str:
-    import hashlib
 
     h = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:8]
     return f"{project.lower()}-{version}-py{python}-{h}"
@@ -170,8 +187,6 @@ def env_key_for(project: str, version: str, python: str, spec: dict) -> str:
 
 def select_releases(tasks: Sequence[Task], root: Path, *, max_tries: int = 3, jobs: int = 3,
                     log: Callable[[str], None] = print, order: str = "version") -> list[Candidate]:
-    from execcritic.tasks.sdist.build import base_checkout, patch_applies
-    from execcritic.tasks.sdist.select import PYPI_PROJECT, fetch_releases, releases_before
 
     cands = [Candidate(t) for t in tasks]
     plans: dict[str, list] = {}
@@ -186,7 +201,6 @@ def select_releases(tasks: Sequence[Task], root: Path, *, max_tries: int = 3, jo
         for r in plans[c.task.instance_id]:
             needed[(r.project, r.version)] = r
     log(f"selection: {len(cands)} candidates, {len(needed)} releases to unpack")
-    from tqdm import tqdm
 
     bases: dict[tuple[str, str], tuple[Path, str]] = {}
     with cf.ThreadPoolExecutor(jobs) as ex:
@@ -214,9 +228,6 @@ def select_releases(tasks: Sequence[Task], root: Path, *, max_tries: int = 3, jo
 
 def plan_envs(cands: Sequence[Candidate], root: Path, *, cutoff: str = "release") -> dict[str, Any]:
     """Group applicable candidates into EnvRecipes (one per release x interpreter x spec)."""
-    from execcritic.tasks.sdist.build import base_checkout, era_cutoff, read_requirements
-    from execcritic.tasks.sdist.recipe import EnvRecipe
-    from execcritic.tasks.sdist.specs import load_specs
 
     specs = load_specs(str(root))
     envs: dict[str, EnvRecipe] = {}
@@ -254,11 +265,6 @@ def plan_envs(cands: Sequence[Candidate], root: Path, *, cutoff: str = "release"
 def run_pipeline(tasks: Sequence[Task], *, root: Path, results_dir: Path, recipe_out: Path | None,
                  max_tries: int = 3, jobs: int = 1, harness: HarnessConfig = PAPER.harness, dataset_manifest: dict | None = None,
                  log: Callable[[str], None] = print, merge: bool = True, order: str = "version") -> dict[str, Any]:
-    from execcritic.errors import ExecCriticError
-    from execcritic.tasks.environment import TaskEnvironment
-    from execcritic.tasks.sdist import rebase_task
-    from execcritic.tasks.sdist.build import BuildError, build_env
-    from execcritic.tasks.sdist.recipe import InstanceRecipe, Recipe, recipe_to_dict
 
     t_start = time.monotonic()
     results_dir.mkdir(parents=True, exist_ok=True)
@@ -315,7 +321,6 @@ def run_pipeline(tasks: Sequence[Task], *, root: Path, results_dir: Path, recipe
                                 c.decision.p2p_excluded) for c in kept]
         env_map = {c.env_key: built[c.env_key][1] for c in kept}
         if merge and recipe_out.exists():  # keep what earlier runs qualified for other instances
-            from execcritic.tasks.sdist.recipe import load_recipe
 
             old = load_recipe(recipe_out)
             for inst in old.instances:
@@ -336,7 +341,6 @@ def _previous_rows(results_dir: Path, exclude: set[str]) -> list[dict]:
 
 
 def recipe_notes() -> dict[str, Any]:
-    from execcritic.tasks.sdist.specs import SPEC_SOURCE
 
     return {
         "selection": "latest PyPI release (pre-releases included) uploaded before the instance's created_at whose "
@@ -410,7 +414,6 @@ def write_results(results_dir: Path, cands: Sequence[Candidate], summary: dict, 
         for row in rows:
             fh.write(json.dumps(row) + "\n")
     (results_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    from execcritic.results.manifest import build_manifest
 
     manifest = build_manifest(datasets=[dataset], extra={"files": ["instances.jsonl", "summary.json"],
                                                          "notes": recipe_notes()})
@@ -444,7 +447,6 @@ def summarize_rows(rows: Sequence[dict], *, envs: dict | None = None) -> dict[st
 def merge_runs(results_dir: Path, other_dir: Path, recipe_path: Path, other_recipe: Path) -> dict[str, Any]:
     """Fold a separate run (its results dir and recipe) into the main ones; the other run wins on
     instances both contain. Used when batches of repos are qualified as separate processes."""
-    from execcritic.tasks.sdist.recipe import load_recipe, recipe_to_dict
 
     def rows(d: Path) -> dict[str, dict]:
         p = d / "instances.jsonl"

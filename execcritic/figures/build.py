@@ -89,7 +89,7 @@ def _training_section(runs: list[Run]) -> str:
 def build_all(results: str | Path = "results", out: str | Path = "paper_figures", *,
               reported_path: str | Path | None = None, runs: Mapping[str, str] | None = None) -> BuildReport:
     """Regenerate every table and figure. `runs` pins an artifact to a run_id (default: latest complete)."""
-    from execcritic.figures.plots import figure5, figure6, save
+    from execcritic.figures.plots import figure5, figure6, save  # lazy: imports matplotlib
 
     results, out = Path(results), Path(out)
     reported_path = Path(reported_path) if reported_path else results / "paper" / "reported_numbers.json"

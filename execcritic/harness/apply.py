@@ -14,6 +14,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from execcritic.config import PAPER
 from execcritic.errors import SandboxError
 from execcritic.hashing import text_sha256
 from execcritic.sandbox.base import Sandbox
@@ -62,7 +63,7 @@ def sha256(text: str | None) -> str:
 
 
 def apply_patch(sandbox: Sandbox, patch: str, *, name: str, ladder: Ladder, timeout: float,
-                diag_chars: int = 12_000) -> ApplyResult:
+                diag_chars: int = PAPER.repair.apply_diagnostics_chars) -> ApplyResult:
     """Apply `patch` at /testbed by `ladder`. Raises SandboxError only if the sandbox itself fails (or an
     attempt outlives `timeout`)."""
     path = f"{PATCH_DIR}/{name}.patch"

@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from execcritic.harness.execution import FailureKind, NodeResult, Verdict
 from execcritic.bundle.nodes import Node, Outcome
+from execcritic.harness.execution import FailureKind, NodeResult, Verdict
 from execcritic.runners.base import Runner
 from execcritic.sandbox.base import CommandResult
 

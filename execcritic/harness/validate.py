@@ -20,13 +20,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from execcritic.bundle.added import AddedTest, added_tests
+from execcritic.bundle.command import parse_command
 from execcritic.bundle.diff import parse_patch
 from execcritic.bundle.gates import test_patch_problems
-from execcritic.bundle.command import parse_command
+from execcritic.bundle.languages import python as py
 from execcritic.bundle.model import TestBundle, parse_contract
+from execcritic.bundle.nodes import Node
 from execcritic.bundle.problems import CONTRACT, TEST_COMMAND, TEST_PATCH, Problem
 from execcritic.config import PAPER, HarnessConfig
-from execcritic.bundle.nodes import Node
 from execcritic.runners.base import Runner
 from execcritic.runners.registry import runner_for_command, runner_for_task
 
@@ -257,7 +258,6 @@ def known_tests(
 ) -> dict[str, set[str]]:
     """Test names visible per file: from the Base file when a reader is given, plus the patch's
     post-image (added and context lines)."""
-    from execcritic.bundle.languages import python as py
 
     out: dict[str, set[str]] = {}
     parsed = parse_patch(test_patch) if test_patch and test_patch.strip() else None

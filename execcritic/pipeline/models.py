@@ -57,7 +57,7 @@ def make_model(spec: str, *, task: Task, role: str, run_index: int = 0, sampling
         return fn(task, role, run_index)
     for prefix, mode in (("openai-text:", "text"), ("openai:", "tools")):
         if spec.startswith(prefix):
-            from execcritic.agents.models.openai_model import OpenAIChatModel
+            from execcritic.agents.models.openai_model import OpenAIChatModel  # lazy: imports openai (serve extra)
 
             base, model, options = _split(spec[len(prefix):])
             if "max_tokens" in options:
@@ -93,7 +93,7 @@ def served_specs(*specs: str | None) -> Iterator[list[str | None]]:
     if "local" not in specs:
         yield list(specs)
         return
-    from execcritic.agents.models.local_server import LocalModelServer
+    from execcritic.agents.models.local_server import LocalModelServer  # lazy: imports torch (cpu-model extra)
 
     with LocalModelServer() as server:
         url = f"http://{server.host}:{server.port}/v1"

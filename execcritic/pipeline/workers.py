@@ -94,7 +94,7 @@ def run_units(units: Sequence[Unit], fn: Callable[[Any], dict[str, Any]], *, sto
 
 def _run_ray(todo: Sequence[Unit], fn, workers: int, finish, bar, address: str | None) -> None:
     """Scale-out path: one Ray task per unit, at most `workers` in flight; results come back to the driver."""
-    import ray
+    import ray  # lazy: ray extra
 
     if not ray.is_initialized():
         ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)

@@ -25,6 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from execcritic.errors import InputError
+
 DTYPES = ("str", "int", "float", "bool", "binary")
 
 
@@ -314,7 +316,6 @@ def schema(artifact: str) -> ArtifactSchema:
     try:
         return SCHEMAS[artifact]
     except KeyError:
-        from execcritic.errors import InputError
 
         raise InputError(f"unknown artifact {artifact!r}; known: {', '.join(SCHEMAS)}", field="artifact") from None
 

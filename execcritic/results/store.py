@@ -5,7 +5,7 @@ A run directory holds
                    run_id, preset, models/endpoints per role, instances (the denominator), runs,
                    sessions with start/end, wall seconds, token counts and cost when known, status
   records.jsonl    one JSON object per instance x condition x run (training: metrics.jsonl, one per step),
-                   append-only and fsynced (pipeline.records.RecordStore): a killed run resumes where it stopped
+                   append-only and fsynced (results.records.RecordStore): a killed run resumes where it stopped
   summary.csv      per condition x metric: value (%), bootstrap CI, n, invalid/missing counts (stats.summarize)
   deltas.csv       the artifact's paired contrasts (stats.contrasts)
   *.csv            any further per-artifact tables (RunWriter.write_table)
@@ -34,9 +34,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from execcritic.config import PAPER
 from execcritic.errors import InputError
-from execcritic.pipeline.records import RecordStore, unit_key
+from execcritic.results.records import RecordStore, unit_key
 from execcritic.results import stats
+from execcritic.results.manifest import build_manifest
 from execcritic.results.schemas import (
     CURVE_SUMMARY_COLUMNS,
     DELTA_COLUMNS,
@@ -372,8 +374,6 @@ def new_run(artifact: str, preset: str, *, run_id: str | None = None, root: str 
         while (base / artifact / run_id).exists():
             n += 1
             run_id = f"{stem}-{n}"
-    from execcritic.config import PAPER
-    from execcritic.results.manifest import build_manifest
 
     m = build_manifest(command=command, config=config or PAPER, datasets=datasets, model=dict(models or {}),
                        seeds=seeds, extra=dict(extra or {}))

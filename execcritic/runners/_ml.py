@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from execcritic.bundle.command import ParsedCommand, parse_command
-from execcritic.bundle.problems import TEST_COMMAND, Problem
+from execcritic.bundle.diff import parse_patch
 from execcritic.bundle.languages._describe import walk_up
+from execcritic.bundle.problems import TEST_COMMAND, Problem
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
@@ -380,7 +381,6 @@ def test_patch_files(task: Task | None) -> list[tuple[str, list[str], list[str]]
     """(path, added lines, context+added lines) for every file of the row's test_patch."""
     if task is None or not task.test_patch:
         return []
-    from execcritic.bundle.diff import parse_patch
 
     out = []
     for fd in parse_patch(task.test_patch).files:
@@ -441,7 +441,6 @@ def recover_chains(
     """
     if task is None or not task.test_patch:
         return []
-    from execcritic.bundle.diff import parse_patch
 
     hits: list[ChainHit] = []
     for fd in parse_patch(task.test_patch).files:

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from execcritic.bundle.command import ParsedCommand
-from execcritic.runners import _ml
 from execcritic.bundle.nodes import Node, Selection, Selector
+from execcritic.runners import _ml
 from execcritic.runners.base import Runner
 
 if TYPE_CHECKING:  # pragma: no cover

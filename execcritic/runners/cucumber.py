@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from execcritic.bundle.command import ParsedCommand
-from execcritic.swebench_compat import parser_for
+from execcritic.bundle.nodes import Node, Selection, Selector
 from execcritic.runners import _ml
 from execcritic.runners._ml import OK, OKV, Opt, reject
-from execcritic.bundle.nodes import Node, Selection, Selector
 from execcritic.runners.base import Runner
 from execcritic.runners.rspec import ruby_tool_args
+from execcritic.swebench_compat import parser_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task

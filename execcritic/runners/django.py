@@ -24,11 +24,12 @@ import shlex
 from typing import TYPE_CHECKING, Sequence
 
 from execcritic.bundle.command import ParsedCommand
+from execcritic.bundle.nodes import Node, Outcome, Selection, Selector
 from execcritic.bundle.problems import TEST_COMMAND, Problem
 from execcritic.runners._python import is_python, python_main
-from execcritic.bundle.nodes import Node, Outcome, Selection, Selector
 from execcritic.runners.base import Runner
 from execcritic.runners.pytest import official_test_line
+from execcritic.swebench_compat import parser_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
@@ -340,7 +341,6 @@ class DjangoRunner(Runner):
         subtests), read from the lines (`verbose_results`). Where the two disagree on a real id, the
         line-level reading wins: swebench's map keys a docstring test by its docstring line, so two
         tests sharing that line share one status there."""
-        from execcritic.swebench_compat import parser_for
 
         results = dict(parser_for(parser or self.log_parser)(log))
         results.update(verbose_results(log))

@@ -25,9 +25,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from execcritic.bundle.command import ParsedCommand
+from execcritic.bundle.nodes import Node, Selection, Selector
 from execcritic.runners import _ml
 from execcritic.runners._ml import OK, OKV, Opt, reject
-from execcritic.bundle.nodes import Node, Selection, Selector
 from execcritic.runners.base import Runner
 from execcritic.runners.maven import class_matches, java_class_of, result_for_java, split_java_id
 

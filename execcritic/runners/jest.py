@@ -31,12 +31,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from execcritic.bundle.command import ParsedCommand
+from execcritic.bundle.languages._describe import JS_GROUP, JS_LEAF, js_unquote
+from execcritic.bundle.nodes import Node, Selection, Selector
 from execcritic.errors import InputError
 from execcritic.runners import _js, _ml
 from execcritic.runners._ml import OK, OKV, Opt, reject
-from execcritic.bundle.nodes import Node, Selection, Selector
 from execcritic.runners.base import Runner
-from execcritic.bundle.languages._describe import JS_GROUP, JS_LEAF, js_unquote
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from execcritic.bundle.command import ParsedCommand
-from execcritic.runners import _js, _ml
 from execcritic.bundle.nodes import Node, Selection, Selector
+from execcritic.runners import _js, _ml
 from execcritic.runners.base import Runner
 from execcritic.runners.jest import split_chain
 

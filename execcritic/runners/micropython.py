@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from execcritic.bundle.command import ParsedCommand
+from execcritic.bundle.nodes import Node, Selection, Selector
 from execcritic.runners import _ml
 from execcritic.runners._ml import OK, OKV, Opt, reject
-from execcritic.bundle.nodes import Node, Selection, Selector
 from execcritic.runners.base import Runner
 
 if TYPE_CHECKING:  # pragma: no cover

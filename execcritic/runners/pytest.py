@@ -22,10 +22,11 @@ import shlex
 from typing import TYPE_CHECKING, Sequence
 
 from execcritic.bundle.command import ParsedCommand
+from execcritic.bundle.nodes import Node, Selection, Selector
 from execcritic.bundle.problems import TEST_COMMAND, Problem
 from execcritic.runners._python import python_main
-from execcritic.bundle.nodes import Node, Selection, Selector
 from execcritic.runners.base import Runner
+from execcritic.swebench_compat import parser_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
@@ -497,7 +498,6 @@ class PytestRunner(Runner):
     def parse_results(self, log: str, parser: str | None = None) -> dict[str, str]:
         """Per-node statuses. `parser` is the task's swebench log parser (its `log_parser`); by default
         pytest_v2, which keeps parameter ids that contain spaces whole."""
-        from execcritic.swebench_compat import parser_for
 
         return parser_for(parser or self.log_parser)(log)
 

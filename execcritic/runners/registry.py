@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from execcritic.bundle.command import ParsedCommand
-from execcritic.runners.base import Runner
 from execcritic.runners.ant import AntRunner
 from execcritic.runners.automake import AutomakeRunner
+from execcritic.runners.base import Runner
 from execcritic.runners.cargo import CargoRunner
 from execcritic.runners.ctest import CTestRunner
 from execcritic.runners.cucumber import CucumberRunner

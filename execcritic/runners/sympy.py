@@ -21,11 +21,12 @@ import shlex
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from execcritic.bundle.command import ParsedCommand
+from execcritic.bundle.nodes import Node, Outcome, Selection, Selector
 from execcritic.bundle.problems import TEST_COMMAND, Problem
 from execcritic.runners._python import is_python, python_main
-from execcritic.bundle.nodes import Node, Outcome, Selection, Selector
 from execcritic.runners.base import Runner
 from execcritic.runners.pytest import norm_path, official_test_line
+from execcritic.swebench_compat import parser_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
@@ -296,7 +297,6 @@ class SympyRunner(Runner):
         """swebench's SymPy parser, plus the last test of each file: bin/test prints the file's
         `[OK]`/`[FAIL]` on that test's line (`test_x ok     [OK]`), which the parser's
         `endswith(" ok")` misses - a declared node there would look absent."""
-        from execcritic.swebench_compat import parser_for
 
         results = dict(parser_for(parser or self.log_parser)(log))
         status = {"ok": "PASSED", "F": "FAILED", "E": "ERROR"}

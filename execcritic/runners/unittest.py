@@ -17,9 +17,9 @@ import shlex
 from typing import TYPE_CHECKING, Sequence
 
 from execcritic.bundle.command import ParsedCommand
+from execcritic.bundle.nodes import Node, Outcome, Selection, Selector
 from execcritic.bundle.problems import TEST_COMMAND, Problem
 from execcritic.runners._python import python_main
-from execcritic.bundle.nodes import Node, Outcome, Selection, Selector
 from execcritic.runners.base import Runner
 from execcritic.runners.django import DjangoRunner
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from execcritic.errors import InputError
+from execcritic.sandbox import docker, local
 from execcritic.sandbox.base import MAX_OUTPUT_BYTES, WORKDIR, CommandResult, Sandbox
 from execcritic.sandbox.capture import OutputCapture
+from execcritic.sandbox.local import LocalSandbox
 from execcritic.sandbox.snapshot import TreeSnapshot
 
 BACKENDS = ("local", "docker")
@@ -24,14 +27,12 @@ def open_sandbox(backend: str, **kwargs: Any) -> Sandbox:
     docker: open_sandbox("docker", image="swebench/sweb.eval....", client=..., memory_mb=...)
     """
     if backend == "local":
-        from execcritic.sandbox.local import LocalSandbox
 
         return LocalSandbox(**kwargs)
     if backend == "docker":
-        from execcritic.sandbox.docker import DockerSandbox
+        from execcritic.sandbox.docker import DockerSandbox  # lazy: imports the docker SDK
 
         return DockerSandbox(**kwargs)
-    from execcritic.errors import InputError
 
     raise InputError(f"unknown sandbox backend {backend!r}; choose one of {', '.join(BACKENDS)}",
                      field="backend")
@@ -40,11 +41,9 @@ def open_sandbox(backend: str, **kwargs: Any) -> Sandbox:
 def __getattr__(name: str):
     # lazy re-exports, so `import execcritic.sandbox` stays cheap
     if name == "LocalSandbox":
-        from execcritic.sandbox import local
 
         return getattr(local, name)
     if name in ("DockerSandbox", "OFFICIAL_ACTIVATE"):
-        from execcritic.sandbox import docker
 
         return getattr(docker, name)
     raise AttributeError(name)

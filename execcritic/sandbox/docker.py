@@ -41,7 +41,7 @@ import uuid
 from collections.abc import Mapping
 
 from execcritic.errors import EnvironmentMissing, SandboxError
-from execcritic.sandbox.base import Limits, WORKDIR, CommandResult, Sandbox
+from execcritic.sandbox.base import WORKDIR, CommandResult, Limits, Sandbox
 from execcritic.sandbox.capture import OutputCapture
 
 OFFICIAL_ACTIVATE = "source /opt/miniconda3/bin/activate && conda activate testbed"
@@ -168,8 +168,8 @@ _RESET_RE = re.compile(r"EXECCRITIC-RESET t=(\d+\.\d+) removed=(\d+) restored=(\
 
 
 def _docker_errors():
-    import docker
-    import requests
+    import docker  # lazy: docker SDK
+    import requests  # lazy: docker SDK
 
     return docker.errors, requests.exceptions
 
@@ -219,7 +219,7 @@ class DockerSandbox(Sandbox):
         self._rootfs_baseline: frozenset | None = None
         self._upperdir = ""
         if client is None:
-            import docker
+            import docker  # lazy: docker SDK
 
             try:
                 client = docker.from_env()
@@ -250,7 +250,7 @@ class DockerSandbox(Sandbox):
         return [f"{self.workdir}:{SNAP}/tree", f"{self.home}:{SNAP}/home"]
 
     def _create(self) -> None:
-        from docker.types import Mount
+        from docker.types import Mount  # lazy: docker SDK
 
         errors, req_errors = _docker_errors()
         t0 = time.monotonic()
@@ -296,7 +296,7 @@ class DockerSandbox(Sandbox):
         return f"execcritic-{self._sid}-{role}"
 
     def _start_container(self) -> None:
-        from docker.types import Mount
+        from docker.types import Mount  # lazy: docker SDK
 
         errors, req_errors = _docker_errors()
         kwargs = {

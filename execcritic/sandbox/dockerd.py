@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import platformdirs
+
 from execcritic.errors import EnvironmentMissing, SandboxError
 
 DOCKERD_FLAGS = (
@@ -37,7 +39,6 @@ def default_root() -> Path:
     env = os.environ.get("EXECCRITIC_DOCKERD_ROOT")
     if env:
         return Path(env)
-    import platformdirs
 
     return Path(platformdirs.user_cache_dir("execcritic")) / "dockerd"
 
@@ -78,7 +79,7 @@ class PrivateDockerd:
 
     def client(self, timeout: int = 120):
         """A new `docker.DockerClient` on this daemon's socket."""
-        import docker
+        import docker  # lazy: docker SDK
 
         c = docker.DockerClient(base_url=self.base_url, timeout=timeout)
         self._clients.append(c)
@@ -105,7 +106,7 @@ class PrivateDockerd:
 def _ping(socket: Path, timeout: float = 3.0) -> bool:
     if not socket.exists():
         return False
-    import docker
+    import docker  # lazy: docker SDK
 
     try:
         c = docker.DockerClient(base_url=f"unix://{socket}", timeout=timeout)
@@ -205,7 +206,7 @@ def _tail(path: Path, n: int = 3000) -> str:
 def connect(base_url: str | None = None, *, start: bool = True, root: Path | None = None):
     """A docker client: DOCKER_HOST / `base_url` if it answers, else our private daemon (started if
     `start`). Returns (client, PrivateDockerd | None)."""
-    import docker
+    import docker  # lazy: docker SDK
 
     url = base_url or os.environ.get("DOCKER_HOST")
     if url:

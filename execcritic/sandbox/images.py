@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import platformdirs
+
 from execcritic.errors import EnvironmentMissing, SandboxError
 
 BASE_IMAGE = "execcritic/test-base:bookworm"
@@ -37,7 +39,6 @@ def _stderr_progress(msg: str) -> None:
 
 
 def cache_dir() -> Path:
-    import platformdirs
 
     return Path(os.environ.get("EXECCRITIC_IMAGE_CACHE") or
                 Path(platformdirs.user_cache_dir("execcritic")) / "images")
@@ -98,7 +99,7 @@ def ensure_rootfs(*, suite: str = SUITE, packages: tuple[str, ...] = PACKAGES, m
 
 
 def image_exists(client, tag: str) -> bool:
-    import docker
+    import docker  # lazy: docker SDK
 
     try:
         client.images.get(tag)
@@ -177,7 +178,7 @@ def build_task_image(client, checkout: Path, tag: str, *, base: str = BASE_IMAGE
 
     Reused when an image `tag` exists with the same source digest label; rebuilt otherwise.
     """
-    import docker
+    import docker  # lazy: docker SDK
 
     checkout = Path(checkout)
     if not checkout.is_dir():

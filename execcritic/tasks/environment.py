@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from execcritic.errors import EnvironmentMissing
 from execcritic.sandbox.base import Limits, Sandbox
+from execcritic.sandbox.local import LocalSandbox
+from execcritic.tasks.sdist.build import env_dir
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
@@ -42,7 +44,7 @@ class TaskEnvironment:
         the docker SDK is a heavy optional dependency."""
         opts["limits"] = limits
         if self.kind == "docker":
-            from execcritic.sandbox.docker import DockerSandbox
+            from execcritic.sandbox.docker import DockerSandbox  # lazy: imports the docker SDK
 
             opts.setdefault("activate", self.activation)
             if self.env:
@@ -53,7 +55,6 @@ class TaskEnvironment:
                                      "`execcritic tasks build-sdist` first")
         if self.venv is not None and not (Path(self.venv) / "bin" / "python").exists():
             raise EnvironmentMissing(f"the task venv {self.venv} is not built; run `execcritic tasks build-sdist`")
-        from execcritic.sandbox.local import LocalSandbox
 
         opts.setdefault("activate", self.activation)
         opts.setdefault("isolated", True)
@@ -87,7 +88,6 @@ def environment_for(task: "Task", *, backend: str | None = None, root: Path | No
     if not sdist:
         raise EnvironmentMissing(f"{task.instance_id} has no local environment: only `verified-sdist` tasks "
                                  "run under the local backend; use the docker backend")
-    from execcritic.tasks.sdist.build import env_dir
 
     d = env_dir(sdist["env"], root)
     return TaskEnvironment(kind="local", checkout=d / "checkout", venv=d / "venv",

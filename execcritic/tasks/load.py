@@ -7,6 +7,7 @@ Every loaded set carries a content hash so result manifests can name exactly wha
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,7 +62,7 @@ class TaskSet:
 def _rows_from_file(path: Path) -> list[dict[str, Any]]:
     suffix = path.suffix.lower()
     if suffix == ".parquet":
-        import pandas as pd
+        import pandas as pd  # lazy: pandas (slow import)
 
         return pd.read_parquet(path).to_dict(orient="records")
     if suffix in (".jsonl", ".ndjson"):
@@ -86,7 +87,7 @@ def _rows_from_file(path: Path) -> list[dict[str, Any]]:
 
 def _rows_from_hub(name: str, split: str) -> list[dict[str, Any]]:
     try:
-        import datasets
+        import datasets  # lazy: HF datasets (slow import)
     except ImportError as exc:  # pragma: no cover - datasets is a core dependency
         raise InputError("loading a hub dataset needs the 'datasets' package", file=name) from exc
     try:
@@ -111,7 +112,6 @@ def load_tasks(source: str, split: str = "test", instance_ids: Sequence[str] | N
     if on_error not in ("raise", "skip"):
         raise ValueError("on_error must be 'raise' or 'skip'")
     if source not in _NAMED_TASK_SETS and source in _BUILTIN_TASK_SETS:
-        import importlib
 
         importlib.import_module(_BUILTIN_TASK_SETS[source])  # registers itself
     if source in _NAMED_TASK_SETS:

@@ -25,6 +25,7 @@ from typing import Any
 
 from execcritic.agents.loop import TRAJECTORY_FORMAT
 from execcritic.agents.models.base import BASH_TOOL
+from execcritic.config import PAPER
 from execcritic.errors import InputError
 from execcritic.tasks.model import Task
 
@@ -227,9 +228,9 @@ class SFTSet:
 
 
 def build_sft_set(generation_jsonl: str | Path, *, reasoning_visible: bool, teacher: str | None = None,
-                  trajectory_root: str | Path | None = None, limit: int | None = None) -> SFTSet:
+                  trajectory_root: str | Path | None = None, limit: int | None = PAPER.sft.trajectories) -> SFTSet:
     """SFT rows from a generation record file, in file order; `limit` keeps the first N admitted (Figure 6a's
-    data-size sweep; Table 7a uses 5,000). Relative trajectory paths resolve against `trajectory_root`
+    data-size sweep; Table 7a's 5,000 by default; None keeps all). Relative trajectory paths resolve against `trajectory_root`
     (default: the current directory, which is where the pipeline writes them from)."""
     root = Path(trajectory_root) if trajectory_root is not None else Path.cwd()
     out = SFTSet()

@@ -135,7 +135,7 @@ def _template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def choose_chat_template(tokenizer) -> tuple[str, str]:
     """(template, source): TRL's prefix-preserving training variant of a known template, else the tokenizer's."""
     try:
-        from trl.chat_template_utils import get_training_chat_template
+        from trl.chat_template_utils import get_training_chat_template  # lazy: train extra
 
         return get_training_chat_template(tokenizer), "trl-training-variant"
     except (ImportError, ValueError):
@@ -362,7 +362,7 @@ class HFPolicy(ChatModel):
                  tools: list[dict[str, Any]] | None = None, chat_template: str | None = None,
                  context_window: int | None = None, logits_processor: LogitsProcessor | None = None,
                  name: str | None = None):
-        import torch
+        import torch  # lazy: train/cpu-model extra
 
         self.model = model
         self.tokenizer = tokenizer
@@ -491,7 +491,7 @@ class HFPolicy(ChatModel):
 
     def _generate(self, prompt_ids: list[int], max_new: int) -> tuple[list[int], list[float], str]:
         """Sample up to `max_new` tokens with a KV cache; (ids, logprobs, finish_reason)."""
-        import torch
+        import torch  # lazy: train/cpu-model extra
 
         temperature = 1.0 if self.sampling.temperature is None else float(self.sampling.temperature)
         top_p = 1.0 if self.sampling.top_p is None else float(self.sampling.top_p)
@@ -527,14 +527,14 @@ class HFPolicy(ChatModel):
 
     def _new_cache(self):
         try:
-            from transformers import DynamicCache
+            from transformers import DynamicCache  # lazy: train/cpu-model extra
 
             return DynamicCache(config=self.model.config)
         except (ImportError, TypeError):
             return None
 
     def _sample(self, scores, temperature: float, top_p: float, top_k: int | None) -> int:
-        import torch
+        import torch  # lazy: train/cpu-model extra
 
         if temperature <= 0:
             return int(torch.argmax(scores))

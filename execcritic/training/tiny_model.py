@@ -26,6 +26,7 @@ import sys
 import sysconfig
 import tempfile
 from dataclasses import asdict, dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +97,7 @@ def corpus_digest(files: list[Path] | None = None) -> str:
 
 def chat_template_text(name: str) -> str:
     """A chat template shipped in the TRL wheel, by file stem (e.g. `qwen3_5_nothink`)."""
-    import trl.chat_template_utils as ctu
+    import trl.chat_template_utils as ctu  # lazy: train extra
 
     path = Path(ctu.__file__).parent / "chat_templates" / f"{name}.jinja"
     if not path.is_file():
@@ -105,7 +106,6 @@ def chat_template_text(name: str) -> str:
 
 
 def _version(pkg: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
 
     try:
         return version(pkg)
@@ -124,8 +124,8 @@ def cache_key(recipe: TinyRecipe) -> str:
 
 def build_tokenizer(recipe: TinyRecipe):
     """Byte-level BPE trained on the stdlib corpus, wrapped as a fast tokenizer with the Qwen3.5 template."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers  # lazy: train extra
+    from transformers import PreTrainedTokenizerFast  # lazy: train/cpu-model extra
 
     files = corpus_files()
     texts = [f.read_text(encoding="utf-8", errors="replace") for f in files]
@@ -144,9 +144,9 @@ def build_tokenizer(recipe: TinyRecipe):
 
 def build_model(recipe: TinyRecipe, tokenizer):
     """Random-init `Qwen3_5MoeForCausalLM`; the weights depend only on `recipe.seed` (a private torch RNG)."""
-    import torch
-    from transformers import GenerationConfig
-    from transformers.models.qwen3_5_moe import Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig
+    import torch  # lazy: train/cpu-model extra
+    from transformers import GenerationConfig  # lazy: train/cpu-model extra
+    from transformers.models.qwen3_5_moe import Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig  # lazy: train/cpu-model extra
 
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
     pad = tokenizer.convert_tokens_to_ids("<|endoftext|>")
@@ -191,7 +191,7 @@ def build_tiny_model(dest: Path | str, recipe: TinyRecipe = TinyRecipe()) -> Pat
 
 
 def default_cache_root() -> Path:
-    from execcritic.agents.models.local_server import model_cache_root
+    from execcritic.agents.models.local_server import model_cache_root  # lazy: imports torch (cpu-model extra)
 
     return model_cache_root()
 
@@ -222,7 +222,7 @@ def ensure_tiny_model(cache_root: Path | str | None = None, recipe: TinyRecipe =
 def load_tiny_model(path: Path | str):
     """(model, tokenizer) from a built directory, offline."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # lazy: train/cpu-model extra
 
     tokenizer = AutoTokenizer.from_pretrained(str(path))
     model = AutoModelForCausalLM.from_pretrained(str(path))

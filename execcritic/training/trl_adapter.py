@@ -27,7 +27,8 @@ from transformers import TrainerCallback
 
 from execcritic.agents.loop import Session, Submitted, Trajectory
 from execcritic.agents.models.base import ContextWindowExceeded, ModelError, SamplingConfig, format_error_text
-from execcritic.config import PAPER, GRPOConfig, WorkspaceConfig
+from execcritic.config import PAPER, GRPOConfig, ProtocolConfig, RepairRLConfig, TestRLConfig, WorkspaceConfig
+from execcritic.errors import InputError
 from execcritic.errors import SandboxError
 from execcritic.sandbox.base import Sandbox
 from execcritic.training.policy import HFPolicy, TrajectorySample
@@ -48,29 +49,45 @@ def optimizer_kwargs(grpo: GRPOConfig = PAPER.grpo) -> dict[str, Any]:
 
 
 def _cpu_default() -> bool:
-    import torch
+    import torch  # lazy: train/cpu-model extra
 
     return not torch.cuda.is_available()
 
 
-def grpo_args(output_dir: str, *, grpo: GRPOConfig = PAPER.grpo, sampling: SamplingConfig | None = None,
-              num_generations: int | None = None, per_device_train_batch_size: int | None = None,
-              max_steps: int = 1, loss_type: str = "dapo", lr_scheduler_type: str = "constant", seed: int = 0,
+def rollout_sampling(role: TestRLConfig | RepairRLConfig, protocol: ProtocolConfig = PAPER) -> SamplingConfig:
+    """Rollout sampling of a role (Tables 7c, 8c) with its response budget (Table 7b: 8,192; Table 8a: 6,122)."""
+    max_tokens = (role.max_response_tokens if isinstance(role, RepairRLConfig)
+                  else protocol.test_agent.max_output_tokens)
+    return SamplingConfig.rl_rollout(protocol, max_tokens=max_tokens)
+
+
+# the paper's loss reductions, as TRL names them: "dapo" aggregates per token over the batch, "grpo" is the
+# per-sequence mean
+LOSS_TYPES = {"per-token": "dapo", "per-sequence": "grpo"}
+
+
+def grpo_args(output_dir: str, *, role: TestRLConfig | RepairRLConfig = PAPER.test_rl, grpo: GRPOConfig = PAPER.grpo,
+              sampling: SamplingConfig | None = None, num_generations: int | None = None,
+              per_device_train_batch_size: int | None = None, max_steps: int | None = None, seed: int = 0,
               **overrides: Any):
     """`trl.GRPOConfig` for the paper's GRPO: group-mean advantages without std division, clip 0.2/0.28, KL 0.
 
-    loss_type "dapo" aggregates per token over the batch (Table 8a: per-token loss reduction); "grpo" is the
-    per-sequence mean. The schedule is constant for the Test agent (Table 7b) and cosine for Repair (Table 8a).
-    The TRL temperature must be the rollout temperature: TRL divides the logits by it when it recomputes logps.
+    The role's config gives the steps, the schedule (constant for the Test agent, Table 7b; cosine for Repair,
+    Table 8a), the loss reduction and the save interval. The TRL temperature must be the rollout temperature:
+    TRL divides the logits by it when it recomputes logps.
     """
-    from trl import GRPOConfig as TRLGRPOConfig
+    if role.loss_reduction not in LOSS_TYPES:
+        raise InputError(f"loss_reduction must be one of {sorted(LOSS_TYPES)}, got {role.loss_reduction!r}",
+                         field="loss_reduction")
+    from trl import GRPOConfig as TRLGRPOConfig  # lazy: train extra
 
-    sampling = sampling or SamplingConfig.rl_rollout()
+    sampling = sampling or rollout_sampling(role)
     g = num_generations or grpo.rollouts_per_group
     kwargs: dict[str, Any] = {
         **optimizer_kwargs(grpo),
         "output_dir": output_dir, "num_generations": g, "per_device_train_batch_size": per_device_train_batch_size or g,
-        "max_steps": max_steps, "loss_type": loss_type, "lr_scheduler_type": lr_scheduler_type, "warmup_steps": 0,
+        "max_steps": role.steps if max_steps is None else max_steps, "loss_type": LOSS_TYPES[role.loss_reduction],
+        "lr_scheduler_type": role.lr_schedule, "warmup_steps": 0, "save_steps": role.save_interval,
         "epsilon": grpo.clip_low, "epsilon_high": grpo.clip_high, "beta": grpo.kl_coef,
         "scale_rewards": "group" if grpo.std_normalization else "none",
         "temperature": 1.0 if sampling.temperature is None else sampling.temperature,
@@ -87,7 +104,7 @@ def sft_args(output_dir: str, *, grpo: GRPOConfig = PAPER.grpo, max_steps: int =
 
     The paper does not state SFT optimizer values (Table 7a); the RL actor's Adam betas, weight decay and lr are
     the defaults here, override them explicitly (they are recorded in the trainer's args)."""
-    from trl import SFTConfig
+    from trl import SFTConfig  # lazy: train extra
 
     kwargs: dict[str, Any] = {
         **optimizer_kwargs(grpo), "output_dir": output_dir, "max_steps": max_steps,
@@ -128,8 +145,8 @@ def make_sft_trainer(model, tokenizer, examples: list[dict[str, Any]], output_di
 
     With `assistant_only_loss`, TRL swaps in the `{% generation %}`-tagged training variant of the Qwen3.5
     template, so tool responses, user/system turns and role headers carry label -100."""
-    from datasets import Dataset
-    from trl import SFTTrainer
+    from datasets import Dataset  # lazy: HF datasets (slow import)
+    from trl import SFTTrainer  # lazy: train extra
 
     rows = [e if isinstance(e.get("tools"), str) else sft_example(e["messages"], e.get("tools") or []) for e in examples]
     return SFTTrainer(model=model, args=sft_args(output_dir, **args), train_dataset=Dataset.from_list(rows),
@@ -261,8 +278,8 @@ def make_grpo_trainer(model, tokenizer, rows: list[dict[str, Any]], episode: Epi
                       sampling: SamplingConfig | None = None, seed: int = 0, callbacks: list | None = None,
                       policy_kwargs: dict[str, Any] | None = None, **args: Any):
     """`GRPOTrainer` whose completions are agent-loop episodes (see `RolloutRunner`); returns (trainer, runner)."""
-    from datasets import Dataset
-    from trl import GRPOTrainer
+    from datasets import Dataset  # lazy: HF datasets (slow import)
+    from trl import GRPOTrainer  # lazy: train extra
 
     sampling = sampling or SamplingConfig.rl_rollout()
     runner = RolloutRunner(episode, rows, sampling=sampling, seed=seed, policy_kwargs=policy_kwargs)

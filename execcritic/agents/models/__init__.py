@@ -27,11 +27,11 @@ from execcritic.agents.models.scripted import ScriptedModel
 def __getattr__(name: str):
     # Lazy: keeps `import execcritic.agents.models` free of openai/httpx.
     if name == "OpenAIChatModel":
-        from execcritic.agents.models.openai_model import OpenAIChatModel
+        from execcritic.agents.models.openai_model import OpenAIChatModel  # lazy: imports openai (serve extra)
 
         return OpenAIChatModel
     if name == "LocalModelServer":
-        from execcritic.agents.models.local_server import LocalModelServer
+        from execcritic.agents.models.local_server import LocalModelServer  # lazy: imports torch (cpu-model extra)
 
         return LocalModelServer
     raise AttributeError(name)

@@ -113,9 +113,11 @@ class SamplingConfig:
         return cls(**{"temperature": protocol.repair.temperature, **overrides})
 
     @classmethod
-    def rl_rollout(cls, **overrides: Any) -> SamplingConfig:
+    def rl_rollout(cls, protocol: ProtocolConfig = PAPER, **overrides: Any) -> SamplingConfig:
         """RL rollouts (Tables 7c, 8c): temperature 1.0, top-p 1.0, top-k -1 (disabled)."""
-        return cls(**{"temperature": 1.0, "top_p": 1.0, "top_k": -1, **overrides})
+        g = protocol.grpo
+        return cls(**{"temperature": g.rollout_temperature, "top_p": g.rollout_top_p, "top_k": g.rollout_top_k,
+                      **overrides})
 
 
 @dataclass(frozen=True)

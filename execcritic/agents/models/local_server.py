@@ -28,13 +28,16 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from execcritic.agents.models.base import ModelError, SamplingConfig
+import platformdirs
+
+from execcritic.agents.models.base import FormatError, ModelError, SamplingConfig
 from execcritic.errors import EnvironmentMissing
 from execcritic.hashing import file_sha256
 
@@ -133,7 +136,6 @@ def model_cache_root() -> Path:
     env = os.environ.get("EXECCRITIC_MODEL_CACHE")
     if env:
         return Path(env)
-    import platformdirs
 
     return Path(platformdirs.user_cache_dir("execcritic")) / "models"
 
@@ -183,9 +185,9 @@ def convert_gguf_checkpoint(gguf: Path, out: Path) -> dict[str, Any]:
     """Dequantise `gguf` into an fp32 transformers checkpoint at `out` (runs in the child process)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     started = time.monotonic()
-    import torch
-    import transformers
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
+    import torch  # lazy: train/cpu-model extra
+    import transformers  # lazy: train/cpu-model extra
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM  # lazy: train/cpu-model extra
 
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
@@ -249,7 +251,7 @@ def _die_with_parent() -> None:
     CPU can take minutes; the server holds nothing worth saving. Linux ties this to the thread that
     started the child: start servers from a long-lived thread."""
     try:
-        import ctypes
+        import ctypes  # lazy: ctypes (libc prctl)
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except Exception:  # noqa: BLE001, S110 - best effort; not available off Linux
@@ -308,7 +310,6 @@ class LocalModelServer:
 
     def context_window(self) -> int:
         """The model's context window in tokens (`max_position_embeddings` of its config)."""
-        import json
 
         return int(json.loads((self.model_dir / "config.json").read_text())["max_position_embeddings"])
 
@@ -330,7 +331,6 @@ class LocalModelServer:
         model_dir = self.model_dir
         auto_port = self.port is None
         if self.log_path is None:
-            import tempfile
 
             fd, name = tempfile.mkstemp(prefix="execcritic-model-server-", suffix=".log")
             os.close(fd)
@@ -413,7 +413,7 @@ class LocalModelServer:
 
     def chat_model(self, *, tool_mode: str = "text", sampling: SamplingConfig | None = None, **kwargs: Any):
         """An `OpenAIChatModel` for this server (text mode by default: SmolLM2 rarely emits tool calls)."""
-        from execcritic.agents.models.openai_model import OpenAIChatModel
+        from execcritic.agents.models.openai_model import OpenAIChatModel  # lazy: imports openai (serve extra)
 
         kwargs.setdefault("api_key_env", None)  # the local server needs no key; do not send a real one
         return OpenAIChatModel(self.base_url, self.model_name, tool_mode=tool_mode,
@@ -432,7 +432,6 @@ class LocalModelServer:
 
 def bench(*, threads: int | None = 1, turns: int = 3, max_tokens: int = 16) -> dict[str, Any]:
     """Start the server, time `turns` short greedy completions, report start time, latency and RSS."""
-    from execcritic.agents.models.base import FormatError
 
     with LocalModelServer(threads=threads) as server:
         model = server.chat_model(tool_mode="text", sampling=SamplingConfig(temperature=0.0, max_tokens=max_tokens))

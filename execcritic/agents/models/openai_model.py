@@ -107,7 +107,7 @@ class OpenAIChatModel(ChatModel):
     def _get_client(self):
         if self._client is None:
             try:
-                import openai
+                import openai  # lazy: serve extra
             except ImportError as exc:  # pragma: no cover - depends on the install
                 raise ModelError("the 'openai' package is not installed: pip install 'execcritic[serve]'") from exc
             key = (os.environ.get(self.api_key_env) if self.api_key_env else None) or "EMPTY"
@@ -141,7 +141,7 @@ class OpenAIChatModel(ChatModel):
         return delay
 
     def query(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None) -> ModelResponse:
-        import openai
+        import openai  # lazy: serve extra
 
         client = self._get_client()
         body = self.request_body(messages, tools)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+
 def indent(line: str) -> int:
     ws = line[: len(line) - len(line.lstrip(" \t"))]
     return len(ws.replace("\t", "  "))

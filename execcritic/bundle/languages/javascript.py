@@ -16,8 +16,8 @@ import posixpath
 import re
 
 from execcritic.bundle.languages._common import under_test_dir
-from execcritic.bundle.languages.python import DefInfo
 from execcritic.bundle.languages._describe import JS_GROUP, JS_LEAF, js_unquote, walk_up
+from execcritic.bundle.languages.python import DefInfo
 
 LANGUAGE = "javascript"
 EXTENSIONS = (".js", ".jsx", ".ts", ".tsx", ".mjs", ".cjs", ".mts", ".cts")

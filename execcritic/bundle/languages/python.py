@@ -12,7 +12,6 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-
 LANGUAGE = "python"
 EXTENSIONS = (".py", ".pyi", ".pyx", ".pxd")
 

@@ -13,8 +13,8 @@ import posixpath
 import re
 
 from execcritic.bundle.languages._common import new_names, under_test_dir
-from execcritic.bundle.languages.python import DefInfo
 from execcritic.bundle.languages._describe import RB_GROUP, RB_LEAF, rb_unquote, walk_up
+from execcritic.bundle.languages.python import DefInfo
 
 LANGUAGE = "ruby"
 EXTENSIONS = (".rb",)

@@ -17,6 +17,7 @@ from typing import Sequence
 from execcritic.errors import InputError
 from execcritic.tasks.load import TaskSet, load_tasks, register_task_set
 from execcritic.tasks.model import Task
+from execcritic.tasks.sdist.recipe import load_recipe
 
 NAME = "verified-sdist"
 DEFAULT_DATASET = "SWE-bench/SWE-bench_Verified"
@@ -42,7 +43,6 @@ def rebase_task(task: Task, recipe, inst) -> Task:
 
 def load_verified_sdist(split: str = "test", instance_ids: Sequence[str] | None = None, *,
                         dataset: str | None = None, recipe_path: str | None = None) -> TaskSet:
-    from execcritic.tasks.sdist.recipe import load_recipe
 
     recipe = load_recipe(recipe_path)
     wanted = list(instance_ids) if instance_ids is not None else [i.instance_id for i in recipe.instances]

@@ -16,10 +16,12 @@ reused untouched; a half-built one (no env.json) is removed and rebuilt.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tarfile
@@ -31,9 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+import platformdirs
+from tqdm import tqdm
+
 from execcritic.errors import EnvironmentMissing, ExecCriticError
 from execcritic.hashing import file_sha256
-from execcritic.tasks.sdist.select import Release
+from execcritic.tasks.sdist.select import Release, parse_time
 
 WORKDIR = "/testbed"
 # Fixed identity and dates make the Base commit a pure function of the sdist content.
@@ -53,7 +58,6 @@ def cache_root() -> Path:
     env = os.environ.get("EXECCRITIC_CACHE")
     if env:
         return Path(env).expanduser() / "verified-sdist"
-    import platformdirs
 
     return Path(platformdirs.user_cache_dir("execcritic")) / "verified-sdist"
 
@@ -91,7 +95,6 @@ def download_sdist(release: Release, root: Path | None = None, *, progress: bool
 
 
 def _bar(total: int, desc: str, enabled: bool):
-    from tqdm import tqdm
 
     return tqdm(total=total or None, desc=desc, unit="B", unit_scale=True, disable=not enabled, leave=False)
 
@@ -260,7 +263,7 @@ class StepLog:
 def uv_binary() -> str:
     """uv drives the dependency installs (`--exclude-newer` pins the era). It ships as a PyPI wheel."""
     try:
-        from uv import find_uv_bin  # type: ignore
+        from uv import find_uv_bin  # type: ignore  # lazy: uv binary lookup
 
         return find_uv_bin()
     except Exception:
@@ -308,7 +311,6 @@ PYTHON_RELEASED = {"2.7": "2010-07-03T00:00:00Z", "3.5": "2015-09-13T00:00:00Z",
 
 def era_cutoff(release_upload: str, python: str) -> str:
     """`uv --exclude-newer` date: the release's upload time, but not before the interpreter existed."""
-    from execcritic.tasks.sdist.select import parse_time
 
     floor = PYTHON_RELEASED.get(python)
     if floor and parse_time(floor) > parse_time(release_upload):
@@ -339,7 +341,6 @@ def conda_packages(spec: dict) -> list[str]:
     pkgs = spec.get("packages", "") or ""
     if pkgs in ("requirements.txt", "environment.yml"):
         return []
-    import shlex
 
     return [p for p in shlex.split(pkgs)]
 
@@ -399,7 +400,6 @@ def build_env(env, *, root: Path | None = None, resolve: bool = False, progress:
     resolve=False installs the recipe's lock exactly (reproducible rebuild); resolve=True resolves
     the spec's packages with uv under `--exclude-newer env.exclude_newer` and records the new lock.
     """
-    import dataclasses
 
     root = root or cache_root()
     d = env_dir(env.key, root)
