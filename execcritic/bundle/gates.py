@@ -17,6 +17,7 @@ import re
 from execcritic.bundle import languages
 from execcritic.bundle.diff import BaseReader, FileDiff, ParsedPatch, parse_patch, path_problem
 from execcritic.bundle.problems import SOURCE_PATCH, TEST_PATCH, Problem
+from execcritic.bundle.screen import screen_file
 
 DEFAULT_MAX_BYTES = 200_000
 
@@ -294,20 +295,41 @@ def test_patch_problems(
 test_patch_problems.__test__ = False  # type: ignore[attr-defined]  # a gate, not a pytest test
 
 
+def _preamble(text: str) -> str | None:
+    """Non-blank text before the first file header: not part of a `git diff`, and a place to hide a second
+    diff in another format that a fuzzy applier would apply unseen."""
+    for line in text.splitlines():
+        if line.startswith(("diff --git ", "--- ", "Index: ")):
+            return None
+        if line.strip():
+            return line
+    return None
+
+
 def source_patch_problems(
     text: str,
     *,
     read_base: BaseReader | None = None,
     language: str | None = None,
     max_bytes: int | None = None,
+    repo: str | None = None,
 ) -> list[Problem]:
-    """Every reason a Repair candidate may not be applied as a *source* patch (SPEC §2.4)."""
+    """Every reason a Repair candidate may not be applied as a *source* patch (SPEC §2.4), including the
+    candidate screens of `bundle.screen` (the repository's own test framework, packaging metadata, bytecode,
+    modules that shadow the runner, code that depends on being tested)."""
     problems: list[Problem] = []
     if text and max_bytes and (big := _size_problem(text, max_bytes, SOURCE_PATCH)):
         return [big]
     parsed = parse_patch(text)
     problems += _structure_problems(text, parsed, SOURCE_PATCH)
+    pre = _preamble(text or "")
+    if pre is not None and parsed.files:
+        problems.append(Problem("patch.preamble", SOURCE_PATCH,
+                                f"text before the first file header ({pre.strip()[:80]!r}); submit a plain "
+                                "`git diff` with nothing before its first `diff --git` line"))
     for fd in parsed.files:
+        if not fd.binary and not any(path_problem(p) for p in fd.paths):
+            problems += [Problem(code, SOURCE_PATCH, msg) for code, msg in screen_file(fd, repo)]
         for p in fd.paths:
             unsafe = path_problem(p)
             if unsafe:

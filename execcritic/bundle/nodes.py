@@ -67,3 +67,13 @@ class Outcome(str, enum.Enum):
     FAILED = "failed"          # the node ran and failed behaviorally (assertion / source-raised exception)
     ERRORED = "errored"        # the node did not run its body cleanly for operational reasons (setup error)
     NOT_RUN = "not_run"        # skipped / deselected / not executed
+    # Expected-failure nodes (pytest `xfail`, unittest `expectedFailure`, SymPy `@XFAIL`) ran, but the runner
+    # inverts their meaning: a failure is what their author expected, a pass is a surprise the runner does
+    # not count (non-strict). Neither is evidence about the issue, so they are neutral: they must run, and
+    # carry no verdict. A strict unexpected pass is a failure by the runner's own rule (FAILED).
+    EXPECTED_FAILURE = "expected_failure"
+    UNEXPECTED_PASS = "unexpected_pass"
+
+    @property
+    def neutral(self) -> bool:
+        return self in (Outcome.EXPECTED_FAILURE, Outcome.UNEXPECTED_PASS)

@@ -1,26 +1,37 @@
 """execute(task, bundle, source_patch, sandbox) -> Execution: one fail-closed run of a Test bundle.
 
-Reset to the prepared Base -> apply the source patch (candidate or Gold), if any -> apply the bundle's
-test.patch -> run the bound command with the runner's reporter flags -> classify. Every operational
-problem on the way (invalid bundle, forbidden source edit, patch that does not apply, sandbox failure,
-timeout...) ends in an invalid Execution with a bounded diagnostic; nothing raises past this function
-except programming errors.
+Reset to the prepared Base -> apply the source patch (candidate or Gold; a candidate first passes the
+source-patch gate), if any -> apply the bundle's test.patch -> judge the tree (the paths that changed must be
+the declared ones) -> run the bound command under the harness-owned reporter (Python runners) -> classify
+from the reporter's records, checked against the runner's log and exit status. Every operational problem on
+the way (invalid bundle, forbidden source edit, patch that does not apply, tree mismatch, sandbox failure,
+timeout, forged or tampered results...) ends in an invalid Execution with a bounded diagnostic; nothing
+raises past this function except programming errors.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from execcritic.bundle.command import parse_command
 from execcritic.bundle.gates import source_patch_problems
 from execcritic.bundle.model import TestBundle
+from execcritic.bundle.nodes import Node
 from execcritic.config import PAPER, HarnessConfig
 from execcritic.errors import SandboxError
 from execcritic.harness.apply import SOURCE, TEST, apply_patch, sha256
 from execcritic.harness.classify import classify
 from execcritic.harness.execution import Execution, FailureKind
+from execcritic.harness.instrument import (
+    declared_paths,
+    instrumented_command,
+    new_hashseed,
+    run_reported,
+    tree_problem,
+)
 from execcritic.harness.validate import validate_bundle
+from execcritic.runners.base import Runner
 from execcritic.runners.registry import runner_for_command
 from execcritic.sandbox.base import Sandbox
 from execcritic.tasks.model import Task
@@ -41,9 +52,11 @@ def base_reader(sandbox: Sandbox) -> Callable[[str], str | None]:
 
 
 def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, sandbox: Sandbox,
-            config: HarnessConfig = PAPER.harness, check_source_patch: bool = True) -> Execution:
+            config: HarnessConfig = PAPER.harness, check_source_patch: bool = True,
+            hashseed: int | None = None) -> Execution:
     """Run `bundle` on Base (+ `source_patch`) in `sandbox`. `check_source_patch=False` is for the Gold
-    audit and official patches, which are not Repair candidates and may legitimately touch anything."""
+    audit and official patches, which are not Repair candidates and may legitimately touch anything.
+    `hashseed` (PYTHONHASHSEED of a Python test run) is drawn at random and recorded when not given."""
     started = time.monotonic()
     phases: dict[str, float] = {}
     source_patch = source_patch if source_patch and source_patch.strip() else None
@@ -71,17 +84,27 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
     contract = bundle.contract
     assert contract is not None
     declared = [runner.parse_node(n) for n in contract.test_nodes]
-    observed = runner.observed_command(cmd).render()
+    observed_cmd = runner.observed_command(cmd)
+    observed = observed_cmd.render()
+    flaky = flaky_bound(task, runner, declared)
+    if flaky:
+        return invalid(FailureKind.FLAKY_NODE, f"bound node(s) {', '.join(flaky[:5])} are known to be flaky on "
+                                               "this task (their verdict changes across repeated runs: see the "
+                                               "task recipe's `flaky_nodes`); no verdict", runner=runner.name,
+                       command=observed)
+    seed = new_hashseed() if hashseed is None else hashseed
+    run_text = instrumented_command(runner, observed_cmd, seed) if runner.reporter else observed
 
     try:
         if source_patch and check_source_patch:
-            problems = source_patch_problems(source_patch, read_base=base_reader(sandbox), language=task.language)
+            problems = source_patch_problems(source_patch, read_base=base_reader(sandbox), language=task.language,
+                                             repo=task.repo)
             if problems:
                 return invalid(FailureKind.FORBIDDEN_SOURCE_EDIT, "the source patch is not an admissible Repair "
                                                                   f"candidate: {problems[0]}", problems=problems,
                                runner=runner.name, command=observed)
         t = time.monotonic()
-        extra: dict[str, str] = {}
+        extra: dict[str, Any] = {}
         if source_patch:
             applied = apply_patch(sandbox, source_patch, name="source", ladder=SOURCE, timeout=config.setup_timeout_s)
             if not applied.applied:
@@ -91,24 +114,42 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
                                runner=runner.name, command=observed)
             extra["source_apply_method"] = applied.method or ""
         applied = apply_patch(sandbox, bundle.test_patch, name="test", ladder=TEST, timeout=config.setup_timeout_s)
-        phases["apply"] = time.monotonic() - t
         if not applied.applied:
+            phases["apply"] = time.monotonic() - t
             return invalid(FailureKind.TEST_PATCH_APPLY_FAILED,
                            "the test patch does not apply" + (" on top of the source patch" if source_patch else
                                                               " to Base") + ":\n" + applied.diagnostic,
                            runner=runner.name, command=observed)
+        candidate_paths = declared_paths(source_patch)
+        mismatch = tree_problem(sandbox.changed_paths(), candidate_paths | declared_paths(bundle.test_patch))
+        phases["apply"] = time.monotonic() - t
+        if mismatch:
+            return invalid(FailureKind.TREE_MISMATCH, mismatch, runner=runner.name, command=observed)
         t = time.monotonic()
-        result = sandbox.run(observed, timeout=config.test_timeout_s)
+        report = None
+        if runner.reporter:
+            result, report = run_reported(sandbox, run_text, timeout=config.test_timeout_s,
+                                          facts={"runner": runner.reporter, "changed": sorted(candidate_paths)})
+            extra.update(hashseed=seed, reporter=report.summary())
+        else:
+            result = sandbox.run(run_text, timeout=config.test_timeout_s)
+            extra["reporter"] = "none"
         phases["run"] = time.monotonic() - t
     except SandboxError as exc:
         return invalid(FailureKind.SANDBOX_ERROR, f"the sandbox failed: {exc}", runner=runner.name,
                        command=observed)
     t = time.monotonic()
-    c = classify(runner, declared, result)
+    c = classify(runner, declared, result, report)
     phases["parse"] = time.monotonic() - t
     return Execution(valid=c.valid, verdict=c.verdict, failure_kind=c.failure_kind, diagnostic=c.diagnostic,
                      nodes=c.nodes, exit_code=result.exit_code, timed_out=result.timed_out,
-                     oom_killed=result.oom_killed, runner=runner.name, command=observed,
+                     oom_killed=result.oom_killed, runner=runner.name, command=run_text,
                      duration_s=time.monotonic() - started, phases=phases,
                      output_tail=_tail(result.output, config.output_tail_chars), load_errors=c.load_errors,
                      extra={**extra, "results_count": c.results_count}, **base)
+
+
+def flaky_bound(task: Task, runner: Runner, declared: list[Node]) -> list[str]:
+    """Declared nodes the task's recipe records as flaky (measured by repeated qualification)."""
+    known = [runner.parse_node(n) for n in (task.extra or {}).get("flaky_nodes", ())]
+    return [str(d) for d in declared if any(runner.binds(k, d) or runner.binds(d, k) for k in known)]

@@ -39,9 +39,18 @@ class FailureKind(str, enum.Enum):
     INCONSISTENT_EXIT = "inconsistent_exit"    # exit status contradicts per-node results
     NO_RESULTS = "no_results"                  # the runner produced no per-node results at all
     RUNNER_ERROR = "runner_error"              # usage error / internal error of the runner
+    EXPECTED_FAILURE_ONLY = "expected_failure_only"  # every bound node is an expected failure: no verdict
     TIMEOUT = "timeout"                        # the sandbox's wall-clock limit fired
     OUT_OF_MEMORY = "out_of_memory"            # the sandbox's memory limit killed the run
+    PROCESS_LIMIT = "process_limit"            # the sandbox's process limit refused a fork
     SANDBOX_ERROR = "sandbox_error"            # the sandbox itself failed (daemon gone, bwrap error)
+    # operational: trust in the results (the harness-owned reporter, harness/reporter/)
+    RESULTS_MISSING = "results_missing"        # the harness's reporter never reported from the run
+    RESULTS_INCOMPLETE = "results_incomplete"  # the run ended without the reporter's end record (os._exit...)
+    RESULTS_FORGED = "results_forged"          # the record stream, the runner's log or the exit status disagree
+    RUNNER_TAMPERED = "runner_tampered"        # the run changed the runner, the test code or builtins
+    TREE_MISMATCH = "tree_mismatch"            # applying the patches changed paths they do not declare
+    FLAKY_NODE = "flaky_node"                  # a bound node's verdict changes across repeated runs
 
     @property
     def valid(self) -> bool:
@@ -51,8 +60,9 @@ class FailureKind(str, enum.Enum):
 @dataclass(frozen=True)
 class NodeResult:
     node: str              # the declared node, as written in the contract
-    status: str | None     # the runner's raw status (PASSED/FAILED/ERROR/SKIPPED/XFAIL) or None if absent
-    outcome: str           # runners.base.Outcome value, or "absent"
+    status: str | None     # the runner's raw status (PASSED/FAILED/ERROR/SKIPPED/XFAIL/XPASS) or None if absent
+    outcome: str           # bundle.nodes.Outcome value, or "absent"
+    log_status: str | None = None   # what the runner's log says, when the status comes from the reporter
 
 
 @dataclass

@@ -25,6 +25,9 @@ class Runner(ABC):
     name: ClassVar[str]
     language: ClassVar[str]
     log_parser: ClassVar[str]          # key in swebench's PARSER_REGISTRY used by parse_results()
+    # which hook of the harness-owned reporter (harness/reporter/inside/) instruments this runner's process;
+    # None: results come from the log alone (the multilingual runners)
+    reporter: ClassVar[str | None] = None
 
     def serves(self, task: "Task") -> bool:
         """True if this runner is the repository-native runner for the task (by repo / log_parser).
@@ -72,6 +75,11 @@ class Runner(ABC):
         """
         return cmd
 
+    def in_process_command(self, cmd: ParsedCommand) -> ParsedCommand:
+        """The command with the options that keep every test in the one process the reporter instruments
+        (no worker processes). Must not change which nodes are selected."""
+        return cmd
+
     def parse_results(self, log: str) -> dict[str, str]:
         """Per-test statuses from the run's output, keyed as the runner prints test ids."""
         return parser_for(self.log_parser)(log)
@@ -83,8 +91,9 @@ class Runner(ABC):
     def outcome(self, status: str) -> Outcome:
         """Map a raw status (swebench TestStatus value) to its meaning. Runners override when the
         runner family gives ERROR a behavioral meaning (unittest: an exception in the test body)."""
-        return {"PASSED": Outcome.PASSED, "XFAIL": Outcome.PASSED, "FAILED": Outcome.FAILED,
-                "ERROR": Outcome.ERRORED, "SKIPPED": Outcome.NOT_RUN}.get(status, Outcome.ERRORED)
+        return {"PASSED": Outcome.PASSED, "XFAIL": Outcome.EXPECTED_FAILURE, "XPASS": Outcome.UNEXPECTED_PASS,
+                "FAILED": Outcome.FAILED, "ERROR": Outcome.ERRORED, "SKIPPED": Outcome.NOT_RUN}.get(status,
+                                                                                                 Outcome.ERRORED)
 
     def load_errors(self, results: dict[str, str], log: str) -> list[str]:
         """Result entries that are not tests but failed loads (pytest `ERROR path.py` collection

@@ -109,6 +109,7 @@ class DjangoRunner(Runner):
     name = "django"
     language = "python"
     log_parser = "parse_log_django"
+    reporter = "django"
 
     def serves(self, task: "Task") -> bool:
         return task.repo == "django/django" or task.log_parser == "parse_log_django"
@@ -333,6 +334,28 @@ class DjangoRunner(Runner):
             out.append(a)
             i += 1
         out[start:start] = ["--verbosity", "2"]
+        return cmd.with_argv(out)
+
+    def in_process_command(self, cmd: ParsedCommand) -> ParsedCommand:
+        """`--parallel 1`: Django's parallel runner forks workers, and the reporter instruments one process
+        (SWE-bench's own Django command passes `--parallel 1` too)."""
+        args = self._runtests_args(cmd)
+        if args is None:
+            return cmd
+        argv = list(cmd.argv)
+        start = len(argv) - len(args)
+        out, i = argv[:start], start
+        while i < len(argv):
+            a = argv[i]
+            if a == "--parallel":
+                i += 2 if i + 1 < len(argv) and re.match(r"^(\d+|auto)$", argv[i + 1]) else 1
+                continue
+            if a.startswith("--parallel="):
+                i += 1
+                continue
+            out.append(a)
+            i += 1
+        out[start:start] = ["--parallel", "1"]
         return cmd.with_argv(out)
 
     # ---- results ---------------------------------------------------------------------------------

@@ -234,6 +234,7 @@ def is_param_truncated(node: Node) -> bool:
 class PytestRunner(Runner):
     name = "pytest"
     language = "python"
+    reporter = "pytest"
     log_parser = "parse_log_pytest_v2"  # keeps ids with spaces and strips ANSI; see parse_results
 
     def serves(self, task: "Task") -> bool:
@@ -504,7 +505,8 @@ class PytestRunner(Runner):
     def result_for(self, node: Node, results: dict[str, str]) -> str | None:
         """Exact id first; then SWE-bench's truncated form (cut at the first space); then, for a
         function-level or partial node, every matching key, aggregated (any ERROR -> ERROR, any
-        FAILED -> FAILED, any PASSED/XFAIL -> PASSED, else SKIPPED).
+        FAILED -> FAILED, any PASSED -> PASSED; then XFAIL, XPASS; else SKIPPED): expected-failure
+        parametrizations are neutral next to ones that ran normally.
 
         A skipped test is absent: `-rA` summarizes skips as `SKIPPED [1] path:line: reason`, without
         the node id, so a skipped declared node reads as not run (no verdict), which is what it is."""
@@ -535,11 +537,9 @@ class PytestRunner(Runner):
                 matches.append(status)
         if not matches:
             return None
-        for worst in ("ERROR", "FAILED"):
-            if worst in matches:
-                return worst
-        if any(s in ("PASSED", "XFAIL") for s in matches):
-            return "PASSED"
+        for status in ("ERROR", "FAILED", "PASSED", "XFAIL", "XPASS"):
+            if status in matches:
+                return status
         return matches[0]
 
     def load_errors(self, results: dict[str, str], log: str) -> list[str]:
@@ -590,7 +590,7 @@ class PytestRunner(Runner):
         return [o for o in out if not (o in seen or seen.add(o))]  # type: ignore[func-returns-value]
 
 
-_STATUSES = {"PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL"}
+_STATUSES = {"PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS"}
 
 
 def _same_file(a: str, b: str) -> bool:

@@ -66,6 +66,7 @@ class SympyRunner(Runner):
     name = "sympy"
     language = "python"
     log_parser = "parse_log_sympy"
+    reporter = "sympy"
 
     def serves(self, task: "Task") -> bool:
         return task.repo == "sympy/sympy" or task.log_parser == "parse_log_sympy"
@@ -292,16 +293,28 @@ class SympyRunner(Runner):
         argv.insert(start, "--verbose")
         return cmd.with_argv(argv)
 
+    def in_process_command(self, cmd: ParsedCommand) -> ParsedCommand:
+        """`--no-subprocess`: `bin/test` otherwise re-runs itself in a child interpreter only to pick a random
+        hash seed; the harness picks (and records) the seed itself and keeps the tests in this process."""
+        args = self._args(cmd)
+        if args is None or "--no-subprocess" in args:
+            return cmd
+        argv = list(cmd.argv)
+        argv.insert(len(argv) - len(args), "--no-subprocess")
+        return cmd.with_argv(argv)
+
     # ---- results ---------------------------------------------------------------------------------
     def parse_results(self, log: str, parser: str | None = None) -> dict[str, str]:
-        """swebench's SymPy parser, plus the last test of each file: bin/test prints the file's
-        `[OK]`/`[FAIL]` on that test's line (`test_x ok     [OK]`), which the parser's
-        `endswith(" ok")` misses - a declared node there would look absent."""
+        """swebench's SymPy parser, plus what it does not read: the last test of each file (bin/test prints
+        the file's `[OK]`/`[FAIL]` on that test's line, `test_x ok     [OK]`, which the parser's
+        `endswith(" ok")` misses), and the expected-failure markers `f` (an @XFAIL test failed, as its
+        author expected) and `X` (it passed unexpectedly). Without them a declared @XFAIL node looks
+        absent although it ran."""
 
         results = dict(parser_for(parser or self.log_parser)(log))
-        status = {"ok": "PASSED", "F": "FAILED", "E": "ERROR"}
+        status = {"ok": "PASSED", "F": "FAILED", "E": "ERROR", "f": "XFAIL", "X": "XPASS"}
         for line in log.split("\n"):
-            m = re.match(r"^\s*(test\w*) (ok|F|E)\s+\[(?:OK|FAIL)\]\s*$", line)
+            m = re.match(r"^\s*(test\w*) (ok|F|E|f|X)(?:\s+\[(?:OK|FAIL)\])?\s*$", line)
             if m:
                 results.setdefault(m.group(1), status[m.group(2)])
         return results

@@ -45,6 +45,7 @@ _FLAGS = {
 class UnittestRunner(Runner):
     name = "unittest"
     language = "python"
+    reporter = "unittest"
     log_parser = "parse_log_django"  # unittest's verbose lines; Django's parser reads them
 
     def _args(self, cmd: ParsedCommand) -> list[str] | None:

@@ -16,11 +16,17 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Mapping
 
 from execcritic.config import PAPER, HarnessConfig
 
 WORKDIR = "/testbed"
+# Read-only harness files every sandbox carries, and the directory through which the harness's results
+# reporter talks to the harness (execcritic/harness/reporter/). Paths inside the sandbox.
+HARNESS_FILES = Path(__file__).resolve().parents[1] / "harness" / "reporter" / "inside"
+HARNESS_MOUNT = "/.execcritic/reporter"
+CHANNEL_MOUNT = "/.execcritic/chan"
 MAX_OUTPUT_BYTES = PAPER.harness.output_limit_bytes  # a run's captured output is capped (head + tail kept)
 
 
@@ -57,6 +63,7 @@ class Sandbox(ABC):
     backend: str = "abstract"
     isolated: bool = True     # False only for an explicitly requested plain-subprocess mode
     workdir: str = WORKDIR
+    channel_dir: Path | None = None   # host dir seen read-only at CHANNEL_MOUNT (the reporter's sockets)
 
     @abstractmethod
     def run(self, command: str, *, timeout: float, env: Mapping[str, str] | None = None,
@@ -70,6 +77,12 @@ class Sandbox(ABC):
     @abstractmethod
     def read_file(self, path: str) -> bytes:
         """Read a file at an absolute sandbox path; FileNotFoundError if absent."""
+
+    @abstractmethod
+    def changed_paths(self) -> list[str]:
+        """Repository-relative paths under the workdir that differ from the prepared Base since the last
+        reset (added, changed or deleted files and links). What the gates judge after a patch is applied:
+        the tree, not the diff text."""
 
     @abstractmethod
     def reset(self) -> None:

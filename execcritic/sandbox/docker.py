@@ -34,14 +34,25 @@ import posixpath
 import queue
 import re
 import shlex
+import shutil
 import tarfile
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 
 from execcritic.errors import EnvironmentMissing, SandboxError
-from execcritic.sandbox.base import WORKDIR, CommandResult, Limits, Sandbox
+from execcritic.sandbox.base import (
+    CHANNEL_MOUNT,
+    HARNESS_FILES,
+    HARNESS_MOUNT,
+    WORKDIR,
+    CommandResult,
+    Limits,
+    Sandbox,
+)
 from execcritic.sandbox.capture import OutputCapture
 
 OFFICIAL_ACTIVATE = "source /opt/miniconda3/bin/activate && conda activate testbed"
@@ -149,6 +160,28 @@ printf 'EXECCRITIC-RESET t=%s removed=%s restored=%s dirs=%s oom=%s\n' \
   "$now" "$removed" "$restored" "$dirs" "$(__ec_oom)"
 """
 
+# What changed in the tree since the last restore ($1 = its time, $2 = tree, $3 = snapshot): entries whose
+# ctime moved past $1 that are files/links or new, and snapshot entries a changed directory lost.
+CHANGED_SCRIPT = r"""
+set -eu
+T="$1"; W="$2"; B="$3"
+cd -- "$W"
+shopt -s nullglob dotglob
+find . -newerct "@$T" -printf '%P\0' | while IFS= read -r -d '' p; do
+  [ -z "$p" ] && p="."
+  if [ -d "$p" ] && [ ! -L "$p" ]; then
+    if [ ! -e "$B/$p" ]; then printf '%s\n' "$p"; fi
+    for c in "$B/$p"/*; do
+      c="${c#"$B/"}"; c="${c#./}"
+      if [ ! -e "$c" ] && [ ! -L "$c" ]; then printf '%s\n' "$c"; fi
+    done
+  else
+    printf '%s\n' "$p"
+  fi
+done
+echo EXECCRITIC-CHANGED-END
+"""
+
 # First fill of the empty volumes from the snapshot; same trailer as a reset.
 INIT_SCRIPT = _OOM_FN + r'''
 set -eu
@@ -239,6 +272,7 @@ class DockerSandbox(Sandbox):
         self.image_id = img.id
         self._sid = uuid.uuid4().hex[:12]
         self.name = name or f"execcritic-{self._sid}"
+        self.channel_dir = Path(tempfile.mkdtemp(prefix="execcritic-chan-"))
         try:
             self._create()
         except BaseException:
@@ -307,7 +341,9 @@ class DockerSandbox(Sandbox):
                        Mount(self.workdir, self._volume("tree"), type="volume", no_copy=True),
                        Mount(self.home, self._volume("home"), type="volume", no_copy=True),
                        Mount("/tmp", self._volume("tmp"), type="volume", no_copy=True),
-                       Mount(IO_DIR, self._volume("io"), type="volume", no_copy=True)],
+                       Mount(IO_DIR, self._volume("io"), type="volume", no_copy=True),
+                       Mount(HARNESS_MOUNT, str(HARNESS_FILES), type="bind", read_only=True),
+                       Mount(CHANNEL_MOUNT, str(self.channel_dir), type="bind", read_only=True)],
         }
         if not self.network:
             kwargs["network_mode"] = "none"
@@ -626,6 +662,15 @@ class DockerSandbox(Sandbox):
         self.last_restore["recreated"] = int(recreated)
         self._timings["last_reset_s"] = time.monotonic() - t0
 
+    def changed_paths(self) -> list[str]:
+        self._check_open()
+        out = self._exec_simple(["bash", "-c", CHANGED_SCRIPT, "changed", self._restored_at, self.workdir,
+                                 f"{SNAP}/tree"], what="listing changed paths")
+        lines = out.splitlines()
+        if not lines or lines[-1] != "EXECCRITIC-CHANGED-END":
+            raise SandboxError(f"listing the changed paths of container {self.name} gave no complete answer")
+        return sorted({ln for ln in lines[:-1] if ln})
+
     def _reset_exec(self) -> None:
         clean = " ".join(shlex.quote(d) for d in ("/tmp", "/dev/shm", IO_DIR))
         out = self._exec_simple(["bash", "-c", RESET_SCRIPT, "reset", self._restored_at, *self._pairs()],
@@ -640,6 +685,7 @@ class DockerSandbox(Sandbox):
         if self._container is not None:
             with contextlib.suppress(Exception):
                 self._container.remove(force=True, v=True)
+        shutil.rmtree(self.channel_dir, ignore_errors=True)
         names = [self._snap_volume] if self._snap_volume else []
         names += [self._volume(r) for r in ("tree", "home", "tmp", "io")]
         for name in names:

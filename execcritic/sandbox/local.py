@@ -43,7 +43,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from execcritic.errors import EnvironmentMissing, InputError, SandboxError
-from execcritic.sandbox.base import WORKDIR, CommandResult, Limits, Sandbox
+from execcritic.sandbox.base import (
+    CHANNEL_MOUNT,
+    HARNESS_FILES,
+    HARNESS_MOUNT,
+    WORKDIR,
+    CommandResult,
+    Limits,
+    Sandbox,
+)
 from execcritic.sandbox.capture import OutputCapture
 from execcritic.sandbox.cgroup import Cgroups
 from execcritic.sandbox.snapshot import TreeSnapshot, _remove
@@ -57,7 +65,7 @@ ROOTFS_SKIP = {"proc", "dev", "sys", "tmp", "run", "root", "testbed", "lost+foun
 BWRAP_CAPS = ("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_SETGID",
               "CAP_SETUID", "CAP_SETPCAP", "CAP_SETFCAP", "CAP_SYS_CHROOT")
 
-_MAPPED_RE = re.compile(r"(?<![\w./-])/(testbed|tmp)(?=/|$|[^\w.-])")
+_MAPPED_RE = re.compile(r"(?<![\w./-])/(testbed|tmp|\.execcritic/reporter|\.execcritic/chan)(?=/|$|[^\w.-])")
 _BWRAP_VERSION: str | None = None
 
 
@@ -149,6 +157,7 @@ class LocalSandbox(Sandbox):
         self.ws = Path(tempfile.mkdtemp(prefix="execcritic-local-", dir=ws_parent))
         self.base_dir, self.tree, self.tmp, self.home, self.io = (
             self.ws / "base", self.ws / "testbed", self.ws / "tmp", self.ws / "home", self.ws / "io")
+        self.channel_dir = self.ws / "chan"
         self._cgroup: Cgroups | None = None
         self._finalizer = weakref.finalize(self, _cleanup, str(self.ws), None)
         try:
@@ -182,7 +191,7 @@ class LocalSandbox(Sandbox):
         _run_checked(["cp", "-a", "--no-target-directory", str(self.checkout), str(self.base_dir)],
                      f"copying checkout {self.checkout}")
         self._timings["copy_s"] = time.monotonic() - t0
-        for d, mode in ((self.tmp, 0o1777), (self.home, 0o700), (self.io, 0o700)):
+        for d, mode in ((self.tmp, 0o1777), (self.home, 0o700), (self.io, 0o700), (self.channel_dir, 0o755)):
             d.mkdir()
             os.chmod(d, mode)
         if self.limits.memory_mb or self.limits.pids:
@@ -263,6 +272,7 @@ class LocalSandbox(Sandbox):
             argv += ["--ro-bind", str(b), str(b)]
         for w, snap in self._wsnaps:
             argv += ["--bind", str(snap.work), str(w)]
+        argv += ["--ro-bind", str(HARNESS_FILES), HARNESS_MOUNT, "--ro-bind", str(self.channel_dir), CHANNEL_MOUNT]
         argv += ["--bind", str(tree), WORKDIR, "--remount-ro", "/", "--chdir", "/", "bash", "-c", script]
         return argv
 
@@ -271,8 +281,10 @@ class LocalSandbox(Sandbox):
         return (f"{prelude}\n" if prelude else "") + f"cd -- {shlex.quote(cwd)} || exit 126\n{command}"
 
     def _map_path(self, text: str) -> str:
-        """Non-isolated mode: /testbed and /tmp in command text -> the copy and its private tmp."""
-        return _MAPPED_RE.sub(lambda m: str(self.tree if m.group(1) == "testbed" else self.tmp), text)
+        """Non-isolated mode: /testbed, /tmp and the harness mounts in command text -> their host dirs."""
+        hosts = {"testbed": self.tree, "tmp": self.tmp, ".execcritic/reporter": HARNESS_FILES,
+                 ".execcritic/chan": self.channel_dir}
+        return _MAPPED_RE.sub(lambda m: str(hosts[m.group(1)]), text)
 
     def _env(self, env: Mapping[str, str] | None) -> dict[str, str]:
         out = {"PATH": DEFAULT_PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "dumb", "USER": "root"}
@@ -281,6 +293,8 @@ class LocalSandbox(Sandbox):
                         "EXECCRITIC_TESTBED": str(self.tree)})
         out.update(self.env)
         out.update(env or {})
+        if not self.isolated:
+            out = {k: self._map_path(v) for k, v in out.items()}
         return out
 
     # -- running ------------------------------------------------------------------------------
@@ -494,6 +508,10 @@ class LocalSandbox(Sandbox):
         if not host.is_file():
             raise FileNotFoundError(errno.ENOENT, f"no file at {path} in the sandbox", path)
         return host.read_bytes()
+
+    def changed_paths(self) -> list[str]:
+        self._check_open()
+        return self.snapshot.changed()
 
     # -- reset / close ------------------------------------------------------------------------
     def reset(self) -> None:

@@ -86,6 +86,37 @@ class TreeSnapshot:
                 return
             time.sleep(0.001)
 
+    # -- comparing --------------------------------------------------------------------------
+    def changed(self) -> list[str]:
+        """Paths (relative, files and links; directories only when one appears or disappears) that differ
+        from the recorded state: added, changed (ctime/inode/mode/size/owner) or deleted. Read-only."""
+        out: set[str] = set()
+        seen: set[str] = {""}
+        stack = [""]
+        while stack:
+            d = stack.pop()
+            try:
+                it = os.scandir(self._w(d))
+            except OSError:
+                continue
+            with it:
+                for e in it:
+                    r = f"{d}/{e.name}" if d else e.name
+                    st = e.stat(follow_symlinks=False)
+                    rec = self.entries.get(r)
+                    seen.add(r)
+                    if rec is None:
+                        out.add(r)
+                        if stat.S_ISDIR(st.st_mode):
+                            stack.append(r)
+                        continue
+                    if stat.S_ISDIR(st.st_mode) and stat.S_ISDIR(rec[2]):
+                        stack.append(r)
+                    elif _key(st) != rec:
+                        out.add(r)
+        out.update(r for r in self.entries if r not in seen and not _has_ancestor_in(r, out))
+        return sorted(out)
+
     # -- restoring ------------------------------------------------------------------------
     def _w(self, rel: str) -> str:
         return os.path.join(self.work, rel) if rel else str(self.work)

@@ -253,7 +253,7 @@ def test_pyproject_pytest_section_added_is_forbidden():
 
 @needs_data
 def test_every_verified_gold_patch_is_an_acceptable_source_patch(verified):
-    bad = {t.instance_id: codes(source_patch_problems(t.patch)) for t in verified}
+    bad = {t.instance_id: codes(source_patch_problems(t.patch, repo=t.repo, language=t.language)) for t in verified}
     assert {k: v for k, v in bad.items() if v} == {}
 
 

@@ -1,0 +1,83 @@
+"""What every run of repository code gets from the harness, on every path (bundle execution, official
+evaluation): the tree judged after the patches are applied, and the harness-owned results reporter.
+
+- Tree judging: the gates read a patch's text, but what runs is the tree. After applying, the paths that
+  actually changed in the sandbox must be exactly the paths the patches declare (a second diff hidden in a
+  patch's preamble, a fuzzy apply that touched something else, a file the apply created on the side: all
+  invalid).
+- The reporter: a Python test run is started with the reporter's directory first on PYTHONPATH and a one-shot
+  socket in the environment (harness/reporter/), its test process kept single (no worker processes), and a
+  hash seed the harness picks and records, so that a flaky run can be reproduced.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shlex
+from typing import Any, Iterable
+
+from execcritic.bundle.command import ParsedCommand
+from execcritic.bundle.diff import parse_patch
+from execcritic.harness.reporter.channel import ReporterChannel
+from execcritic.harness.reporter.stream import ReporterReport
+from execcritic.runners.base import Runner
+from execcritic.sandbox.base import HARNESS_MOUNT, CommandResult, Sandbox
+
+
+def declared_paths(*patches: str | None) -> set[str]:
+    out: set[str] = set()
+    for text in patches:
+        if text and text.strip():
+            for fd in parse_patch(text).files:
+                out.update(p for p in fd.paths if p)
+    return out
+
+
+def tree_problem(changed: Iterable[str], declared: set[str], *, backups: bool = False) -> str | None:
+    """Why the changed tree is not what the patches declare, or None. Directories that appear or vanish
+    with declared files are implied; `backups` allows GNU patch's `<file>.orig` beside a declared file."""
+    changed = set(changed)
+    extra = {c for c in changed if c not in declared
+             and not any(d.startswith(c + "/") for d in declared)
+             and not (backups and c.endswith(".orig") and c[:-5] in declared)}
+    missing = {d for d in declared if d not in changed and not any(d.startswith(c + "/") for c in changed)}
+    if not extra and not missing:
+        return None
+    parts = []
+    if extra:
+        parts.append("changed without being declared: " + ", ".join(sorted(extra)[:8]))
+    if missing:
+        parts.append("declared but unchanged: " + ", ".join(sorted(missing)[:8]))
+    return "applying the patches left a tree that is not what they declare (" + "; ".join(parts) + ")"
+
+
+def instrumented_command(runner: Runner, cmd: ParsedCommand, hashseed: int) -> str:
+    """The shell text that runs `cmd` under the reporter: in one process, the reporter first on
+    PYTHONPATH (after the environment's own activation, which may set PYTHONPATH), the recorded seed."""
+    cmd = runner.in_process_command(cmd)
+    parts = [f"cd {shlex.quote(cmd.cd)} &&"] if cmd.cd else []
+    parts.append(f"PYTHONPATH={HARNESS_MOUNT}${{PYTHONPATH:+:$PYTHONPATH}}")
+    if not any(k == "PYTHONHASHSEED" for k, _ in cmd.env):
+        parts.append(f"PYTHONHASHSEED={int(hashseed)}")
+    parts.extend(f"{k}={shlex.quote(v)}" for k, v in cmd.env)
+    parts.extend(shlex.quote(a) for a in cmd.argv)
+    return " ".join(parts)
+
+
+def new_hashseed() -> int:
+    return secrets.randbelow(2**32)
+
+
+def run_reported(sandbox: Sandbox, command: str, *, timeout: float, facts: dict[str, Any]
+                 ) -> tuple[CommandResult, ReporterReport]:
+    """Run `command` with the reporter's channel open; read the stream only after the sandbox ended the
+    run and killed its process tree."""
+    if sandbox.channel_dir is None:
+        raise RuntimeError(f"the {sandbox.backend} sandbox has no reporter channel directory")
+    channel = ReporterChannel(sandbox.channel_dir, {"workdir": sandbox.workdir, **facts})
+    try:
+        result = sandbox.run(command, timeout=timeout, env=channel.env)
+    except BaseException:
+        channel.close()
+        raise
+    return result, channel.finish()

@@ -1,0 +1,123 @@
+"""The reporter's SymPy side: `bin/test` (sympy/testing/runtests.py, or sympy/utilities/runtests.py in old
+releases), run by the harness with `--no-subprocess` and a recorded PYTHONHASHSEED so that the tests run in
+this process.
+
+SymPy's runner compiles each test file itself and `exec`s it into a fresh namespace, then calls the test
+functions it finds there. When the runner module is imported, this hook gives it its own `exec` (the
+module's global shadows the builtin): the real `exec`, then every test function of the namespace is
+verified against a compile of the file made here and replaced by a recording wrapper (functools.wraps, so
+the runner's name, source-file and `_slow` checks see the test itself). The record comes from the raw
+outcome of the function the runner calls - what its reporter then prints or counts is checked against it.
+"""
+import builtins
+import functools
+import importlib.abc
+import os
+import sys
+
+from execcritic_reporter import guard as guardmod
+
+RUNNER_MODULES = ("sympy.testing.runtests", "sympy.utilities.runtests")
+_WATCH = ("sympy.testing.runtests", "sympy.testing.pytest", "sympy.utilities.runtests", "sympy.utilities.pytest",
+          "execcritic_reporter")
+
+
+def install(rep):
+    sys.meta_path.insert(0, _AfterImport(set(RUNNER_MODULES), lambda module: _patch(rep, module)))
+
+
+class _Proxy(importlib.abc.Loader):
+    def __init__(self, loader, after):
+        self._loader, self._after = loader, after
+
+    def create_module(self, spec):
+        create = getattr(self._loader, "create_module", None)
+        return create(spec) if create else None
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        self._after(module)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs `after(module)` right after one of `names` is imported (by whatever finder finds it)."""
+
+    def __init__(self, names, after):
+        self.names, self.after = names, after
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname not in self.names:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _Proxy(spec.loader, self.after)
+                return spec
+        return None
+
+
+def _outcome(exc):
+    name = type(exc).__name__
+    if name == "Skipped":
+        return "skipped"
+    if name == "XFail":
+        return "xfailed"
+    if name == "XPass":
+        return "xpassed"
+    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        return "error"
+    return "failed"          # AssertionError, or an exception raised by the code the test exercises
+
+
+def _patch(rep, module):
+    real_exec = builtins.exec
+
+    def exec_(code, globs=None, locs=None):
+        out = real_exec(code, globs, locs) if locs is not None else real_exec(code, globs)
+        if isinstance(globs, dict) and isinstance(globs.get("__file__"), str):
+            _instrument(rep, globs)
+        return out
+
+    module.exec = exec_
+    if hasattr(module, "exec_"):      # releases that ran py2/3 compatible `exec_(code, gl)`
+        module.exec_ = exec_
+    rep.guard.watch(_WATCH)
+
+
+def _instrument(rep, gl):
+    path = os.path.abspath(gl["__file__"])
+    work = os.path.abspath(rep.workdir) + os.sep
+    rel = path[len(work):] if path.startswith(work) else path
+    for name in list(gl):
+        fn = gl[name]
+        if not (name.startswith("test_") and callable(fn) and hasattr(fn, "__code__") or
+                name.startswith("test_") and hasattr(fn, "__wrapped__")):
+            continue
+        node = "%s::%s" % (rel, name)
+        problem = guardmod.check_test_callable(fn, name, path, rep.guard)
+        if problem:
+            rep.tamper("test_code", "%s: %s" % (node, problem))
+        gl[name] = _recording(rep, node, name, fn)
+    rep.guard.watch_mapping("test module %s (instrumented)" % rel, gl)
+
+
+def _recording(rep, node, key, fn):
+    @functools.wraps(fn)
+    def run_test(*args, **kwargs):
+        rep.check("call " + node)
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as exc:
+            rep.node(node, "call", _outcome(exc), exc, key=key)
+            rep.check("after " + node)
+            raise
+        rep.node(node, "call", "passed", None, key=key)
+        rep.check("after " + node)
+        return result
+    return run_test

@@ -1,0 +1,56 @@
+"""execcritic's harness-owned results reporter: the boot.
+
+The harness runs a bundle's command with this directory (bound read-only, outside the checkout) first on
+PYTHONPATH and `EXECCRITIC_REPORT` naming a one-shot socket. Python imports `sitecustomize` while it starts,
+before `__main__` and so before any code of the repository under test; the first Python process of the run
+connects, receives its per-run key, and arms the reporter (see execcritic_reporter/__init__.py). Every other
+process (children, nested interpreters) finds the variable gone and only chains to the environment's own
+sitecustomize, if any.
+
+Runs inside the sandbox, on the task's interpreter (Python 3.6+), importing nothing from execcritic.
+"""
+import os
+import sys
+
+
+def _chain():
+    """Run the next `sitecustomize` on sys.path (the environment's own), as Python would have."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        import importlib.machinery
+        import importlib.util
+
+        rest = [p for p in sys.path if os.path.abspath(p or ".") != here]
+        spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+        if spec is not None and spec.origin and os.path.abspath(spec.origin) != os.path.abspath(__file__):
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+    except Exception as exc:  # the environment's own hook failing is its business, as without us
+        sys.stderr.write("sitecustomize (chained): %r\n" % (exc,))
+
+
+def _boot(path):
+    """Import the reporter and its standard-library dependencies from the interpreter's own library and this
+    directory only: a module of the checkout on PYTHONPATH (a `json.py`, a `socket.py`) must not stand in
+    for them. They stay imported (sys.modules) for the rest of the run."""
+    import sysconfig
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    keep = {os.path.abspath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib")}
+    saved = sys.path[:]
+    sys.path[:] = [here] + [p for p in saved if p and any(os.path.abspath(p).startswith(k) for k in keep)]
+    try:
+        import execcritic_reporter
+
+        execcritic_reporter.boot(path)
+    finally:
+        sys.path[:] = saved
+
+
+_socket = os.environ.pop("EXECCRITIC_REPORT", None)
+if _socket:
+    try:
+        _boot(_socket)
+    except Exception as _exc:  # the harness sees no records and says so; never a verdict
+        sys.stderr.write("execcritic reporter: could not start: %r\n" % (_exc,))
+_chain()
