@@ -15,6 +15,7 @@ diagnostic (swebench counts it as an "error", not as unresolved, too).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -26,9 +27,16 @@ from typing import Any, Callable
 
 from execcritic.config import PAPER, HarnessConfig
 from execcritic.errors import ExecCriticError, InputError, SandboxError
+from execcritic.bundle.command import parse_command
+from execcritic.bundle.gates import source_patch_problems
 from execcritic.harness.apply import SWEBENCH, SWEBENCH_APPLY_CMDS, apply_patch
-from execcritic.runners.registry import runner_for_task
-from execcritic.sandbox.base import Limits
+from execcritic.harness.classify import agree, reporter_problem
+from execcritic.harness.execution import FailureKind
+from execcritic.harness.instrument import declared_paths, instrumented_command, new_hashseed, run_reported, tree_problem
+from execcritic.harness.reporter.stream import ReporterReport
+from execcritic.runners.base import Runner
+from execcritic.runners.registry import runner_for_command, runner_for_task
+from execcritic.sandbox.base import CommandResult, Limits
 from execcritic.swebench_compat import grading
 from execcritic.tasks.environment import TaskEnvironment, environment_for
 from execcritic.tasks.model import Task
@@ -61,6 +69,10 @@ class OfficialResult:
     report: dict[str, Any] = field(default_factory=dict)   # swebench's per-instance report
     status_map: dict[str, str] = field(default_factory=dict, repr=False)
     log_path: str = ""
+    failure_kind: str = ""           # harness.execution.FailureKind value when the harness refused a result
+    forbidden: bool = False          # the candidate is not an admissible source patch (Eq. 6: reward 0)
+    reporter: dict[str, Any] | str = field(default_factory=dict)  # the harness-owned channel's summary
+    hashseed: int | None = None      # PYTHONHASHSEED of the test run (reproduces a flaky run)
 
     def __post_init__(self) -> None:
         if self.resolved and not self.valid:
@@ -250,22 +262,39 @@ def invalid(task: Task, error: str, *, backend: str = "", patch_applied: bool = 
 # ---- local path ----------------------------------------------------------------------------------
 
 def evaluate_local(task: Task, patch: str, env: TaskEnvironment, *, harness: HarnessConfig = PAPER.harness,
-                   log_dir: Path | None = None, sandbox=None,
+                   log_dir: Path | None = None, sandbox=None, candidate: bool | None = None,
+                   hashseed: int | None = None,
                    grade: Callable[..., OfficialResult] = grade_log) -> OfficialResult:
+    """The row's eval script in the task's sandbox (local or Docker): the candidate through the source-patch
+    gate (unless it is the task's own Gold; `candidate` forces either way), the tree judged after applying
+    it, the test command under the harness-owned reporter, swebench's grading - and resolution only when the
+    reporter's records agree with that grading."""
     t0 = time.monotonic()
     own = sandbox is None
     timeout = harness.official_timeout_s
+    backend = getattr(sandbox, "backend", env.kind)
+    if candidate is None:
+        candidate = bool(patch.strip()) and patch.strip() != task.patch.strip()
+    if candidate and patch.strip():
+        problems = source_patch_problems(patch, language=task.language, repo=task.repo)
+        if problems:
+            return invalid(task, "the patch is not an admissible source patch: " + "; ".join(
+                str(p) for p in problems[:3]), backend=backend, failure_kind=FailureKind.FORBIDDEN_SOURCE_EDIT.value,
+                forbidden=True, duration_s=time.monotonic() - t0)
+    seed = new_hashseed() if hashseed is None else hashseed
     try:
         try:
             if sandbox is None:
                 sandbox = env.open_sandbox(limits=Limits.from_config(harness))
             else:
                 sandbox.reset()
+            backend = sandbox.backend
             upstream = env.upstream_base_commit
             if not upstream or upstream not in task.eval_script:
                 upstream = task.base_commit
             script = local_eval_script(task, base_commit=env.base_commit or task.base_commit,
                                        upstream_base=upstream)
+            script, runner = instrument_eval_script(task, script, seed)
             apply_cmd = ""
             if patch.strip():
                 applied = apply_patch(sandbox, patch, name="candidate", ladder=SWEBENCH,
@@ -275,10 +304,20 @@ def evaluate_local(task: Task, patch: str, env: TaskEnvironment, *, harness: Har
                                    "failed):\n" + applied.diagnostic, backend=sandbox.backend,
                                    duration_s=time.monotonic() - t0)
                 apply_cmd = applied.method or ""
-            result = sandbox.run(script, timeout=timeout, cwd="/testbed")
+                mismatch = tree_problem(sandbox.changed_paths(), declared_paths(patch),
+                                        backups=apply_cmd.startswith("patch"))
+                if mismatch:
+                    return invalid(task, mismatch, backend=sandbox.backend, patch_applied=True,
+                                   failure_kind=FailureKind.TREE_MISMATCH.value, duration_s=time.monotonic() - t0)
+            report = None
+            if runner is not None:
+                result, report = run_reported(sandbox, script, timeout=timeout, cwd="/testbed",
+                                              facts={"runner": runner.reporter,
+                                                     "changed": sorted(declared_paths(patch))})
+            else:
+                result = sandbox.run(script, timeout=timeout, cwd="/testbed")
         except (SandboxError, OSError) as exc:
-            return invalid(task, f"sandbox error: {exc}", backend=getattr(sandbox, "backend", "local"),
-                           duration_s=time.monotonic() - t0)
+            return invalid(task, f"sandbox error: {exc}", backend=backend, duration_s=time.monotonic() - t0)
         log_path = None
         if log_dir is not None:
             log_dir.mkdir(parents=True, exist_ok=True)
@@ -288,10 +327,22 @@ def evaluate_local(task: Task, patch: str, env: TaskEnvironment, *, harness: Har
         res = grade(task, result.output, patch=patch, log_path=log_path, backend=sandbox.backend,
                     timed_out=result.timed_out)
         res.apply_command = apply_cmd
-        if result.oom_killed and res.valid:
+        res.hashseed = seed if runner is not None else None
+        res.reporter = report.summary() if report is not None else "none"
+        if report is not None and runner is not None:
+            # the script's own exit status is not the test command's: compare the one the script recorded
+            tested = dataclasses.replace(result, exit_code=res.exit_code if res.exit_code is not None else -1)
+            refused = cross_check(task, runner, tested, report)
+            if refused is not None:
+                res.valid, res.resolved = False, False
+                res.failure_kind, why = refused
+                res.error = (res.error + "; " if res.error else "") + why
+        if (result.oom_killed or result.pids_limited) and res.valid:
             res.valid, res.resolved = False, False
         if result.oom_killed:
             res.error = (res.error + "; " if res.error else "") + "the sandbox's memory limit killed the run"
+        if result.pids_limited:
+            res.error = (res.error + "; " if res.error else "") + "the sandbox's process limit refused a fork"
         if result.truncated and res.valid and res.missing:
             res.error += " (output was truncated)"
         res.duration_s = round(time.monotonic() - t0, 2)
@@ -299,6 +350,51 @@ def evaluate_local(task: Task, patch: str, env: TaskEnvironment, *, harness: Har
     finally:
         if own and sandbox is not None:
             sandbox.close()
+
+
+def instrument_eval_script(task: Task, script: str, hashseed: int) -> tuple[str, Runner | None]:
+    """The eval script with its test command (the line after the Start marker) run under the reporter, when
+    the task's runner has one. A test line the harness cannot instrument for such a runner is an error
+    (fail closed), not a silent run without the reporter."""
+    native = runner_for_task(task)
+    if native is None or not native.reporter:
+        return script, None
+    lines = script.split("\n")
+    for i, line in enumerate(lines[:-1]):
+        if START in line:
+            cmd = parse_command(lines[i + 1].strip())
+            runner = runner_for_command(cmd) if cmd.ok else None
+            if runner is None or not runner.reporter:
+                raise InputError(f"the eval script's test command {lines[i + 1].strip()[:200]!r} is not one the "
+                                 "harness can run under its reporter", file=task.dataset or None,
+                                 instance=task.instance_id, field="eval_script")
+            lines[i + 1] = instrumented_command(runner, cmd, hashseed)
+            return "\n".join(lines), runner
+    raise InputError("the eval script has no test command after its Start marker", file=task.dataset or None,
+                     instance=task.instance_id, field="eval_script")
+
+
+def cross_check(task: Task, runner: Runner, result: CommandResult, report: ReporterReport
+                ) -> tuple[str, str] | None:
+    """(failure kind, why) when the harness-owned records cannot back swebench's grading: the stream is
+    missing, incomplete or forged, the run tampered with its runner, or a FAIL_TO_PASS/PASS_TO_PASS test's
+    recorded outcome disagrees with what the log says."""
+    problem = reporter_problem(report, result)
+    if problem is not None:
+        return problem[0].value, problem[1]
+    recorded = report.status_map()
+    logged = runner.parse_results(result.output)
+    disagree = []
+    for name in list(task.fail_to_pass) + list(task.pass_to_pass):
+        node = runner.parse_node(name)
+        rec, log = runner.result_for(node, recorded), runner.result_for(node, logged)
+        if not agree(runner, rec, log):
+            disagree.append(f"{name}: the log says {log or 'nothing'}, the harness-owned record says "
+                            f"{rec or 'it did not run'}")
+    if disagree:
+        return (FailureKind.RESULTS_FORGED.value, "the runner's output contradicts the harness-owned record: "
+                + "; ".join(disagree[:3]))
+    return None
 
 
 # ---- docker path ---------------------------------------------------------------------------------
@@ -359,14 +455,16 @@ def evaluate_docker(task: Task, patch: str, env: TaskEnvironment, *, harness: Ha
 
 def evaluate_official(task: Task, patch: str | None, env: TaskEnvironment | None = None, *,
                       harness: HarnessConfig = PAPER.harness, log_dir: Path | None = None,
-                      sandbox=None) -> OfficialResult:
-    """Score `patch` (a Base-relative diff; "" or None = no change) with all F2P + P2P of `task`."""
+                      sandbox=None, candidate: bool | None = None) -> OfficialResult:
+    """Score `patch` (a Base-relative diff; "" or None = no change) with all F2P + P2P of `task`, in the task's
+    own sandbox (a verified-sdist environment, or the row's official image through the Docker backend), with
+    the same source-patch gate, tree judging, limits and harness-owned reporter as every bundle execution.
+    `evaluate_docker` keeps swebench's own harness unchanged, for comparison."""
     env = env or environment_for(task)
     patch = patch or ""
     try:
-        if env.kind == "docker":
-            return evaluate_docker(task, patch, env, harness=harness)
-        return evaluate_local(task, patch, env, harness=harness, log_dir=log_dir, sandbox=sandbox)
+        return evaluate_local(task, patch, env, harness=harness, log_dir=log_dir, sandbox=sandbox,
+                              candidate=candidate)
     except ExecCriticError as exc:
         return invalid(task, str(exc), backend=env.kind)
 

@@ -68,7 +68,7 @@ def new_hashseed() -> int:
     return secrets.randbelow(2**32)
 
 
-def run_reported(sandbox: Sandbox, command: str, *, timeout: float, facts: dict[str, Any]
+def run_reported(sandbox: Sandbox, command: str, *, timeout: float, facts: dict[str, Any], cwd: str | None = None
                  ) -> tuple[CommandResult, ReporterReport]:
     """Run `command` with the reporter's channel open; read the stream only after the sandbox ended the
     run and killed its process tree."""
@@ -76,7 +76,7 @@ def run_reported(sandbox: Sandbox, command: str, *, timeout: float, facts: dict[
         raise RuntimeError(f"the {sandbox.backend} sandbox has no reporter channel directory")
     channel = ReporterChannel(sandbox.channel_dir, {"workdir": sandbox.workdir, **facts})
     try:
-        result = sandbox.run(command, timeout=timeout, env=channel.env)
+        result = sandbox.run(command, timeout=timeout, env=channel.env, cwd=cwd)
     except BaseException:
         channel.close()
         raise
