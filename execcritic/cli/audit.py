@@ -11,6 +11,8 @@ import typer
 from execcritic.cli.common import JSON_OPTION, emit_json, guarded, protocol_options
 from execcritic.config import ProtocolConfig
 from execcritic.pipeline.audit import AuditConfig, audit_path, run_audit, summarize_audit
+from execcritic.results.records import RecordStore
+from execcritic.tasks.sdist.recipe import record_flaky_nodes
 from execcritic.results.manifest import build_manifest, write_result
 from execcritic.tasks import load_tasks
 
@@ -25,6 +27,10 @@ def register(app: typer.Typer) -> None:
               limit: Optional[int] = typer.Option(None),
               workers: int = typer.Option(1), executor: str = typer.Option("threads", help="threads | ray"),
               backend: Optional[str] = typer.Option(None, help="local | docker (default: the task's own)"),
+              repeat: int = typer.Option(1, help="run Base and Gold N times; nodes whose outcome varies are "
+                                                 "flaky (a flaky bound node makes the bundle invalid)"),
+              update_recipe: bool = typer.Option(False, help="write the flaky nodes found into the "
+                                                             "verified-sdist recipe (with --repeat)"),
               no_progress: bool = typer.Option(False), as_json: bool = JSON_OPTION, *,
               protocol: ProtocolConfig) -> None:
         """Run the unchanged bundle on a fresh Base and on Gold; report Base-to-Gold success (Q = B*G)."""
@@ -32,12 +38,16 @@ def register(app: typer.Typer) -> None:
             ts = load_tasks(dataset, instance_ids=instance or None)
             tasks = list(ts)[:limit] if limit else list(ts)
             cfg = AuditConfig(out=str(audit_path(out, test_source)), test_source=test_source, backend=backend,
-                              protocol=protocol)
+                              protocol=protocol, repeat=repeat)
             run = run_audit(tasks, cfg, workers=workers, backend=executor, show_progress=not no_progress)
             summary = summarize_audit(tasks, cfg)
             manifest = build_manifest(config=protocol, datasets=[ts.manifest()], extra={"records": cfg.out, "run": run.to_dict(),
                                                                        "workers": workers, "executor": executor})
             path = write_result(Path(cfg.out).with_suffix(".summary.json"), {"summary": summary}, manifest)
+            if update_recipe and repeat > 1:
+                flaky = {r["instance_id"]: r.get("flaky_nodes", {}) for r in RecordStore(cfg.out).iter()
+                         if r.get("repeat") == repeat and r["instance_id"] in {t.instance_id for t in tasks}}
+                record_flaky_nodes(flaky)
         if as_json:
             emit_json({"summary": summary, "summary_path": str(path)})
             return

@@ -39,7 +39,9 @@ class Ladder:
 
 
 SOURCE = Ladder("source", (("git apply", "git -c safe.directory='*' apply --whitespace=nowarn --verbose {path}"),
-                           ("patch --fuzz", "patch --batch --forward --fuzz=5 -p1 -i {path}")))
+                           # no `.orig` backups: the tree is judged after applying, and a backup is a
+                           # path the patch does not declare
+                           ("patch --fuzz", "patch --batch --forward --no-backup-if-mismatch --fuzz=5 -p1 -i {path}")))
 TEST = Ladder("test", (("git apply", "git -c safe.directory='*' apply --whitespace=nowarn --verbose {path}"),))
 SWEBENCH = Ladder("swebench", tuple((cmd, f"{cmd} {{path}}") for cmd in SWEBENCH_APPLY_CMDS),
                   accept_already_applied=True)
@@ -67,18 +69,15 @@ def apply_patch(sandbox: Sandbox, patch: str, *, name: str, ladder: Ladder, time
     """Apply `patch` at /testbed by `ladder`. Raises SandboxError only if the sandbox itself fails (or an
     attempt outlives `timeout`)."""
     path = f"{PATCH_DIR}/{name}.patch"
-    data = normalize_patch(patch)
-
-    def place() -> None:
-        sandbox.run(f"mkdir -p {PATCH_DIR}", timeout=timeout)
-        sandbox.write_file(path, data)
+    data = normalize_patch(patch).encode()
+    # the patch file is written by the same command that applies it (one sandbox process per attempt)
+    place = f"mkdir -p {PATCH_DIR} && cat > {shlex.quote(path)} && "
 
     diagnostics = []
     for i, (method, template) in enumerate(ladder.attempts):
         if i > 0:
             sandbox.reset()  # exact reset (it empties /tmp: the patch file is placed again)
-        place()
-        res = sandbox.run(template.format(path=shlex.quote(path)), timeout=timeout)
+        res = sandbox.run(place + template.format(path=shlex.quote(path)), timeout=timeout, stdin=data)
         if res.timed_out:
             raise SandboxError(f"applying {name}.patch ({method}) timed out after {timeout:.0f} s")
         if res.exit_code == 0:
@@ -86,8 +85,7 @@ def apply_patch(sandbox: Sandbox, patch: str, *, name: str, ladder: Ladder, time
         diagnostics.append(f"$ {method}\n{res.output.strip()}")
     if ladder.accept_already_applied:
         sandbox.reset()
-        place()
-        res = sandbox.run(f"git apply --check --reverse {shlex.quote(path)}", timeout=timeout)
+        res = sandbox.run(place + f"git apply --check --reverse {shlex.quote(path)}", timeout=timeout, stdin=data)
         if res.exit_code == 0:
             return ApplyResult(True, ALREADY_APPLIED, "")
     sandbox.reset()

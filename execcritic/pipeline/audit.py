@@ -32,6 +32,7 @@ class AuditConfig:
     test_source: str = "oracle"       # "oracle" | "bundles:<generation.jsonl>"
     backend: str | None = None
     protocol: ProtocolConfig = PAPER
+    repeat: int = 1                   # runs of Base and of Gold per bundle; nodes whose outcome varies are flaky
 
 
 def _bundle_for(task: Task, cfg: AuditConfig, read_base=None):
@@ -59,9 +60,13 @@ def audit_unit(payload: tuple[Task, AuditConfig]) -> dict[str, Any]:
         if bundle is None:
             return {**rec, "B": 0, "G": 0, "Q": 0, "miss": "no_bundle",
                     "error": "no qualified bundle for this instance"}
-        res = gold_audit(task, bundle, sandbox=sandbox, config=cfg.protocol.harness)
-    miss = "" if res.Q else ("base_invalid" if not res.base.valid else "base_passed" if not res.B else
-                             "gold_invalid" if not res.gold.valid else "gold_failed")
+        runs = [gold_audit(task, bundle, sandbox=sandbox, config=cfg.protocol.harness)
+                for _ in range(max(1, cfg.repeat))]
+    res = runs[0]
+    flaky = flaky_nodes(runs)
+    B, G = (0, 0) if flaky else (min(r.B for r in runs), min(r.G for r in runs))
+    miss = "" if B * G else ("flaky" if flaky else "base_invalid" if not res.base.valid else
+                             "base_passed" if not res.B else "gold_invalid" if not res.gold.valid else "gold_failed")
 
     def brief(ex) -> dict[str, Any]:
         return {"valid": ex.valid, "verdict": ex.verdict.value if ex.verdict else None,
@@ -69,8 +74,29 @@ def audit_unit(payload: tuple[Task, AuditConfig]) -> dict[str, Any]:
                 "nodes": [n.__dict__ for n in ex.nodes][:50], "phases": ex.phases, "duration_s": ex.duration_s,
                 "output_tail": ex.output_tail[-1500:] if miss else ""}  # kept where a miss needs explaining
 
-    return {**rec, "B": res.B, "G": res.G, "Q": res.Q, "miss": miss, "bundle_digest": bundle.digest(),
-            "environment": env.describe(), "base": brief(res.base), "gold": brief(res.gold)}
+    out = {**rec, "B": B, "G": G, "Q": B * G, "miss": miss, "bundle_digest": bundle.digest(),
+           "environment": env.describe(), "base": brief(res.base), "gold": brief(res.gold)}
+    if cfg.repeat > 1:
+        out["repeat"] = cfg.repeat
+        out["flaky_nodes"] = flaky
+        out["runs"] = [{"base": (r.base.failure_kind.value, r.base.extra.get("hashseed")),
+                        "gold": (r.gold.failure_kind.value, r.gold.extra.get("hashseed"))} for r in runs]
+    return out
+
+
+def flaky_nodes(runs: Sequence[Any]) -> dict[str, str]:
+    """Nodes whose outcome changes across repeated runs of the same side (Base or Gold), with what was seen:
+    their verdict depends on something other than the code (a hash seed, timing, the order of runs)."""
+    out: dict[str, str] = {}
+    for side in ("base", "gold"):
+        seen: dict[str, list[str]] = {}
+        for r in runs:
+            for n in getattr(r, side).nodes:
+                seen.setdefault(n.node, []).append(n.outcome)
+        for node, outcomes in seen.items():
+            if len(set(outcomes)) > 1:
+                out[node] = f"{side}: " + ", ".join(outcomes)
+    return out
 
 
 def run_audit(tasks: Sequence[Task], cfg: AuditConfig, *, workers: int = 1, backend: str = "threads",

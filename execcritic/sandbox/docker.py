@@ -156,8 +156,11 @@ if [ ${#clean[@]} -gt 0 ]; then rm -rf -- "${clean[@]}"; fi
 chmod 1777 /tmp
 now=$(date +%s.%N)
 sleep 0.012
+# the report goes to a file the harness reads through the Docker API (an HTTP transfer), not only to the
+# exec's attached stdout: the reset's result must not depend on the attach stream of a short-lived exec
 printf 'EXECCRITIC-RESET t=%s removed=%s restored=%s dirs=%s oom=%s\n' \
-  "$now" "$removed" "$restored" "$dirs" "$(__ec_oom)"
+  "$now" "$removed" "$restored" "$dirs" "$(__ec_oom)" > "$EC_REPORT"
+cat "$EC_REPORT"
 """
 
 # What changed in the tree since the last restore ($1 = its time, $2 = tree, $3 = snapshot): entries whose
@@ -438,17 +441,27 @@ class DockerSandbox(Sandbox):
                      environment: dict[str, str] | None = None) -> str:
         """Run a helper command to completion (no user code); SandboxError on any failure."""
         errors, req_errors = _docker_errors()
+        api = self.client.api
         try:
-            res = self._container.exec_run(cmd, user="0", workdir="/", demux=True, environment=environment)
+            exec_id = api.exec_create(self._container.id, cmd, stdout=True, stderr=True, user="0", workdir="/",
+                                      environment=environment)["Id"]
+            output = api.exec_start(exec_id, demux=True)
+            # the exit status of a process that just closed its output may not be recorded yet: wait for it
+            info = api.exec_inspect(exec_id)
+            deadline = time.monotonic() + 30
+            while info.get("Running") and time.monotonic() < deadline:
+                time.sleep(0.01)
+                info = api.exec_inspect(exec_id)
         except (errors.APIError, req_errors.ConnectionError) as exc:
             raise self._gone(exc) from exc
-        out = (res.output[0] or b"").decode("utf-8", "replace") if res.output else ""
-        err = (res.output[1] or b"").decode("utf-8", "replace") if res.output else ""
-        if res.exit_code != 0:
+        out = (output[0] or b"").decode("utf-8", "replace") if output else ""
+        err = (output[1] or b"").decode("utf-8", "replace") if output else ""
+        code = info.get("ExitCode")
+        if info.get("Running") or code != 0:
             if not self._running():
                 raise self._gone()
-            raise SandboxError(f"{what} in container {self.name} failed (exit {res.exit_code}): "
-                               f"{err[-2000:]}")
+            raise SandboxError(f"{what} in container {self.name} failed (exit {code}"
+                               f"{', still running after 30 s' if info.get('Running') else ''}): {err[-2000:]}")
         return out
 
     def _apply_reset_output(self, out: str) -> None:
@@ -672,9 +685,18 @@ class DockerSandbox(Sandbox):
         return sorted({ln for ln in lines[:-1] if ln})
 
     def _reset_exec(self) -> None:
+        """Run the reset script; its report is read back from the file it wrote (through the Docker API,
+        after the exec's exit status says it finished), never from the exec's attached output alone."""
         clean = " ".join(shlex.quote(d) for d in ("/tmp", "/dev/shm", IO_DIR))
+        report = f"{IO_DIR}/.reset-report"
         out = self._exec_simple(["bash", "-c", RESET_SCRIPT, "reset", self._restored_at, *self._pairs()],
-                                what="reset", environment={"EC_CLEAN": clean})
+                                what="reset", environment={"EC_CLEAN": clean, "EC_REPORT": report})
+        if not _RESET_RE.search(out):
+            try:
+                out = self.read_file(report).decode("utf-8", "replace")
+            except FileNotFoundError:
+                raise SandboxError(f"reset of container {self.name} exited 0 but left no report at {report} "
+                                   f"(attached output: {out[-300:]!r})") from None
         self._apply_reset_output(out)
 
     def close(self) -> None:

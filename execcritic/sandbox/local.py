@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import re
 import selectors
@@ -64,6 +65,47 @@ ROOTFS_SKIP = {"proc", "dev", "sys", "tmp", "run", "root", "testbed", "lost+foun
 # sandboxed root cannot remount the read-only binds.
 BWRAP_CAPS = ("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_SETGID",
               "CAP_SETUID", "CAP_SETPCAP", "CAP_SETFCAP", "CAP_SYS_CHROOT")
+
+# Compile a tree's Python files in place at /testbed, as checked-hash pycs (a changed source is never served
+# stale bytecode, whatever its mtime): every copy of a warmed tree imports without recompiling.
+WARM_SCRIPT = (
+    "__ec_py=$(command -v python || command -v python3) || exit 0\n"
+    "\"$__ec_py\" - <<'EOF'\n"
+    "import sys\n"
+    "if sys.version_info < (3, 7): sys.exit(0)\n"
+    "import compileall, py_compile, re\n"
+    "compileall.compile_dir('/testbed', quiet=2, rx=re.compile(r'/\\.git/'), workers=1,\n"
+    "    invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)\n"
+    "EOF\n")
+WARM_MARKER = ".git/execcritic-bytecode"
+
+
+def warm_checkout(checkout: Path | str, *, activate: str = "", binds: Sequence[Path | str] = ()) -> bool:
+    """Compile a prepared checkout's Python files once, in place (checked-hash pycs at the paths the sandboxes
+    see), so that no run pays for recompiling the Base: every sandbox copies the checkout with its pycs, and
+    every reset restores them - a run cannot change what the next run imports. Idempotent and locked; returns
+    True if it compiled now."""
+    checkout = Path(checkout)
+    marker = checkout / WARM_MARKER
+    if marker.exists() or not (checkout / ".git").is_dir():
+        return False
+    with open(checkout / ".git" / "execcritic-bytecode.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists():
+            return False
+        box = LocalSandbox(checkout, activate=activate, binds=binds)
+        try:
+            box._warm(checkout)          # the checkout itself at /testbed: compiled in place
+        finally:
+            box.close()
+        # git must not see the pycs as untracked files (agents' `git status`, the workspace's Base commit)
+        exclude = checkout / ".git" / "info" / "exclude"
+        exclude.parent.mkdir(exist_ok=True)
+        with open(exclude, "a") as fh:
+            fh.write("\n# bytecode compiled by execcritic when the environment was prepared\n__pycache__/\n*.pyc\n")
+        marker.write_text("checked-hash pycs compiled by execcritic\n")
+        return True
+
 
 _MAPPED_RE = re.compile(r"(?<![\w./-])/(testbed|tmp|\.execcritic/reporter|\.execcritic/chan)(?=/|$|[^\w.-])")
 _BWRAP_VERSION: str | None = None
@@ -220,16 +262,7 @@ class LocalSandbox(Sandbox):
         self.checkout_head = _git_head(self.checkout)
 
     def _warm(self, tree: Path) -> None:
-        script = (
-            "__ec_py=$(command -v python || command -v python3) || exit 0\n"
-            "\"$__ec_py\" - <<'EOF'\n"
-            "import sys\n"
-            "if sys.version_info < (3, 7): sys.exit(0)\n"
-            "import compileall, py_compile, re\n"
-            "compileall.compile_dir('/testbed', quiet=2, rx=re.compile(r'/\\.git/'), workers=1,\n"
-            "    invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)\n"
-            "EOF\n")
-        res = self._run(script, timeout=1800, env=None, cwd="/", stdin=None, tree=tree)
+        res = self._run(WARM_SCRIPT, timeout=1800, env=None, cwd="/", stdin=None, tree=tree)
         if res.exit_code != 0 or res.timed_out:
             raise SandboxError(f"warming bytecode in {self.checkout} failed (exit {res.exit_code}): "
                                f"{res.output[-2000:]}")

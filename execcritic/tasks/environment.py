@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from execcritic.errors import EnvironmentMissing
 from execcritic.sandbox.base import Limits, Sandbox
-from execcritic.sandbox.local import LocalSandbox
+from execcritic.sandbox.local import LocalSandbox, warm_checkout
 from execcritic.tasks.sdist.build import env_dir
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -64,6 +64,7 @@ class TaskEnvironment:
         binds = list(opts.pop("binds", ()))
         if self.venv is not None:
             binds.insert(0, self.venv)
+        warm_checkout(self.checkout, activate=self.activation, binds=binds)   # once per environment
         return LocalSandbox(self.checkout, binds=binds, **opts)
 
     def describe(self) -> dict[str, Any]:

@@ -5,7 +5,9 @@ official test patch; node: the two F2P nodes. Variants, interleaved per round (w
   bare           the bundle's command in a host checkout that already has the test patch applied
   execute-local  execute(task, bundle, sandbox=LocalSandbox)    (reset + apply + run + parse, bwrap)
   execute-docker execute(task, bundle, sandbox=DockerSandbox)   (same, in a container; private dockerd)
-Reports medians, ratios of medians and paired ratios, the phase split, and PYTHONDONTWRITEBYTECODE.
+Reports medians, ratios of medians and paired ratios, the phase split, and PYTHONDONTWRITEBYTECODE. The
+sandboxes run with the harness-owned reporter on (every pytest execution does) and with the Base compiled
+once when the sandbox is prepared (checked-hash pycs restored by every reset), as task environments are.
 
   PYTHONPATH=. .venv/bin/python tests/perf/execute_overhead.py [--rounds 10] [--no-docker] [--json out.json]
 """
@@ -37,7 +39,7 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="execcritic-perf-"))
     demo = build_demo(TOOLZ, work)
-    local = demo.open_local(limits=Limits(memory_mb=2048, pids=1024))
+    local = demo.open_local(limits=Limits(memory_mb=2048, pids=1024), warm_bytecode=True)
     kit = ScenarioKit(demo, local)
     bundle = kit.official_bundle()
     bare_dir = work / "bare"
@@ -58,7 +60,8 @@ def main() -> None:
         dockerd = start_dockerd()
         client = dockerd.client()
         image = build_task_image(client, demo.repo, "execcritic/test-task:toolz-demo", base=ensure_base_image(client))
-        docker = DockerSandbox(image, client=client, activate="", limits=Limits(memory_mb=2048, pids=1024))
+        docker = DockerSandbox(image, client=client, activate="", limits=Limits(memory_mb=2048, pids=1024),
+                               warm_bytecode=True)
         variants["execute-docker"] = lambda: execute(demo.task, bundle, sandbox=docker)
 
     times: dict[str, list[float]] = {k: [] for k in variants}
@@ -72,6 +75,7 @@ def main() -> None:
             dt = time.monotonic() - t
             if hasattr(out, "valid"):
                 assert out.valid and out.verdict.value == "FAIL", out.diagnostic
+                assert out.extra.get("reporter", {}).get("ended"), out.extra.get("reporter")
             if r > 0:  # round 0 is the warm-up
                 times[name].append(dt)
                 if hasattr(out, "phases"):

@@ -51,6 +51,9 @@ class InstanceRecipe:
     version: str                      # the SWE-bench version of the row
     env: str                          # EnvRecipe.key
     p2p_excluded: Mapping[str, str] = field(default_factory=dict)  # node -> why it cannot run here
+    # bundle nodes whose verdict changed across repeated runs here (`execcritic audit --repeat N
+    # --update-recipe`): node -> what was seen. A bound flaky node makes an execution `flaky_node`.
+    flaky_nodes: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -132,8 +135,12 @@ def parse_recipe(data: Mapping[str, Any], *, path: str = "<recipe>") -> Recipe:
         excluded = i.get("p2p_excluded") or {}
         if not isinstance(excluded, dict):
             raise InputError("p2p_excluded must map node -> reason", file=path, field="p2p_excluded", **where)
+        flaky = i.get("flaky_nodes") or {}
+        if not isinstance(flaky, dict):
+            raise InputError("flaky_nodes must map node -> what was seen", file=path, field="flaky_nodes", **where)
         instances.append(InstanceRecipe(iid, _req(i, "repo", str, file=path, where=where),
-                                        _req(i, "version", str, file=path, where=where), env, dict(excluded)))
+                                        _req(i, "version", str, file=path, where=where), env, dict(excluded),
+                                        dict(flaky)))
     return Recipe(path, dict(data.get("dataset") or {}), envs, tuple(instances), dict(data.get("notes") or {}))
 
 
@@ -156,6 +163,23 @@ def _load_cached(path: str, _mtime: int) -> Recipe:
     return parse_recipe(data, path=path)
 
 
+def record_flaky_nodes(updates: Mapping[str, Mapping[str, str]], path: str | Path | None = None) -> Path:
+    """Write measured flaky nodes into the recipe (instance -> {node: what was seen}); an empty mapping
+    clears an instance's entry. Other fields are left as they are."""
+    p = Path(path) if path else RECIPE_PATH
+    data = json.loads(p.read_text())
+    for inst in data.get("instances", []):
+        if inst.get("instance_id") in updates:
+            flaky = dict(updates[inst["instance_id"]])
+            if flaky:
+                inst["flaky_nodes"] = dict(sorted(flaky.items()))
+            else:
+                inst.pop("flaky_nodes", None)
+    p.write_text(json.dumps(data, indent=1) + "\n")
+    _load_cached.cache_clear()
+    return p
+
+
 def recipe_to_dict(recipe_envs: Mapping[str, EnvRecipe], instances: list[InstanceRecipe], *,
                    dataset: Mapping[str, Any], notes: Mapping[str, Any]) -> dict[str, Any]:
     envs = {}
@@ -165,7 +189,8 @@ def recipe_to_dict(recipe_envs: Mapping[str, EnvRecipe], instances: list[Instanc
                      "exclude_newer": e.exclude_newer, "requirements": list(e.requirements),
                      "lock": list(e.lock), "skipped": dict(e.skipped)}
     insts = [{"instance_id": i.instance_id, "repo": i.repo, "version": i.version, "env": i.env,
-              **({"p2p_excluded": dict(i.p2p_excluded)} if i.p2p_excluded else {})}
+              **({"p2p_excluded": dict(i.p2p_excluded)} if i.p2p_excluded else {}),
+              **({"flaky_nodes": dict(i.flaky_nodes)} if i.flaky_nodes else {})}
              for i in sorted(instances, key=lambda x: x.instance_id)]
     return {"schema": SCHEMA, "task_set": "verified-sdist", "dataset": dict(dataset), "notes": dict(notes),
             "envs": envs, "instances": insts}
