@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from execcritic.bundle.model import TestBundle
 from tests.demo_tasks import GIT_ENV, DemoTask
@@ -24,6 +26,38 @@ def diff_after(repo: Path, edit) -> str:
         subprocess.run(["git", "add", "-A", "-N"], cwd=work, env=env, check=True)
         return subprocess.run(["git", "diff", "--no-color"], cwd=work, env=env, check=True, capture_output=True,
                               text=True).stdout
+
+
+def checkout_diff(checkout: Path, edits: dict[str, Callable[[str | None], str | None]], *,
+                  after: str = "") -> str:
+    """`git diff` of a (large) Base checkout after the patch `after` (say, a task's test patch) and then
+    `edits` (path -> function of the old text, None for a new file; returning None deletes). Works in a shared clone with only the edited paths checked out:
+    git diffs per path against the same blobs, so the diff equals one made in a full copy, without copying
+    the checkout or picking up its untracked build files."""
+    def git(cwd: Path, *args: str) -> str:
+        return subprocess.run(["git", *args], cwd=cwd, env={**os.environ, **GIT_ENV}, check=True,
+                              capture_output=True, text=True).stdout
+
+    with tempfile.TemporaryDirectory(prefix="execcritic-diff-") as tmp:
+        work = Path(tmp) / "w"
+        git(Path(tmp), "clone", "-q", "--shared", "--no-checkout", str(checkout), str(work))
+        git(work, "read-tree", "HEAD")
+        paths = sorted(set(edits) | set(re.findall(r"^(?:\+\+\+ b|--- a)/(\S+)", after, re.M)))
+        tracked = sorted(set(git(work, "ls-files", "-z", "--", *paths).split("\0")) - {""})
+        if tracked:
+            git(work, "checkout-index", "-f", "--", *tracked)
+        if after:
+            subprocess.run(["git", "apply", "-"], cwd=work, input=after, text=True, check=True)
+        for rel, fn in edits.items():
+            path = work / rel
+            new = fn(path.read_text() if path.exists() else None)
+            if new is None:
+                path.unlink()
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(new)
+        git(work, "add", "-N", "--", *paths)
+        return git(work, "diff", "--no-color", "--", *paths)
 
 
 def contract(nodes: list[str]) -> dict:
@@ -85,4 +119,4 @@ class ScenarioKit:
         return self.source_patch(spec.buggy.rstrip("\n") + "  # candidate\n")
 
 
-__all__ = ["ScenarioKit", "contract", "diff_after"]
+__all__ = ["ScenarioKit", "checkout_diff", "contract", "diff_after"]

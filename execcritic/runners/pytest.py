@@ -517,15 +517,14 @@ class PytestRunner(Runner):
             if c and " " in c and results.get(c.split(" ")[0]) in _STATUSES:
                 return results[c.split(" ")[0]]
         for key, status in results.items():
-            # pytest_v2 keeps the " - <message>" of ERROR lines in the id
-            if " - " in key and status in _STATUSES and key.split(" - ", 1)[0] in candidates:
+            # pytest_v2 keeps the " - <reason>" of ERROR and XFAIL lines in the id
+            if " - " in key and status in _STATUSES and _without_reason(key) in candidates:
                 return status
         matches = []
         for key, status in results.items():
             if "::" not in key or status not in _STATUSES or " " in key.split("::", 1)[0]:
                 continue
-            if " - " in key and status == "ERROR":
-                key = key.split(" - ", 1)[0]
+            key = _without_reason(key)
             kpath, kscope, kname, kparam = split_node_id(key)
             knode = Node(self.name, kname, kpath, kscope, kparam, key)
             if self.binds(knode, node) or (
@@ -591,6 +590,17 @@ class PytestRunner(Runner):
 
 
 _STATUSES = {"PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS"}
+
+
+def _without_reason(key: str) -> str:
+    """A summary-line id without the " - <reason>" pytest appends (an " - " inside a parameter id's brackets
+    is part of the id)."""
+    at = key.find(" - ")
+    while at != -1:
+        if key.count("[", 0, at) <= key.count("]", 0, at):
+            return key[:at]
+        at = key.find(" - ", at + 3)
+    return key
 
 
 def _same_file(a: str, b: str) -> bool:

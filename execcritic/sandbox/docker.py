@@ -62,34 +62,38 @@ IO_DIR = "/.execcritic/io"
 # PID 1: no child process, blocked reading a stdin that dockerd keeps open (stdin_open=True).
 KEEPER = "trap '' TERM INT HUP; while :; do read -r _ || sleep 3600; done"
 
-_OOM_FN = (
-    '__ec_oom() { local f k v; '
-    'for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do '
-    'if [ -r "$f" ]; then while read -r k v; do '
-    'if [ "$k" = oom_kill ]; then echo "$v"; return; fi; '
-    'done < "$f"; fi; done; echo -1; }\n')
+# The container cgroup's own counters: OOM kills and forks the pids limit refused ("oom=N pids=N";
+# -1 when a counter is unreadable).
+_COUNTERS_FN = (
+    '__ec_count() { local key="$1" f k v; shift; '
+    'for f in "$@"; do if [ -r "$f" ]; then while read -r k v; do '
+    'if [ "$k" = "$key" ]; then echo "$v"; return; fi; '
+    'done < "$f"; fi; done; echo -1; }\n'
+    '__ec_counters() { printf "oom=%s pids=%s" '
+    '"$(__ec_count oom_kill /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events)" '
+    '"$(__ec_count max /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events)"; }\n')
 _KILL_ALL = (
     '__ec_i=0; while kill -9 -1 2>/dev/null; do __ec_i=$((__ec_i+1)); '
     'if [ $__ec_i -ge 500 ]; then break; fi; sleep 0.01; done\n')
 
 # One command: $1 = inner script (prelude + cd + command), $2 = stdin file or "".
 RUN_WRAPPER = (
-    _OOM_FN
+    _COUNTERS_FN
     + 'bash -c "$1" < "${2:-/dev/null}" 2>&1\n'
     + '__ec_rc=$?\n'
     + _KILL_ALL
-    + "printf '\\nEXECCRITIC-TRAILER rc=%s oom=%s\\n' \"$__ec_rc\" \"$(__ec_oom)\" >&2\n"
+    + "printf '\\nEXECCRITIC-TRAILER rc=%s %s\\n' \"$__ec_rc\" \"$(__ec_counters)\" >&2\n"
     + 'exit $__ec_rc\n')
 
-# Timeout / recovery: kill everything but PID 1 and report the OOM counter.
-KILL_SCRIPT = _OOM_FN + _KILL_ALL + "printf 'EXECCRITIC-TRAILER rc=0 oom=%s\\n' \"$(__ec_oom)\"\n"
+# Timeout / recovery: kill everything but PID 1 and report the counters.
+KILL_SCRIPT = _COUNTERS_FN + _KILL_ALL + "printf 'EXECCRITIC-TRAILER rc=0 %s\\n' \"$(__ec_counters)\"\n"
 
 # Reset: $1 = time of the last restore (epoch.ns), then "work:snap" pairs; dirs to empty in EC_CLEAN.
 # Only entries whose ctime moved past $1 are looked at: new ones are removed, changed files/links
 # (and type changes) are copied back, a changed dir gets back the children it lost plus its own
 # owner/mode/times. Deletions always move the parent dir's ctime, so nothing is missed; tar
 # (--format=posix keeps nanosecond mtimes) does the copying in two processes whatever the count.
-RESET_SCRIPT = _OOM_FN + r"""
+RESET_SCRIPT = _COUNTERS_FN + r"""
 set -Eeuo pipefail
 trap 'echo "EXECCRITIC-RESET-ERROR line $LINENO: $BASH_COMMAND" >&2; exit 6' ERR
 export LC_ALL=C
@@ -158,8 +162,8 @@ now=$(date +%s.%N)
 sleep 0.012
 # the report goes to a file the harness reads through the Docker API (an HTTP transfer), not only to the
 # exec's attached stdout: the reset's result must not depend on the attach stream of a short-lived exec
-printf 'EXECCRITIC-RESET t=%s removed=%s restored=%s dirs=%s oom=%s\n' \
-  "$now" "$removed" "$restored" "$dirs" "$(__ec_oom)" > "$EC_REPORT"
+printf 'EXECCRITIC-RESET t=%s removed=%s restored=%s dirs=%s %s\n' \
+  "$now" "$removed" "$restored" "$dirs" "$(__ec_counters)" > "$EC_REPORT"
 cat "$EC_REPORT"
 """
 
@@ -186,7 +190,7 @@ echo EXECCRITIC-CHANGED-END
 """
 
 # First fill of the empty volumes from the snapshot; same trailer as a reset.
-INIT_SCRIPT = _OOM_FN + r'''
+INIT_SCRIPT = _COUNTERS_FN + r'''
 set -eu
 for pair in "$@"; do
   W="${pair%%:*}"; B="${pair#*:}"
@@ -196,11 +200,12 @@ done
 chmod 1777 /tmp
 now=$(date +%s.%N)
 sleep 0.012
-printf 'EXECCRITIC-RESET t=%s removed=0 restored=0 dirs=0 oom=%s\n' "$now" "$(__ec_oom)"
+printf 'EXECCRITIC-RESET t=%s removed=0 restored=0 dirs=0 %s\n' "$now" "$(__ec_counters)"
 '''
 
-_TRAILER_RE = re.compile(rb"EXECCRITIC-TRAILER rc=(-?\d+) oom=(-?\d+)")
-_RESET_RE = re.compile(r"EXECCRITIC-RESET t=(\d+\.\d+) removed=(\d+) restored=(\d+) dirs=(\d+) oom=(-?\d+)")
+_TRAILER_RE = re.compile(rb"EXECCRITIC-TRAILER rc=(-?\d+) oom=(-?\d+) pids=(-?\d+)")
+_RESET_RE = re.compile(r"EXECCRITIC-RESET t=(\d+\.\d+) removed=(\d+) restored=(\d+) dirs=(\d+) oom=(-?\d+) "
+                       r"pids=(-?\d+)")
 
 
 def _docker_errors():
@@ -248,6 +253,7 @@ class DockerSandbox(Sandbox):
         self._snap_volume: str | None = None
         self._timings: dict[str, float] = {}
         self._oom_seen = 0
+        self._pids_seen = 0
         self._restored_at = "0"
         self.last_restore: dict[str, int] = {}
         self.recreations = 0
@@ -362,6 +368,7 @@ class DockerSandbox(Sandbox):
         except (errors.APIError, req_errors.ConnectionError) as exc:
             raise SandboxError(f"could not start a container from {self.image}: {exc}") from exc
         self._oom_seen = 0
+        self._pids_seen = 0
 
     # -- guarding the image filesystem (read_only_root=False) ----------------------------------
     def _set_rootfs_baseline(self) -> None:
@@ -474,6 +481,7 @@ class DockerSandbox(Sandbox):
         self.last_restore = {"removed": int(m.group(2)), "restored": int(m.group(3)),
                              "dirs_fixed": int(m.group(4))}
         self._oom_seen = max(self._oom_seen, int(m.group(5)))
+        self._pids_seen = max(self._pids_seen, int(m.group(6)))
 
     # -- the interface --------------------------------------------------------------------------
     def _script(self, command: str, cwd: str) -> str:
@@ -571,25 +579,21 @@ class DockerSandbox(Sandbox):
             if not self._running():
                 raise self._gone()
             kill_out = self._kill_all()
-        oom_now = None
-        if trailer is not None:
-            oom_now = int(trailer.group(2))
-        else:
-            m = None
-            for m in _TRAILER_RE.finditer(kill_out.encode()):
+        counters = trailer
+        if counters is None:
+            for counters in _TRAILER_RE.finditer(kill_out.encode()):
                 pass
-            if m is not None:
-                oom_now = int(m.group(2))
-        oom = False
-        if oom_now is not None and oom_now >= 0:
-            oom = oom_now > self._oom_seen
-            self._oom_seen = max(self._oom_seen, oom_now)
+        oom = pids_limited = False
+        if counters is not None:
+            oom_now, pids_now = int(counters.group(2)), int(counters.group(3))
+            oom, pids_limited = oom_now > self._oom_seen, pids_now > self._pids_seen   # -1 (unreadable) never counts
+            self._oom_seen, self._pids_seen = max(self._oom_seen, oom_now), max(self._pids_seen, pids_now)
         if rc is None:
             if not self._running():
                 raise self._gone()
             rc = -9 if timed_out else -1
         return CommandResult(exit_code=int(rc), output=cap.text(), timed_out=timed_out, oom_killed=oom,
-                             duration_s=duration, truncated=cap.truncated, isolated=True)
+                             pids_limited=pids_limited, duration_s=duration, truncated=cap.truncated, isolated=True)
 
     def _kill_all(self) -> str:
         return self._exec_simple(["bash", "-c", KILL_SCRIPT], what="killing the command's processes")
@@ -739,6 +743,7 @@ class DockerSandbox(Sandbox):
                        "output_bytes": self.limits.output_bytes},
             "limit_enforcement": "container cgroup (memory, swap off; pids)",
             "oom_detection": "container cgroup oom_kill counter",
+            "pids_detection": "container cgroup pids.events max counter",
             "read_only_root": self.read_only_root,
             "rootfs_guard": self._rootfs_mode,
             "recreations": self.recreations,

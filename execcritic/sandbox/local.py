@@ -587,6 +587,7 @@ class LocalSandbox(Sandbox):
             "limit_enforcement": self._cgroup.label if self._cgroup else ("rlimit" if (self.limits.memory_mb or
                                                                                     self.limits.pids) else None),
             "oom_detection": "cgroup" if (self._cgroup and self._cgroup.memory) else "none",
+            "pids_detection": "cgroup" if (self._cgroup and self._cgroup.pids) else "none",
             "sandbox": (bwrap_version() if self.isolated else "plain subprocess"),
             "rootfs": str(self.rootfs) if self.rootfs else "host",
             "binds": [str(b) for b in self.binds],

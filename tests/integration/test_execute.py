@@ -140,3 +140,67 @@ def test_plain_subprocess_mode_says_not_isolated(demo_toolz):
         assert ex.isolated is False
     finally:
         kit.sandbox.close()
+
+
+XFAIL_CASES = [
+    # (test code, bound nodes, expected (valid, verdict, failure kind))
+    pytest.param("import pytest\n\n@pytest.mark.xfail(reason='known bug')\ndef test_known():\n    assert False\n",
+                 ["test_known"], (False, None, FailureKind.EXPECTED_FAILURE_ONLY), id="xfail-alone"),
+    pytest.param("import pytest\n\ndef test_known():\n    pytest.xfail('known bug')\n",
+                 ["test_known"], (False, None, FailureKind.EXPECTED_FAILURE_ONLY), id="imperative-xfail"),
+    pytest.param("import pytest\n\n@pytest.mark.xfail(reason='known bug')\ndef test_known():\n    assert True\n",
+                 ["test_known"], (False, None, FailureKind.EXPECTED_FAILURE_ONLY), id="xpass-non-strict"),
+    pytest.param("import pytest\n\n@pytest.mark.xfail(strict=True)\ndef test_known():\n    assert True\n",
+                 ["test_known"], (True, Verdict.FAIL, FailureKind.BEHAVIORAL_FAILURE), id="xpass-strict-fails"),
+    pytest.param("import pytest\n\n@pytest.mark.xfail\ndef test_known():\n    assert False\n\n"
+                 "def test_real():\n    assert 1 == 2\n",
+                 ["test_known", "test_real"], (True, Verdict.FAIL, FailureKind.BEHAVIORAL_FAILURE),
+                 id="xfail-next-to-a-failure"),
+    pytest.param("import pytest\n\n@pytest.mark.xfail\ndef test_known():\n    assert False\n\n"
+                 "def test_real():\n    assert 1 == 1\n",
+                 ["test_known", "test_real"], (True, Verdict.PASS, FailureKind.PASSED), id="xfail-next-to-a-pass"),
+]
+
+
+@pytest.mark.parametrize("code,nodes,expected", XFAIL_CASES)
+def test_expected_failures_carry_no_verdict(kit, code, nodes, expected):
+    """An expected failure ran, but the runner inverts its outcome: alone it is no verdict either way (a
+    Base gate 'fail' it cannot give, a PASS it cannot earn); next to ordinary nodes it is neutral."""
+    ex = execute(kit.task, kit.bundle(code, nodes, new_file=True), sandbox=kit.sandbox)
+    assert (ex.valid, ex.verdict, ex.failure_kind) == expected, ex.diagnostic + ex.output_tail
+    if expected[2] is FailureKind.PASSED:
+        assert "1 expected-failure node(s) ran and are neutral" in ex.diagnostic
+
+
+def test_a_fork_bomb_hits_the_process_limit_not_a_verdict(kit):
+    if kit.sandbox.describe().get("pids_detection", "none") == "none":
+        pytest.skip("this sandbox has no pids cgroup to read (rlimit fallback): the limit holds but cannot be "
+                    "attributed")
+    code = ("import subprocess\n\ndef test_fork_many():\n    procs = []\n    try:\n"
+            "        for _ in range(4000):\n            procs.append(subprocess.Popen(['sleep', '30']))\n"
+            "    finally:\n        for p in procs:\n            p.kill()\n            p.wait()\n")
+    ex = execute(kit.task, kit.bundle(code, ["test_fork_many"], new_file=True), sandbox=kit.sandbox)
+    assert (ex.valid, ex.verdict, ex.failure_kind) == (False, None, FailureKind.PROCESS_LIMIT), \
+        ex.diagnostic + ex.output_tail
+    after = execute(kit.task, kit.official_bundle(), sandbox=kit.sandbox)     # the limit is per run
+    assert (after.valid, after.verdict) == (True, Verdict.FAIL), after.diagnostic
+
+
+def test_a_run_cannot_change_what_the_next_run_imports(kit):
+    """Bytecode planted by one run (an unchecked-hash pyc: the interpreter never compares it with the source)
+    is gone before the next: the next check imports the tree's source, not the plant."""
+    source = kit.demo.spec.source_file
+    code = ("import importlib.util, pathlib, py_compile, tempfile\n\ndef test_plant():\n"
+            f"    pyc = pathlib.Path(importlib.util.cache_from_source({source!r}))\n"
+            "    pyc.parent.mkdir(exist_ok=True)\n"
+            "    evil = pathlib.Path(tempfile.mkdtemp()) / 'evil.py'\n"
+            "    evil.write_text('raise SystemExit(3)\\n')\n"
+            "    py_compile.compile(str(evil), cfile=str(pyc),\n"
+            "                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)\n")
+    planted = execute(kit.task, kit.bundle(code, ["test_plant"], new_file=True), sandbox=kit.sandbox)
+    assert planted.valid and planted.verdict is Verdict.PASS, planted.diagnostic + planted.output_tail
+    base = execute(kit.task, kit.official_bundle(), sandbox=kit.sandbox)
+    assert (base.valid, base.verdict, base.failure_kind) == (True, Verdict.FAIL, FailureKind.BEHAVIORAL_FAILURE), \
+        base.diagnostic + base.output_tail
+    gold = execute(kit.task, kit.official_bundle(), kit.task.patch, sandbox=kit.sandbox, check_source_patch=False)
+    assert (gold.valid, gold.verdict) == (True, Verdict.PASS), gold.diagnostic + gold.output_tail

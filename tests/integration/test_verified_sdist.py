@@ -10,7 +10,6 @@ time, seconds when cached). Set EXECCRITIC_SDIST_ALL=1 to check every qualified 
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
 
@@ -18,7 +17,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 from execcritic.config import PAPER
 from execcritic.sandbox.base import Limits
-from tests.paths import VERIFIED
+from tests.sdist import load_sdist_tasks
 
 # Small and fast to build and run; each comes from a different repo of the recipe.
 CI_INSTANCES = ["sympy__sympy-24443", "pytest-dev__pytest-7490"]
@@ -34,29 +33,9 @@ def _instances() -> list[str]:
     return [i for i in CI_INSTANCES if i in known]
 
 
-def _requirements() -> str | None:
-    if not VERIFIED.exists():
-        return "SWE-bench Verified rows not found in shared/"
-    if shutil.which("bwrap") is None:
-        return "bubblewrap is not installed (apt-get install bubblewrap)"
-    return None
-
-
 @pytest.fixture(scope="module")
 def tasks():
-    why = _requirements()
-    if why:
-        pytest.skip(why)
-    os.environ["EXECCRITIC_VERIFIED"] = str(VERIFIED)
-    from execcritic.tasks.sdist import load_verified_sdist
-    from execcritic.tasks.sdist.build import build_env
-    from execcritic.tasks.sdist.recipe import load_recipe
-
-    recipe = load_recipe()
-    ids = _instances()
-    for key in sorted({recipe.instance(i).env for i in ids}):
-        build_env(recipe.envs[key], resolve=False, progress=False)
-    return {t.instance_id: t for t in load_verified_sdist(instance_ids=ids)}
+    return load_sdist_tasks(_instances())
 
 
 @pytest.mark.parametrize("instance_id", _instances())

@@ -165,6 +165,21 @@ def test_pytest_binding_rules():
     assert pytest_runner.binds(sel("tests/t.py::test_a"), sel("t.py::test_a"))  # relative to tests/
 
 
+def test_pytest_expected_failure_lines_keep_their_reason_out_of_the_id():
+    """`-rA` writes `XFAIL <id> - <reason>`; the reason is not part of the id, but an ` - ` inside a
+    parameter id is."""
+    log = ("XFAIL tests/t.py::test_known - known bug\n"
+           "XFAIL tests/t.py::test_p[a - b] - why\n"
+           "PASSED tests/t.py::test_q[c - d]\n")
+    results = pytest_runner.parse_results(log)
+    sel = pytest_runner.parse_node
+    assert pytest_runner.result_for(sel("tests/t.py::test_known"), results) == "XFAIL"
+    assert pytest_runner.result_for(sel("test_known"), results) == "XFAIL"
+    assert pytest_runner.result_for(sel("tests/t.py::test_p[a - b]"), results) == "XFAIL"
+    assert pytest_runner.result_for(sel("tests/t.py::test_q[c - d]"), results) == "PASSED"
+    assert pytest_runner.result_for(sel("tests/t.py::test_p[a]"), results) is None
+
+
 def test_pytest_build_command_round_trips_and_drops_truncated_params():
     nodes = [
         pytest_runner.parse_node(t)
