@@ -20,6 +20,8 @@ from execcritic.bundle.diff import FileDiff
 REPO_TEST_FRAMEWORK = {
     "django/django": ("django/test/",),
     "sympy/sympy": ("sympy/testing/", "sympy/utilities/runtests.py", "sympy/utilities/pytest.py"),
+    # pytest's own tests judge an inner run through pytester's RunResult
+    "pytest-dev/pytest": ("src/_pytest/pytester.py", "src/_pytest/pytester_assertions.py"),
 }
 # Module names that, at the repository root, would stand in for the runner or for what the harness's
 # reporter imports while the interpreter starts.
@@ -88,4 +90,26 @@ def screen_file(fd: FileDiff, repo: str | None) -> list[tuple[str, str]]:
             if hit is not None:
                 out.append((f"patch.test_aware.{name}",
                             f"{path}: {what} ({hit.strip()[:120]!r}); a fix must not depend on being tested"))
+        claim = _claims_everything(added)
+        if claim:
+            out.append(("patch.claims_everything", f"{path}: {claim} answers True whatever it is asked, so every "
+                                                   "isinstance/issubclass (and `pytest.raises`) check passes"))
     return out
+
+
+_TYPE_CHECK = re.compile(r"^(\s*)def\s+(__instancecheck__|__subclasscheck__)\s*\(")
+
+
+def _claims_everything(added: list[str]) -> str | None:
+    """An added `__instancecheck__`/`__subclasscheck__` whose body returns a constant true value."""
+    for i, line in enumerate(added):
+        m = _TYPE_CHECK.match(line)
+        if not m:
+            continue
+        indent = len(m.group(1))
+        for body in added[i + 1:]:
+            if body.strip() and len(body) - len(body.lstrip()) <= indent:
+                break
+            if body.strip() in ("return True", "return 1", "return not False"):
+                return m.group(2)
+    return None

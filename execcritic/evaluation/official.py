@@ -32,7 +32,8 @@ from execcritic.bundle.gates import source_patch_problems
 from execcritic.harness.apply import SWEBENCH, SWEBENCH_APPLY_CMDS, apply_patch
 from execcritic.harness.classify import agree, reporter_problem
 from execcritic.harness.execution import FailureKind
-from execcritic.harness.instrument import declared_paths, instrumented_command, new_hashseed, run_reported, tree_problem
+from execcritic.harness.instrument import (candidate_facts, declared_paths, instrumented_command, new_hashseed,
+                                           run_reported, tree_problem)
 from execcritic.harness.reporter.stream import ReporterReport
 from execcritic.runners.base import Runner
 from execcritic.runners.registry import runner_for_command, runner_for_task
@@ -313,7 +314,7 @@ def evaluate_local(task: Task, patch: str, env: TaskEnvironment, *, harness: Har
             if runner is not None:
                 result, report = run_reported(sandbox, script, timeout=timeout, cwd="/testbed",
                                               facts={"runner": runner.reporter,
-                                                     "changed": sorted(declared_paths(patch))})
+                                                     **candidate_facts(patch, task.test_patch)})
             else:
                 result = sandbox.run(script, timeout=timeout, cwd="/testbed")
         except (SandboxError, OSError) as exc:

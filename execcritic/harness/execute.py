@@ -24,6 +24,7 @@ from execcritic.harness.apply import SOURCE, TEST, apply_patch, sha256
 from execcritic.harness.classify import classify
 from execcritic.harness.execution import Execution, FailureKind
 from execcritic.harness.instrument import (
+    candidate_facts,
     declared_paths,
     instrumented_command,
     new_hashseed,
@@ -129,7 +130,8 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
         report = None
         if runner.reporter:
             result, report = run_reported(sandbox, run_text, timeout=config.test_timeout_s,
-                                          facts={"runner": runner.reporter, "changed": sorted(candidate_paths)})
+                                          facts={"runner": runner.reporter,
+                                                 **candidate_facts(source_patch, bundle.test_patch)})
             extra.update(hashseed=seed, reporter=report.summary())
         else:
             result = sandbox.run(run_text, timeout=config.test_timeout_s)

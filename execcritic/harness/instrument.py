@@ -33,6 +33,38 @@ def declared_paths(*patches: str | None) -> set[str]:
     return out
 
 
+def added_lines(patch: str | None) -> dict[str, list[list[int]]]:
+    """Post-image line ranges ([first, last], 1-based) of the lines a patch adds, per file: the code the
+    candidate wrote, for the guard's rules on frame access, trace functions and signal handlers."""
+    out: dict[str, list[list[int]]] = {}
+    if not patch or not patch.strip():
+        return out
+    for fd in parse_patch(patch).files:
+        if not fd.new_path:
+            continue
+        ranges = out.setdefault(fd.new_path, [])
+        for hunk in fd.hunks:
+            line = hunk.new_start
+            for text in hunk.lines:
+                if text.startswith("+"):
+                    if ranges and ranges[-1][1] == line - 1:
+                        ranges[-1][1] = line
+                    else:
+                        ranges.append([line, line])
+                    line += 1
+                elif text.startswith(" "):
+                    line += 1
+    return out
+
+
+def candidate_facts(patch: str | None, test_patch: str | None = None) -> dict[str, Any]:
+    """What the reporter is told about the run: the files the source patch changes and the lines it adds, and
+    the test files (their content is read when the interpreter starts, before any code of the checkout runs:
+    the reference the test functions are compared with cannot be rewritten on disk by the code under test)."""
+    return {"changed": sorted(declared_paths(patch)), "changed_lines": added_lines(patch),
+            "test_files": sorted(p for p in declared_paths(test_patch) if p.endswith(".py"))}
+
+
 def tree_problem(changed: Iterable[str], declared: set[str], *, backups: bool = False) -> str | None:
     """Why the changed tree is not what the patches declare, or None. Directories that appear or vanish
     with declared files are implied; `backups` allows GNU patch's `<file>.orig` beside a declared file."""
@@ -71,13 +103,32 @@ def new_hashseed() -> int:
 def run_reported(sandbox: Sandbox, command: str, *, timeout: float, facts: dict[str, Any], cwd: str | None = None
                  ) -> tuple[CommandResult, ReporterReport]:
     """Run `command` with the reporter's channel open; read the stream only after the sandbox ended the
-    run and killed its process tree."""
+    run and killed its process tree. The test files and the candidate's files must leave the run as they
+    entered it: code that rewrites them on disk (and maybe back) is tampering, whatever it printed."""
     if sandbox.channel_dir is None:
         raise RuntimeError(f"the {sandbox.backend} sandbox has no reporter channel directory")
+    watched = sorted(set(facts.get("test_files", ())) | set(facts.get("changed", ())))
+    before = _contents(sandbox, watched)
     channel = ReporterChannel(sandbox.channel_dir, {"workdir": sandbox.workdir, **facts})
     try:
         result = sandbox.run(command, timeout=timeout, env=channel.env, cwd=cwd)
     except BaseException:
         channel.close()
         raise
-    return result, channel.finish()
+    report = channel.finish()
+    after = _contents(sandbox, watched)
+    for path in watched:
+        if before.get(path) != after.get(path):
+            report.tampers.append({"what": "tree_modified", "detail": f"{path} changed on disk during the run "
+                                                                      "(a test or candidate file is input, not output)"})
+    return result, report
+
+
+def _contents(sandbox: Sandbox, paths: list[str]) -> dict[str, bytes | None]:
+    out: dict[str, bytes | None] = {}
+    for path in paths:
+        try:
+            out[path] = sandbox.read_file(f"{sandbox.workdir.rstrip('/')}/{path}")
+        except (FileNotFoundError, IsADirectoryError):
+            out[path] = None
+    return out

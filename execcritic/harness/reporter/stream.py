@@ -32,8 +32,9 @@ class NodeRecord:
     @property
     def status(self) -> str:
         """The node's status in the runner's vocabulary: the worst of its phases (a setup error is an
-        ERROR, a failing call FAILED, an expected failure XFAIL ...)."""
-        worst = "PASSED"
+        ERROR, a failing call FAILED, an expected failure XFAIL ...). A pass needs a recorded call: a node
+        whose test function never reported is not run (SKIPPED), whatever its setup and teardown say."""
+        worst = "PASSED" if "call" in self.phases else "SKIPPED"
         for phase, outcome in self.phases.items():
             status = STATUS.get(outcome, "ERROR")
             if phase in ("setup", "teardown") and status == "FAILED":

@@ -30,9 +30,9 @@ def _chain():
 
 
 def _boot(path):
-    """Import the reporter and its standard-library dependencies from the interpreter's own library and this
-    directory only: a module of the checkout on PYTHONPATH (a `json.py`, a `socket.py`) must not stand in
-    for them. They stay imported (sys.modules) for the rest of the run."""
+    """Start the reporter's core with the interpreter's own library and this directory only on sys.path: a
+    module of the checkout (a `json.py`, a `socket.py`) must not stand in for its dependencies. Then, with
+    sys.path restored, arm the runner's hook (which may import the runner itself)."""
     import sysconfig
 
     here = os.path.dirname(os.path.abspath(__file__))
@@ -40,17 +40,22 @@ def _boot(path):
     saved = sys.path[:]
     sys.path[:] = [here] + [p for p in saved if p and any(os.path.abspath(p).startswith(k) for k in keep)]
     try:
-        import execcritic_reporter
+        import warnings
 
-        execcritic_reporter.boot(path)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")      # the reporter's sealed calls are "str is not callable" to the compiler
+            import execcritic_reporter
+        config = execcritic_reporter.boot(path)
     finally:
         sys.path[:] = saved
+    if config is not None:
+        execcritic_reporter.arm(config)
 
 
 _socket = os.environ.pop("EXECCRITIC_REPORT", None)
 if _socket:
     try:
         _boot(_socket)
-    except Exception as _exc:  # the harness sees no records and says so; never a verdict
+    except Exception as _exc:  # the harness sees no records (or no end) and says so; never a verdict
         sys.stderr.write("execcritic reporter: could not start: %r\n" % (_exc,))
 _chain()

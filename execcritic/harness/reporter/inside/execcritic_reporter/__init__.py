@@ -9,127 +9,68 @@ function raised, or none), per phase, and streams each record out of the process
   path is unlinked as soon as this process connects: nothing else can reopen it); the socket is closed in
   forked children and not inherited across exec;
 - each record carries a sequence number and an HMAC under a per-run key that arrives over the socket and
-  lives only inside the HMAC object (never in the environment, a file or a global);
+  lives only inside two hash states in the core's closure (never in the environment, a file or a global);
 - an end record, written at interpreter exit, carries what the reporter saw; the harness reads the stream
   only after the whole process tree is gone and checks it against the exit status and the runner's log.
 
-It also watches for tampering for the whole run (an audit hook, and snapshots of the runner's modules, of
-builtins and of the test modules checked around every test phase), and verifies that the function about to
-run as a bound test is the one the test file defines (its code compared with a compile of the file made
-here). Anything it sees becomes a `tamper` record; the harness then refuses a verdict.
+The state lives in the closure of an audit hook (core.py), which nothing in the process can reach. The
+runner hooks (pytest_plugin, unittest_hook, sympy_hook) talk to it through `sys.audit`, which `seal` writes
+into their code as a constant: the call cannot be redirected through any namespace, and the core accepts a
+record only from a frame running sealed code. The guard (guard.py) watches for tampering for the whole run.
 
 Python 3.6+ (audit hooks from 3.8), standard library only.
 """
-import atexit
-import hashlib
-import hmac
-import json
-import os
-import socket
 import sys
-import threading
-import time
+import types
 
-_STATE = {}          # filled once by boot(); read by the runner hooks
-
-
-class Reporter:
-    """The armed reporter of this process. Created once by boot(); the runner hooks call its methods."""
-
-    def __init__(self, sock, mac, config):
-        self._sock = sock
-        self._mac = mac
-        self._pid = os.getpid()
-        self._seq = 0
-        self._lock = threading.Lock()
-        self._dead = False
-        self.config = config                               # from the harness: runner, bound nodes, ...
-        self.runner = config.get("runner", "")
-        self.bound = set(config.get("bound", ()))
-        self.changed = set(config.get("changed", ()))
-        self.workdir = config.get("workdir", "/testbed")
-        self.watch_names = tuple(config.get("watch", ()))  # module name prefixes of the runner
-        self.seen = {}                                      # (node, phase) -> outcome
-        self.failed_any = False
-        self.tampered = []
-        self.guard = None
-
-    # ---- the stream ----------------------------------------------------------------------------------
-    def emit(self, kind, fields):
-        """Write one authenticated record now (never buffered). Refused in a forked child."""
-        if self._dead or os.getpid() != self._pid:
-            return False
-        with self._lock:
-            rec = dict(fields)
-            rec["kind"] = kind
-            rec["seq"] = self._seq
-            rec["pid"] = self._pid
-            body = json.dumps(rec, sort_keys=True, default=repr)
-            m = self._mac.copy()
-            m.update(("%d\t" % self._seq).encode())
-            m.update(body.encode("utf-8", "replace"))
-            line = (body + "\t" + m.hexdigest() + "\n").encode("utf-8", "replace")
-            try:
-                self._sock.sendall(line)
-            except OSError:
-                self._dead = True
-                return False
-            self._seq += 1
-        return True
-
-    def node(self, node, phase, outcome, exc=None, **extra):
-        """One phase of one test node, from the raw outcome the hook observed."""
-        key = (node, phase)
-        if key in self.seen and phase == "call":
-            self.tamper("double_call", "%s was called twice in one run" % node)
-        self.seen[key] = outcome
-        if outcome in ("failed", "error"):
-            self.failed_any = True
-        fields = {"node": node, "phase": phase, "outcome": outcome, "t": round(time.time(), 3)}
-        if exc is not None:
-            fields["exc"] = _describe(exc)
-        fields.update(extra)
-        self.emit("node", fields)
-
-    def tamper(self, what, detail):
-        self.tampered.append((what, detail))
-        self.emit("tamper", {"what": what, "detail": str(detail)[:500]})
-
-    def check(self, where):
-        """A check point: anything watched that changed since the snapshot is tampering."""
-        if self.guard is not None:
-            for what, detail in self.guard.changes():
-                self.tamper(what, "%s (seen at %s)" % (detail, where))
-
-    def close_in_child(self):
-        """After fork, in the child: drop the socket so nothing the child does reaches the stream."""
-        self._dead = True
-        try:
-            self._sock.close()
-        except OSError:
-            pass
-
-    def end(self):
-        # pytest undoes its own monkeypatches of its classes at unconfigure (legacypath): its final check
-        # runs at the end of the session instead (pytest_plugin.pytest_sessionfinish)
-        if self.runner != "pytest":
-            self.check("exit")
-        self.emit("end", {"nodes": len({n for n, _ in self.seen}), "failed_any": self.failed_any,
-                          "tampered": len(self.tampered)})
-        self._dead = True
-        try:
-            self._sock.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
+EVENT = "execcritic.reporter"
+SENTINEL = "\0audit"        # `"\0audit"(EVENT, ...)` in the reporter's source: sealed into `sys.audit`
+RUNNER_HOOKS = {"pytest": "pytest_plugin", "unittest": "unittest_hook", "django": "unittest_hook",
+                "sympy": "sympy_hook"}
+_FALLBACK = {}              # Python < 3.8 only: the core, called directly (see core.py)
 
 
-def _describe(exc):
-    name = type(exc).__name__
-    try:
-        text = str(exc)
-    except Exception:
-        text = "<unprintable>"
-    return (name + (": " + text.splitlines()[0] if text.strip() else ""))[:300]
+def _target():
+    return sys.audit if hasattr(sys, "audit") else _FALLBACK["call"]
+
+
+def _replace(code, target):
+    consts = tuple(target if (type(c) is str and c == SENTINEL) else
+                   (_replace(c, target) if isinstance(c, types.CodeType) else c) for c in code.co_consts)
+    if hasattr(code, "replace"):
+        return code.replace(co_consts=consts)
+    return types.CodeType(code.co_argcount, code.co_kwonlyargcount, code.co_nlocals, code.co_stacksize,   # 3.6/3.7
+                          code.co_flags, code.co_code, consts, code.co_names, code.co_varnames, code.co_filename,
+                          code.co_name, code.co_firstlineno, code.co_lnotab, code.co_freevars, code.co_cellvars)
+
+
+def _all_codes(code, out):
+    out.append(code)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            _all_codes(c, out)
+    return out
+
+
+def seal(namespace):
+    """Write `sys.audit` into every function of a reporter module (and of its classes) in place of SENTINEL,
+    and tell the core which code objects are the reporter's own. Only honoured while the reporter boots."""
+    target = _target()
+    name = namespace.get("__name__")
+    functions = []
+    for value in list(namespace.values()):
+        if isinstance(value, types.FunctionType) and value.__module__ == name:
+            functions.append(value)
+        elif isinstance(value, type) and value.__module__ == name:
+            for attr in vars(value).values():
+                attr = attr.__func__ if isinstance(attr, (classmethod, staticmethod)) else attr
+                if isinstance(attr, types.FunctionType):
+                    functions.append(attr)
+    codes = []
+    for fn in functions:
+        fn.__code__ = _replace(fn.__code__, target)
+        _all_codes(fn.__code__, codes)
+    target(EVENT, "seal", tuple(codes))
 
 
 def _recv_exact(sock, n):
@@ -157,44 +98,81 @@ def _recv_line(sock, limit=1 << 22):
 
 
 def boot(path):
-    """Connect, take the key, arm the guards and the runner hooks. Called from sitecustomize."""
-    if _STATE:
-        return
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    """Connect, take the key, start the core (the audit hook). Called from sitecustomize with a sys.path
+    restricted to the standard library; `arm` follows once sys.path is restored."""
+    import _socket
+    import json
+
+    from execcritic_reporter import core, guard
+
+    if "booted" in _FALLBACK:
+        return None
+    _FALLBACK["booted"] = True
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     sock.connect(path)
     key = _recv_exact(sock, 32)
-    mac = hmac.new(bytes(key), digestmod=hashlib.sha256)
-    for i in range(len(key)):          # the key lives on only inside the HMAC state
-        key[i] = 0
-    del key
     config = json.loads(_recv_line(sock).decode("utf-8"))
-    rep = Reporter(sock, mac, config)
-    _STATE["reporter"] = rep
-    if hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=rep.close_in_child)
-    rep.emit("hello", {"python": "%d.%d.%d" % sys.version_info[:3], "runner": rep.runner,
-                       "argv": list(getattr(sys, "argv", []))[:50], "executable": sys.executable})
-    from execcritic_reporter import guard
-
-    rep.guard = guard.Guard(rep)
-    rep.guard.install_audit_hook()
-    atexit.register(rep.end)          # registered first: runs after every handler the code under test adds
-    if rep.runner == "pytest":
-        # pytest loads the plugin by name while it configures (before conftest files and test modules)
-        names = [p for p in os.environ.get("PYTEST_PLUGINS", "").split(",") if p.strip()]
-        os.environ["PYTEST_PLUGINS"] = ",".join(["execcritic_reporter.pytest_plugin"] + names)
-    elif rep.runner in ("unittest", "django"):
-        from execcritic_reporter import unittest_hook
-
-        unittest_hook.install(rep)
-    elif rep.runner == "sympy":
-        from execcritic_reporter import sympy_hook
-
-        sympy_hook.install(rep)
+    dispatch = core.make(sock, key, config, guard.Guard, [sys.modules[__name__], core, guard])
+    del key
+    if hasattr(sys, "addaudithook"):
+        sys.addaudithook(dispatch)
     else:
-        rep.tamper("unsupported_runner", "no reporter hook for runner %r" % rep.runner)
+        _FALLBACK["call"] = lambda event, *args: dispatch(event, args, 1)
+    if hasattr(__import__("os"), "register_at_fork"):
+        # (a Python function: registering the socket's own bound `close` crashes 3.9 at interpreter exit)
+        __import__("os").register_at_fork(after_in_child=_close_in_child)
+    seal(globals())
+    seal(vars(guard))
+    seal(vars(core))
+    return config
 
 
-def reporter():
-    """The armed reporter of this process, or None (not the run's first Python process)."""
-    return _STATE.get("reporter")
+def arm(config):
+    """Install the runner's hook (sealed), the signal guard and the end record; then close the boot window."""
+    import atexit
+    import importlib
+    import warnings
+
+    runner = config.get("runner", "")
+    hook = RUNNER_HOOKS.get(runner)
+    if hook is None:
+        "\0audit"(EVENT, "tamper", "unsupported_runner", "no reporter hook for runner %r" % runner)
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")          # SENTINEL calls are "str is not callable" to the compiler
+            module = importlib.import_module("execcritic_reporter." + hook)
+        seal(vars(module))
+        "\0audit"(EVENT, "integrity", module)
+        module.install(config)
+    _guard_signals()
+    atexit.register(_end)          # registered first: runs after every handler the code under test adds
+    "\0audit"(EVENT, "boot_done")
+
+
+def _end():
+    "\0audit"(EVENT, "end")
+
+
+def _close_in_child():
+    "\0audit"(EVENT, "close_in_child")
+
+
+def _guard_signals():
+    """A signal handler receives the interrupted frame - a way to the stack no audit event announces. Every
+    handler installed from now on is shown to the guard with the frame that installs it."""
+    import signal
+
+    try:
+        import _signal
+    except ImportError:
+        _signal = signal
+    original = _signal.signal
+
+    def install(signalnum, handler):
+        "\0audit"(EVENT, "signal", handler, sys._getframe(1))
+        return original(signalnum, handler)
+
+    install.__name__ = install.__qualname__ = "signal"
+    install.__doc__ = original.__doc__
+    for module in {signal, _signal}:
+        module.signal = install

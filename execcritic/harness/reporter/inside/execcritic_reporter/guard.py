@@ -1,16 +1,21 @@
 """Tamper detection for the whole run, and the check that a test callable is the test the file defines.
 
-Three layers, each a `tamper` record when it fires:
-- an audit hook (Python 3.8+, irremovable) on the events a forger needs and a test does not: swapping a
-  function's code, walking the garbage collector, reading memory through ctypes or /proc, installing a
-  trace or profile function;
-- provenance: every function bound in the runner's modules and classes must come from read-only locations
-  (the interpreter, site-packages) or from files of the checkout the candidate did not change - this catches
-  patches a changed source file installs at import time, before any snapshot;
-- snapshots of the runner's modules and classes, of builtins and of the test modules, compared at every
-  check point (around every test phase and at exit) - this catches rebinding after import, including a
-  patch installed late and restored before the end.
+The guard belongs to the core (core.py): only the core's closure holds it. It fires a `tamper` record when:
+- the audit hook (Python 3.8+, irremovable) sees an event a forger needs and a test does not: a function's code
+  swapped; the garbage collector walked; raw memory read through ctypes or /proc; and - when the code doing it
+  is the candidate's (lines the candidate added, or code compiled at run time) - a frame obtained
+  (`sys._getframe`, a traceback's, generator's or coroutine's frame), a trace or profile function installed,
+  a function's defaults or a class's bases replaced, a signal handler installed;
+- provenance fails: a function, method, class or callable bound in the runner's modules and classes comes from
+  a file the candidate changed or from code built at run time (this catches patches a changed source file
+  installs at import time, before any snapshot); the same for registered plugin hooks, trace functions and
+  signal handlers;
+- a snapshot changes: the runner's modules and classes (names rebound, added or deleted), builtins, and the test
+  modules (each name bound by an import statement of the test file must be what that import binds), compared
+  at every check point - which catches rebinding after import, including a patch installed late and restored
+  before the end.
 """
+import ast
 import builtins
 import functools
 import os
@@ -22,13 +27,34 @@ _FUNCS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, class
 _MEMORY_EVENTS = {"ctypes.string_at", "ctypes.wstring_at", "ctypes.cdata", "ctypes.cdata/buffer"}
 _INTROSPECTION_EVENTS = {"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames"}
 _TRACE_EVENTS = {"sys.settrace", "sys.setprofile"}
+_FRAME_ATTRS = {"tb_frame", "gi_frame", "cr_frame", "ag_frame"}
+_CASE_MACHINERY = {"run", "debug", "__call__", "subTest", "skipTest", "doCleanups"}
+_SENSITIVE_SETATTR = {"__defaults__", "__kwdefaults__", "__bases__", "__closure__", "__globals__"}
+# standard-library functions that only hand a frame on to their caller: the caller is the one who asked
+_FRAME_HELPERS = {"currentframe", "stack", "trace", "getouterframes", "getinnerframes", "walk_stack", "walk_tb",
+                  "_getframe"}
 
 
 def _ident(value):
-    """What a binding is, for snapshots: functions by identity and code, classes and modules by identity.
-    (Never `getattr` on arbitrary objects here: a module's `__getattr__` is code that runs.)"""
-    code = value.__code__ if isinstance(value, types.FunctionType) else None
-    return (id(value), id(code) if code is not None else 0)
+    """What a binding is, for snapshots: functions by identity and code, descriptors by what they wrap, classes
+    and modules by identity. (Never `getattr` on arbitrary objects here: a module's `__getattr__` is code.)"""
+    if isinstance(value, types.FunctionType):
+        return (id(value), id(value.__code__))
+    if isinstance(value, (classmethod, staticmethod)):
+        inner = value.__func__
+        return (id(value), id(inner), id(getattr(inner, "__code__", None)))
+    if isinstance(value, property):
+        return (id(value), id(value.fget), id(value.fset), id(value.fdel))
+    if isinstance(value, functools.partial):
+        return (id(value), id(value.func), id(value.args))
+    return (id(value), 0)
+
+
+def _snapshot(ns):
+    """({name: ident} of the bindings that decide behaviour, every name present): rebinding a behaviour binding
+    and adding a new name are changes; a runner filling a name it declared (`X = None` -> a class) is not."""
+    items = list(ns.items())
+    return {k: _ident(v) for k, v in items if _behaviour(v)}, {k for k, _ in items}
 
 
 def _behaviour(value):
@@ -39,51 +65,254 @@ def _behaviour(value):
 
 
 class Guard:
-    def __init__(self, rep):
-        self.rep = rep
+    def __init__(self, config, tamper):
+        self.tamper = tamper
+        self.workdir = os.path.abspath(config.get("workdir", "/testbed")) + os.sep
+        self.changed = set(config.get("changed", ()))
+        self.changed_lines = {p: [tuple(r) for r in rs] for p, rs in (config.get("changed_lines") or {}).items()}
+        self.here = os.path.dirname(os.path.abspath(__file__)) + os.sep
         self.builtins = {k: _ident(v) for k, v in vars(builtins).items()}
         self.modules = {}          # module name -> (id(module), {name: ident})
         self.classes = {}          # (module, qualname) -> (class, {attr: ident})
         self.extra = {}            # label -> (mapping, {name: ident}) for test modules
+        self.plugins = None        # (plugin manager, {hook: [impl ids]}, {plugin ids}) once collection is done
         self.reported = set()
-        self._in_hook = False
+        self.compiled = {}
+        # the test files as they were when the interpreter started (before any code of the checkout ran)
+        self.originals = {}
+        for rel in config.get("test_files", ()):
+            try:
+                with open(self.workdir + rel, "rb") as fh:
+                    self.originals[os.path.abspath(self.workdir + rel)] = fh.read()
+            except OSError:
+                pass
+        self.trusted_runtime, self.candidate_runtime, self.runtime_refs = set(), set(), []
         # True when the runner's own package lives in the checkout (pytest-dev/pytest): its code is the
         # candidate's to change, so provenance cannot apply to it; snapshots, the raw-outcome proxy and the
         # test-code check still do (docs/failure_kinds.md, "what is not protected")
         self.product_runner = False
 
-    # ---- audit hook ---------------------------------------------------------------------------------
-    def install_audit_hook(self):
-        if hasattr(sys, "addaudithook"):
-            sys.addaudithook(self._audit)
+    # ---- whose code is it ----------------------------------------------------------------------------------
+    def _rel(self, path):
+        path = os.path.abspath(path)
+        return path[len(self.workdir):] if path.startswith(self.workdir) else None
 
-    def _audit(self, event, args):
-        if self._in_hook:
+    def changed_file(self, path):
+        if not path or path.startswith("<"):
+            return False
+        rel = self._rel(path)
+        return rel is not None and rel in self.changed
+
+    def trusted_file(self, path):
+        """Code from outside the checkout (the interpreter, site-packages, this reporter: read-only) or from
+        a file of the checkout the candidate did not change (Base or the bundle's tests) - never from a file
+        the candidate changed. (Code built at run time: `runtime_untrusted`.)"""
+        if path.startswith("<"):
+            return path.startswith("<frozen ")
+        rel = self._rel(path)
+        return rel is None or rel not in self.changed
+
+    def candidate_line(self, code, lineno):
+        """Did the candidate write this line (an added line of a changed file), or code it compiled at run time?"""
+        path = code.co_filename
+        if path.startswith("<"):
+            return self.runtime_untrusted(code)
+        rel = self._rel(path)
+        if rel is None or rel not in self.changed:
+            return False
+        ranges = self.changed_lines.get(rel)
+        if ranges is None:
+            return True                      # no line information: the whole file is the candidate's
+        return any(a <= lineno <= b for a, b in ranges)
+
+    def runtime_untrusted(self, code):
+        """Code compiled at run time is trusted when trusted code executed it (dataclasses, namedtuple, attrs
+        generate methods this way); code the candidate executed, or that nothing executed, is not."""
+        if code.co_filename.startswith("<frozen "):
+            return False
+        return id(code) not in self.trusted_runtime or id(code) in self.candidate_runtime
+
+    def _note_runtime(self, code, frame):
+        if not code.co_filename.startswith("<") or code.co_filename.startswith("<frozen "):
             return
+        candidate = frame is not None and self.candidate_line(frame.f_code, frame.f_lineno)
+        target = self.candidate_runtime if candidate else self.trusted_runtime
+        stack = [code]
+        while stack:
+            c = stack.pop()
+            target.add(id(c))
+            self.runtime_refs.append(c)
+            stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+
+    def _stdlib(self, path):
+        return not path.startswith(self.workdir) and "site-packages" not in path and not path.startswith("<")
+
+    # ---- the audit hook ------------------------------------------------------------------------------------
+    def audit(self, event, args, level):
         if event == "object.__setattr__":
             if len(args) >= 3 and args[1] == "__code__" and not _flags_only(args[0], args[2]):
-                self._fire("code_swap", "a function's __code__ was replaced: %s" % _name(args[0]))
+                frame = self._caller(3)
+                if frame is None or not frame.f_code.co_filename.startswith(self.here):
+                    self._fire("code_swap", "a function's __code__ was replaced: %s" % _name(args[0]))
+            elif len(args) >= 2 and args[1] in _SENSITIVE_SETATTR:
+                self._by_candidate(self._caller(3), "attribute_swap", "%s.%s was replaced" % (_name(args[0]), args[1]))
+        elif event == "object.__getattr__":
+            if len(args) >= 2 and args[1] in _FRAME_ATTRS:
+                self._by_candidate(self._caller(3), "frame_access",
+                                   "read %s of a %s" % (args[1], type(args[0]).__name__))
+        elif event == "sys._getframe":
+            self._by_candidate(self._caller(3), "frame_access", "sys._getframe")
+        elif event == "exec":
+            if args and isinstance(args[0], types.CodeType):
+                self._note_runtime(args[0], self._caller(3))
+        elif event == "compile":
+            name = args[1] if len(args) > 1 else None
+            name = name.decode("utf-8", "replace") if isinstance(name, bytes) else name
+            if isinstance(name, str) and not name.startswith("<") and not self.changed_file(name):
+                self._by_candidate(self._caller(3), "code_spoofed",
+                                   "code compiled under the name of a file it does not come from (%s)" % name)
         elif event in _MEMORY_EVENTS:
             self._fire("memory_access", "%s: raw memory read through ctypes" % event)
         elif event in _INTROSPECTION_EVENTS:
             self._fire("introspection", "%s: the process walked the garbage collector or other threads' "
                                         "frames" % event)
         elif event in _TRACE_EVENTS:
-            if len(args) and args[0] is not None:
-                self._fire("trace_hook", "%s installed a trace/profile function" % event)
+            if not self._by_candidate(self._caller(3), "trace_hook", "%s installed a trace/profile function" % event):
+                self.check_trace_functions()
         elif event == "open" and args and isinstance(args[0], str) and args[0].startswith("/proc/"):
             parts = args[0].split("/")          # ['', 'proc', 'self', 'mem', ...]
             if len(parts) > 3 and parts[3] in ("mem", "fd", "map_files", "environ"):
                 self._fire("proc_access", "opened %s" % args[0])
 
-    def _fire(self, what, detail):
-        self._in_hook = True
+    def _caller(self, skip):
+        """The frame that raised the event (`skip` frames up from here), passed through standard-library
+        helpers that only hand frames on to their caller."""
         try:
-            self.rep.tamper(what, detail)
-        finally:
-            self._in_hook = False
+            frame = sys._getframe(skip)
+        except ValueError:
+            return None
+        while frame is not None and frame.f_code.co_name in _FRAME_HELPERS and self._stdlib(frame.f_code.co_filename):
+            frame = frame.f_back
+        return frame
 
-    # ---- provenance and snapshots ----------------------------------------------------------------------
+    def candidate_on_stack(self, frame):
+        """The first frame of the candidate's files (any line) on the stack from `frame` up, as text, or None."""
+        while frame is not None:
+            code = frame.f_code
+            if self.changed_file(code.co_filename):
+                return "%s:%d" % (code.co_filename, frame.f_lineno)
+            frame = frame.f_back
+        return None
+
+    def _by_candidate(self, frame, what, detail):
+        """Fire when the code that raised the event is the candidate's; True if it fired."""
+        if frame is None or not self.candidate_line(frame.f_code, frame.f_lineno):
+            return False
+        self._fire(what, "%s, from %s:%d" % (detail, frame.f_code.co_filename, frame.f_lineno))
+        return True
+
+    def _fire(self, what, detail):
+        self.tamper(what, detail)
+
+    def check_trace_functions(self):
+        import threading
+
+        for label, fn in (("sys.gettrace()", sys.gettrace()), ("sys.getprofile()", sys.getprofile()),
+                          ("threading trace hook", getattr(threading, "_trace_hook", None)),
+                          ("threading profile hook", getattr(threading, "_profile_hook", None))):
+            where = self._untrusted_callable(fn)
+            if where:
+                self._report_once(("trace", label, id(fn)), "trace_hook",
+                                  "%s is %s from %s" % (label, _name(fn), where))
+
+    def signal_handler(self, handler, caller):
+        where = self._untrusted_callable(handler)
+        if where or (caller is not None and self.candidate_line(caller.f_code, caller.f_lineno)):
+            self._fire("signal_handler", "a signal handler was installed by the candidate's code: %s from %s"
+                       % (_name(handler), where or caller.f_code.co_filename))
+
+    def check_case(self, cls, node):
+        """A unittest test class's assert/fail helpers and run machinery, as the test will resolve them, must not
+        come from the candidate's code (a helper that accepts everything passes any test)."""
+        seen = set()
+        for klass in getattr(cls, "__mro__", ()):
+            for name, value in list(vars(klass).items()):
+                if name in seen or not (name.startswith(("assert", "fail", "_call", "_feed", "_add")) or
+                                        name in _CASE_MACHINERY):
+                    continue
+                seen.add(name)
+                found = self._untrusted_callable(value)
+                if found:
+                    self._report_once(("case", id(klass), name, id(value)), "runner_tampered",
+                                      "%s: %s.%s is %s from %s" % (node, klass.__qualname__, name, _name(value),
+                                                                    found))
+
+    # ---- provenance ----------------------------------------------------------------------------------------
+    def _untrusted_callable(self, value, depth=0):
+        """The untrusted file (or run-time code) a callable's behaviour comes from, or None."""
+        if value is None or depth > 4:
+            return None
+        if isinstance(value, (classmethod, staticmethod)):
+            return self._untrusted_callable(value.__func__, depth + 1)
+        if isinstance(value, property):
+            for part in (value.fget, value.fset, value.fdel):
+                found = self._untrusted_callable(part, depth + 1)
+                if found:
+                    return found
+            return None
+        if isinstance(value, functools.partial):
+            return self._untrusted_callable(value.func, depth + 1)
+        if isinstance(value, types.MethodType):
+            return self._untrusted_callable(value.__func__, depth + 1)
+        if isinstance(value, types.FunctionType):
+            code = value.__code__
+            if code.co_filename.startswith("<"):
+                return code.co_filename if self.runtime_untrusted(code) else None
+            path = os.path.abspath(code.co_filename)
+            if self.product_runner and path.startswith(self.workdir):
+                return None                # the runner is the product (pytest's own repository)
+            return None if self.trusted_file(path) else path
+        if isinstance(value, type):
+            module = sys.modules.get(getattr(value, "__module__", "") or "")
+            path = getattr(module, "__file__", None) if module is not None else None
+            if path and not self.trusted_file(os.path.abspath(path)) and not (
+                    self.product_runner and os.path.abspath(path).startswith(self.workdir)):
+                return os.path.abspath(path)
+            for attr in list(vars(value).values()):
+                if isinstance(attr, (types.FunctionType, classmethod, staticmethod, property)):
+                    found = self._untrusted_callable(attr, depth + 1)
+                    if found:
+                        return found
+            return None
+        if isinstance(value, (types.BuiltinFunctionType, types.ModuleType)):
+            return None
+        call = getattr(type(value), "__call__", None)
+        if callable(value) and isinstance(call, types.FunctionType):
+            return self._untrusted_callable(type(value), depth + 1)
+        return None
+
+    def _provenance(self, where, ns, module=None):
+        """Every callable bound in a runner namespace must be the runner's own - or, in a module, exactly what
+        one of the module's own import statements binds (Django's test framework imports product code)."""
+        for attr, value in list(ns.items()):
+            if isinstance(value, types.ModuleType):
+                continue
+            found = self._untrusted_callable(value)
+            if found and module is not None and self._imported_as(module, attr, value):
+                continue
+            if found:
+                self._report_once(("provenance", where, attr), "runner_tampered",
+                                  "%s.%s is %s from %s, not the runner's own code" % (where, attr, _name(value),
+                                                                                     found))
+
+    def _imported_as(self, module, name, value):
+        path = getattr(module, "__file__", None)
+        if not path or not path.endswith(".py"):
+            return False
+        binding = import_bindings(path, getattr(module, "__package__", None) or "")[0].get(name)
+        return binding is not None and value is _resolve(*binding)
+
+    # ---- snapshots -----------------------------------------------------------------------------------------
     def watch(self, prefixes):
         """Snapshot every loaded module whose name starts with one of `prefixes`, and its classes; check
         provenance now."""
@@ -95,44 +324,64 @@ class Guard:
             if name in self.modules:
                 continue
             ns = vars(mod)
-            self.modules[name] = (id(mod), {k: _ident(v) for k, v in ns.items() if _behaviour(v)})
-            for k, v in ns.items():
+            self.modules[name] = (id(mod), _snapshot(ns))
+            for k, v in list(ns.items()):
                 if isinstance(v, type) and getattr(v, "__module__", None) == name:
-                    self.classes[(name, v.__qualname__)] = (v, {a: _ident(b) for a, b in vars(v).items()
-                                                               if _behaviour(b)})
+                    self.classes[(name, v.__qualname__)] = (v, _snapshot(vars(v)))
                     self._provenance("%s.%s" % (name, v.__qualname__), vars(v))
-            self._provenance(name, ns)
+            self._provenance(name, ns, module=mod)
 
     def watch_mapping(self, label, mapping):
-        if label not in self.extra:
-            self.extra[label] = (mapping, {k: _ident(v) for k, v in mapping.items() if _behaviour(v)})
+        """A test module's namespace: its imports must bind what they import, and nothing may rebind it later."""
+        if label in self.extra:
+            return
+        self.extra[label] = (mapping, _snapshot(mapping))
+        path = mapping.get("__file__")
+        if isinstance(path, str) and path.endswith(".py"):
+            for name, problem in self._imports_bound(path, mapping):
+                self._report_once(("import", label, name), "test_module_rebound", "%s: %s" % (label, problem))
 
-    def _provenance(self, where, ns):
-        for attr, value in list(ns.items()):
-            fn = value.__func__ if isinstance(value, (classmethod, staticmethod)) else value
-            if not isinstance(fn, types.FunctionType):
+    def _imports_bound(self, path, mapping):
+        """(name, problem) for each module-level import of the test file whose name is bound to something else."""
+        bindings, defined = import_bindings(path, mapping.get("__package__") or "")
+        out = []
+        for name, (module, attr) in bindings.items():
+            if name in defined or name not in mapping:
                 continue
-            path = os.path.abspath(fn.__code__.co_filename)
-            if self.product_runner and path.startswith(os.path.abspath(self.rep.workdir) + os.sep):
-                continue      # the runner is the product under test (pytest's own repository): see below
-            if not self.trusted_file(path):
-                self._report_once(("provenance", where, attr), "runner_tampered",
-                                  "%s.%s is %s from %s, not the runner's own code" % (where, attr, _name(fn), path))
+            expected = _resolve(module, attr)
+            value = mapping[name]
+            if expected is None or value is expected:
+                continue
+            if isinstance(value, types.ModuleType) or isinstance(expected, types.ModuleType) or _behaviour(value):
+                out.append((name, "%s is bound to %s, not to %s%s its import binds"
+                            % (name, _name(value), module, "." + attr if attr else "")))
+        return out
 
-    def trusted_file(self, path):
-        """Code from outside the checkout (the interpreter, site-packages, this reporter: read-only) or from
-        a file of the checkout the candidate did not change (Base or the bundle's tests) - never from a file
-        the candidate changed, nor code built at run time ("<string>")."""
-        if path.startswith("<"):
-            return False
-        work = os.path.abspath(self.rep.workdir) + os.sep
-        return not path.startswith(work) or path[len(work):] not in self.rep.changed
+    def watch_plugins(self, manager, hooks):
+        """Record the plugin manager's plugins and critical hook implementations: later changes are tampering."""
+        self.plugins = (manager, {name: [(id(i), id(getattr(i, "function", None))) for i in
+                                          getattr(manager.hook, name).get_hookimpls()]
+                                   for name in hooks if hasattr(manager.hook, name)},
+                        {id(p) for p in manager.get_plugins()})
+        for name in hooks:
+            if hasattr(manager.hook, name):
+                for impl in getattr(manager.hook, name).get_hookimpls():
+                    self.plugin_hook(impl)
+
+    def plugin_hook(self, impl):
+        found = self._untrusted_callable(getattr(impl, "function", None))
+        if found:
+            self._report_once(("plugin", id(impl)), "runner_tampered",
+                              "a pytest hook implementation (%s) comes from %s" % (_name(impl.function), found))
 
     def changes(self):
         out = []
         for name, value in vars(builtins).items():
             before = self.builtins.get(name)
-            if before is not None and _ident(value) != before:
+            if before is None:
+                if _behaviour(value):
+                    out += self._once(("builtins-add", name), "builtins_rebound", "builtins.%s was added" % name)
+            elif _ident(value) != before:
                 out += self._once(("builtins", name), "builtins_rebound", "builtins.%s was rebound" % name)
         for name, before in self.builtins.items():
             if name not in vars(builtins):
@@ -147,9 +396,20 @@ class Guard:
             out += self._diff("runner_tampered", "%s.%s" % (mod, qual), vars(cls), attrs)
         for label, (mapping, ns) in self.extra.items():
             out += self._diff("test_module_rebound", label, mapping, ns)
+        if self.plugins is not None:
+            manager, hooks, plugins = self.plugins
+            for name, before in hooks.items():
+                now = [(id(i), id(getattr(i, "function", None))) for i in getattr(manager.hook, name).get_hookimpls()]
+                if now != before:
+                    out += self._once(("hook", name), "runner_tampered",
+                                      "the implementations of %s changed during the run" % name)
+            if {id(p) for p in manager.get_plugins()} - plugins:
+                out += self._once(("plugins",), "runner_tampered", "a plugin was registered during the run")
+        self.check_trace_functions()
         return out
 
-    def _diff(self, what, where, ns, before):
+    def _diff(self, what, where, ns, snap):
+        before, keys = snap
         out = []
         for k, ident in before.items():
             now = ns.get(k, None)
@@ -157,6 +417,12 @@ class Guard:
                 out += self._once((where, k, "del"), what, "%s.%s was deleted" % (where, k))
             elif _ident(now) != ident and not _volatile(where, k):
                 out += self._once((where, k), what, "%s.%s was rebound to %s" % (where, k, _name(now)))
+        if len(ns) != len(keys) or any(k not in keys for k in list(ns.keys())):
+            for k in list(ns.keys()):
+                if k not in keys and not _volatile(where, k):
+                    value = ns.get(k)
+                    if _behaviour(value) and not isinstance(value, types.ModuleType):
+                        out += self._once((where, k, "add"), what, "%s.%s was added (%s)" % (where, k, _name(value)))
         return out
 
     def _once(self, key, what, detail):
@@ -165,12 +431,83 @@ class Guard:
         self.reported.add(key)
         return [(what, detail)]
 
-    def _report_once(self, key, what, detail):
+    def report_once(self, key, what, detail):
         for w, d in self._once(key, what, detail):
-            self.rep.tamper(w, d)
+            self.tamper(w, d)
+
+    _report_once = report_once
+
+    # ---- the test callable is the test the file defines --------------------------------------------------
+    def file_code(self, path, compiler=None):
+        """The module code of `path`, compiled here from the file (`compiler(source, path)` when the runner
+        compiles test files its own way, e.g. pytest's assertion rewriting). Cached per (path, compiler)."""
+        key = (path, compiler)
+        if key not in self.compiled:
+            source = self.originals.get(os.path.abspath(path))
+            if source is None:
+                with open(path, "rb") as fh:
+                    source = fh.read()
+            self.compiled[key] = compiler(source, path) if compiler else compile(source, path, "exec",
+                                                                                   dont_inherit=True)
+        return self.compiled[key]
+
+    def _same_handlers(self, code, path, name):
+        """pytest as the product compiles its tests with its own (the candidate's) assertion rewriter, which the
+        reference compile then shares. Rewriting asserts adds no exception handler; a rewriter that wraps test
+        bodies in try/except does - compared with a plain compile of the same file."""
+        plain = codes_named(self.file_code(path), name)
+        if plain and all(_handlers(code) != _handlers(p) for p in plain):
+            return ("the assertion rewriter changed %s's exception handling (%d handlers, %d in a plain compile of "
+                    "the file)" % (name, _handlers(code), _handlers(plain[0])))
+        return None
+
+    def check_test_callable(self, fn, name, path, compiler=None, max_wrappers=8):
+        """None if calling `fn` runs the test `name` of file `path` as written; else why not. Wrappers
+        (decorators such as mock.patch) are followed through `__wrapped__` when their own code is trusted."""
+        try:
+            expected = codes_named(self.file_code(path, compiler), name)
+        except (OSError, SyntaxError, ValueError) as exc:
+            return "cannot compile %s to check %s: %r" % (path, name, exc)
+        if not expected:
+            return "%s defines no function %s" % (path, name)
+        cur = fn
+        for _ in range(max_wrappers + 1):
+            cur = cur.__func__ if isinstance(cur, types.MethodType) else cur
+            code = cur.__code__ if isinstance(cur, types.FunctionType) else None
+            if code is None:
+                return "%s is %s, not a function" % (name, type(cur).__name__)
+            if os.path.abspath(code.co_filename) == os.path.abspath(path) and any(code == c for c in expected):
+                if compiler is not None and self.product_runner:
+                    problem = self._same_handlers(code, path, name)
+                    if problem:
+                        return problem
+                module = sys.modules.get(getattr(cur, "__module__", None) or "")
+                if module is not None and cur.__globals__ is not vars(module):
+                    return "%s runs with globals that are not its module's" % name
+                return None
+            wrapped = vars(cur).get("__wrapped__")
+            if wrapped is None or not self.trusted_file(os.path.abspath(code.co_filename)):
+                return ("the function that runs as %s is %s from %s, not the test %s defines (its code differs "
+                        "from a compile of the file)" % (name, _name(cur), code.co_filename, path))
+            cur = wrapped
+        return "%s is wrapped more than %d times" % (name, max_wrappers)
 
 
-# Names the runners themselves rebind during a run (each with the reason).
+def _handlers(code):
+    """How many exception handlers a function's code sets up (nested code included)."""
+    import dis
+
+    total = 0
+    parse = getattr(dis, "_parse_exception_table", None)
+    if parse is not None and hasattr(code, "co_exceptiontable"):            # 3.11+
+        total += len({e.target for e in parse(code)})
+    else:
+        total += sum(1 for i in dis.get_instructions(code) if i.opname in ("SETUP_FINALLY", "SETUP_EXCEPT",
+                                                                          "SETUP_WITH", "SETUP_ASYNC_WITH"))
+    return total + sum(_handlers(c) for c in code.co_consts if isinstance(c, types.CodeType))
+
+
+# Names the runners themselves rebind or add during a run (each with the reason).
 _VOLATILE = {
     # pytest's assertion plugin installs the per-test comparison hook and resets it after each test
     ("_pytest.assertion.util", "_reprcompare"), ("_pytest.assertion.util", "_assertion_pass"),
@@ -202,20 +539,68 @@ def _name(obj):
         return type(obj).__name__
 
 
-# ---- the test callable is the test the file defines ----------------------------------------------------
-
-_COMPILED = {}
+_BINDINGS = {}
 
 
-def file_code(path, compiler=None):
-    """The module code of `path`, compiled here from the file (`compiler(source, path)` when the runner
-    compiles test files its own way, e.g. pytest's assertion rewriting). Cached per (path, compiler)."""
-    key = (path, compiler)
-    if key not in _COMPILED:
+def import_bindings(path, package):
+    """({bound name: (module, attribute or None)}, {names the file assigns or defines itself}) for the
+    module-level statements of a Python file (inside if/try/with too, never inside functions or classes)."""
+    key = (path, package)
+    if key in _BINDINGS:
+        return _BINDINGS[key]
+    bindings, defined = {}, set()
+    try:
         with open(path, "rb") as fh:
-            source = fh.read()
-        _COMPILED[key] = compiler(source, path) if compiler else compile(source, path, "exec", dont_inherit=True)
-    return _COMPILED[key]
+            tree = ast.parse(fh.read(), filename=path)
+    except (OSError, SyntaxError, ValueError):
+        _BINDINGS[key] = (bindings, defined)
+        return _BINDINGS[key]
+    stack = list(tree.body)
+    while stack:
+        stmt = stack.pop(0)
+        if isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                if alias.asname:
+                    bindings[alias.asname] = (alias.name, None)
+                else:
+                    top = alias.name.split(".")[0]
+                    bindings[top] = (top, None)
+        elif isinstance(stmt, ast.ImportFrom) and stmt.module != "__future__":
+            base = stmt.module or ""
+            if stmt.level:
+                parts = package.split(".") if package else []
+                keep = parts[:len(parts) - stmt.level + 1] if stmt.level > 1 else parts
+                base = ".".join(keep + ([base] if base else []))
+            for alias in stmt.names:
+                if alias.name != "*":
+                    bindings[alias.asname or alias.name] = (base, alias.name)
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(stmt.name)
+        elif isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name):
+                        defined.add(n.id)
+        elif isinstance(stmt, (ast.If, ast.Try, ast.With)):
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                for child in getattr(stmt, field, None) or ():
+                    stack.extend(child.body if isinstance(child, ast.ExceptHandler) else [child])
+    _BINDINGS[key] = (bindings, defined)
+    return _BINDINGS[key]
+
+
+def _resolve(module, attr):
+    """What `import module` / `from module import attr` binds now, without running any code (None: unknown)."""
+    mod = sys.modules.get(module)
+    if mod is None:
+        return None
+    if attr is None:
+        return mod
+    ns = vars(mod)
+    if attr in ns:
+        return ns[attr]
+    return sys.modules.get(module + "." + attr)
 
 
 def codes_named(module_code, name):
@@ -230,31 +615,3 @@ def codes_named(module_code, name):
                     out.append(const)
                 stack.append(const)
     return out
-
-
-def check_test_callable(fn, name, path, guard, compiler=None, max_wrappers=8):
-    """None if calling `fn` runs the test `name` of file `path` as written; else why not. Wrappers
-    (decorators such as mock.patch) are followed through `__wrapped__` when their own code is trusted."""
-    try:
-        expected = codes_named(file_code(path, compiler), name)
-    except (OSError, SyntaxError, ValueError) as exc:
-        return "cannot compile %s to check %s: %r" % (path, name, exc)
-    if not expected:
-        return "%s defines no function %s" % (path, name)
-    cur = fn
-    for _ in range(max_wrappers + 1):
-        cur = getattr(cur, "__func__", cur)           # bound methods
-        code = getattr(cur, "__code__", None)
-        if code is None:
-            return "%s is %s, not a function" % (name, type(cur).__name__)
-        if os.path.abspath(code.co_filename) == os.path.abspath(path) and any(code == c for c in expected):
-            module = sys.modules.get(getattr(cur, "__module__", None) or "")
-            if module is not None and getattr(cur, "__globals__", None) is not vars(module):
-                return "%s runs with globals that are not its module's" % name
-            return None
-        wrapped = getattr(cur, "__wrapped__", None)
-        if wrapped is None or not guard.trusted_file(os.path.abspath(code.co_filename)):
-            return ("the function that runs as %s is %s from %s, not the test %s defines (its code differs from "
-                    "a compile of the file)" % (name, _name(cur), code.co_filename, path))
-        cur = wrapped
-    return "%s is wrapped more than %d times" % (name, max_wrappers)

@@ -1,59 +1,62 @@
-"""The reporter's pytest side, loaded by name (PYTEST_PLUGINS) while pytest configures - before conftest
-files and test modules.
+"""PYTEST_DONT_REWRITE - the reporter's pytest side, imported while the interpreter starts and loaded by name (PYTEST_PLUGINS) while
+pytest configures - before conftest files and test modules.
 
 The call phase is recorded at the innermost point: for the duration of `pytest_runtest_call` the item's
-test function is a recording proxy around the verified test function, so whatever plugin or wrapper ends up
-calling it, the record comes from the function's own raw outcome (its exception, or none). Setup and
-teardown are recorded from the raw outcome of their hooks (this wrapper is outermost). Report objects,
-terminal lines and the exit status are the runner's business; the harness compares them with these records.
-Only the run's outer session reports; sessions nested in the same process (pytester) are ignored.
+test function is a recording proxy around the test function, registered with the core first (verified
+against a compile of the file the node id names, under the name the node id names), so whatever plugin or
+wrapper ends up calling it, the record comes from the function's own raw outcome (its exception, or none) and
+the core computes the outcome. Setup and teardown are recorded from the raw outcome of their hooks (this
+wrapper is outermost). Report objects, terminal lines and the exit status are the runner's business; the
+harness compares them with these records. Only the run's outer session reports; sessions nested in the same
+process (pytester) are ignored.
+
+`"\\0audit"(...)` is `sys.audit(...)`, sealed into the code at boot (see __init__.seal).
 """
 import functools
-import inspect
 import os
+import sys
 
 import pytest
 
-from execcritic_reporter import guard as guardmod
-from execcritic_reporter import reporter
-
+EVENT = "execcritic.reporter"
 _OUTER = {}
 _WATCH = ("pytest", "_pytest", "pluggy", "py", "execcritic_reporter", "unittest")
 _CRITICAL_HOOKS = ("pytest_runtest_protocol", "pytest_runtest_setup", "pytest_runtest_call",
                    "pytest_runtest_teardown", "pytest_runtest_makereport", "pytest_runtest_logreport",
                    "pytest_pyfunc_call", "pytest_report_teststatus", "pytest_terminal_summary",
-                   "pytest_sessionfinish", "pytest_collection_modifyitems")
+                   "pytest_sessionfinish", "pytest_collection_modifyitems", "pytest_collection_finish")
+
+
+def install(config):
+    """pytest loads this module as a plugin by name while it configures (before conftest files)."""
+    names = [p for p in os.environ.get("PYTEST_PLUGINS", "").split(",") if p.strip()]
+    os.environ["PYTEST_PLUGINS"] = ",".join([__name__] + names)
+    workdir = os.path.abspath(config.get("workdir", "/testbed")) + os.sep
+    # pytest-dev/pytest: the runner is the product (decided now, before any code of the checkout has run)
+    "\0audit"(EVENT, "product_runner", os.path.abspath(getattr(pytest, "__file__", "") or "").startswith(workdir))
 
 
 def _ours(config):
-    return reporter() is not None and _OUTER.get("config") is config
+    return _OUTER.get("config") is config
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
-    rep = reporter()
-    if rep is None or "config" in _OUTER:
+    if "config" in _OUTER:
+        return
+    box = []
+    "\0audit"(EVENT, "adopt_session", box)     # refused (and tampering) if the candidate's code started it
+    if not box:
         return
     _OUTER["config"] = config
-    work = os.path.abspath(rep.workdir) + os.sep
-    rep.guard.product_runner = os.path.abspath(getattr(pytest, "__file__", "") or "").startswith(work)
-    rep.guard.watch(_WATCH)
-
-
-def pytest_plugin_registered(plugin, manager):
-    state = _OUTER.get("hooks")
-    if state is not None and reporter() is not None and manager is _OUTER["config"].pluginmanager:
-        reporter().tamper("plugin_registered", "a plugin was registered during the run: %s"
-                          % guardmod._name(plugin))
+    "\0audit"(EVENT, "watch", _WATCH)
 
 
 def pytest_collectreport(report):
-    rep = reporter()
-    if rep is None or "config" not in _OUTER or not report.failed:
+    if "config" not in _OUTER or not report.failed:
         return
     text = str(getattr(report, "longrepr", "") or "")
-    rep.emit("collect_error", {"node": report.nodeid, "exc": text.strip().splitlines()[-1][:300] if text.strip()
-                               else ""})
+    "\0audit"(EVENT, "collect_error", report.nodeid, text.strip().splitlines()[-1][:300] if text.strip() else "")
 
 
 @pytest.hookimpl(hookwrapper=True, trylast=True)
@@ -61,34 +64,14 @@ def pytest_collection_modifyitems(session, config, items):
     yield
     if not _ours(config):
         return
-    rep = reporter()
     seen = set()
     for item in items:
         module = getattr(item, "module", None)
         if module is not None and id(module) not in seen:
             seen.add(id(module))
-            rep.guard.watch_mapping("test module %s" % module.__name__, vars(module))
-    rep.guard.watch(_WATCH)        # modules loaded since configure (conftest-driven plugins)
-    pm = config.pluginmanager
-    _OUTER["plugins"] = {id(p) for p in pm.get_plugins()}
-    _OUTER["hooks"] = {name: [id(i) for i in getattr(pm.hook, name).get_hookimpls()]
-                       for name in _CRITICAL_HOOKS if hasattr(pm.hook, name)}
-
-
-def _check(rep, where):
-    rep.check(where)
-    config = _OUTER.get("config")
-    hooks = _OUTER.get("hooks")
-    if config is None or hooks is None:
-        return
-    pm = config.pluginmanager
-    for name, before in hooks.items():
-        now = [id(i) for i in getattr(pm.hook, name).get_hookimpls()]
-        if now != before:
-            rep.guard._report_once(("hook", name), "runner_tampered",
-                                   "the implementations of %s changed during the run" % name)
-    if {id(p) for p in pm.get_plugins()} - _OUTER["plugins"]:
-        rep.guard._report_once(("plugins",), "runner_tampered", "a plugin was registered during the run")
+            "\0audit"(EVENT, "watch_mapping", "test module %s" % module.__name__, vars(module))
+    "\0audit"(EVENT, "watch", _WATCH)        # modules loaded since configure (conftest-driven plugins)
+    "\0audit"(EVENT, "watch_plugins", config.pluginmanager, _CRITICAL_HOOKS)
 
 
 def _phase_outcome(excinfo):
@@ -107,11 +90,10 @@ def pytest_runtest_setup(item):
     if not _ours(item.config):
         yield
         return
-    rep = reporter()
-    _check(rep, "setup " + item.nodeid)
+    "\0audit"(EVENT, "check", "setup " + item.nodeid)
     result = yield
     outcome, exc = _phase_outcome(result.excinfo)
-    rep.node(item.nodeid, "setup", outcome, exc)
+    "\0audit"(EVENT, "node", item.nodeid, "setup", outcome, exc, None)
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -119,11 +101,10 @@ def pytest_runtest_teardown(item, nextitem):
     if not _ours(item.config):
         yield
         return
-    rep = reporter()
     result = yield
     outcome, exc = _phase_outcome(result.excinfo)
-    rep.node(item.nodeid, "teardown", outcome, exc)
-    _check(rep, "teardown " + item.nodeid)
+    "\0audit"(EVENT, "node", item.nodeid, "teardown", outcome, exc, None)
+    "\0audit"(EVENT, "check", "teardown " + item.nodeid)
 
 
 def _xfail(item):
@@ -142,37 +123,17 @@ def _xfail(item):
     return True, bool(xf.strict), xf.raises
 
 
-def _call_outcome(exc, xfail):
-    marked, strict, raises = xfail
-    if exc is None:
-        if marked:
-            return "failed" if strict else "xpassed"
-        return "passed"
-    if isinstance(exc, pytest.skip.Exception):
-        return "skipped"
-    if isinstance(exc, pytest.xfail.Exception):
-        return "xfailed"
-    if isinstance(exc, (KeyboardInterrupt, SystemExit)) or type(exc).__name__ == "Exit":
-        return "error"
-    if marked and (raises is None or isinstance(exc, raises)):
-        return "xfailed"
-    return "failed"
-
-
-def _recording(rep, node, fn, xfail, label):
-    @functools.wraps(fn)
+def _recording(token, fn):
+    """The proxy: only the call's own outcome leaves it, straight to the core (which checks `token` and `fn`)."""
     def run_test(*args, **kwargs):
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:
-            rep.node(node, "call", _call_outcome(exc, xfail), exc, xfail=xfail[0], strict=xfail[1], via=label)
+            "\0audit"("execcritic.reporter", "call_raised", token, fn, exc, None)
             raise
-        if inspect.isawaitable(result) or hasattr(result, "__aiter__"):
-            rep.node(node, "call", "not_run", None, via=label, note="coroutine: no async runner")
-        else:
-            rep.node(node, "call", _call_outcome(None, xfail), None, xfail=xfail[0], strict=xfail[1], via=label)
+        "\0audit"("execcritic.reporter", "call_returned", token, fn, result, None)
         return result
-    return run_test
+    return functools.wraps(fn)(run_test)
 
 
 def _rewrite_compiler(item):
@@ -202,55 +163,68 @@ def _rewrite_compiler(item):
     return compiler
 
 
+def _node_target(item):
+    """(file, function name) as the node id names them - never the item's own attributes, which code that
+    reaches the item could point at another test. The file is the one defining the function (a test method
+    may be inherited from a class in another module)."""
+    parts = [p for p in item.nodeid.split("::") if p != "()"]
+    rootdir = str(getattr(item.config, "rootpath", None) or item.config.rootdir)
+    path = os.path.abspath(os.path.join(rootdir, parts[0]))
+    name = parts[-1].split("[")[0]
+    module = next((m for m in list(sys.modules.values()) if isinstance(getattr(m, "__file__", None), str)
+                   and os.path.abspath(m.__file__) == path), None)
+    scope = module
+    for part in parts[1:-1]:
+        scope = vars(scope).get(part) if scope is not None else None
+    if isinstance(scope, type):
+        for klass in scope.__mro__:
+            if name in vars(klass):
+                owner = sys.modules.get(klass.__module__)
+                if isinstance(getattr(owner, "__file__", None), str):
+                    return os.path.abspath(owner.__file__), name
+                break
+    return path, name
+
+
+def _register(item, fn, name, path, xfail, label, compiler=None):
+    box = []
+    "\0audit"(EVENT, "register", box, item.nodeid, fn, xfail[0], xfail[1], xfail[2], label, name, path, compiler,
+              None)
+    return box[0] if box else None
+
+
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_call(item):
     if not _ours(item.config):
         yield
         return
-    rep = reporter()
-    _check(rep, "call " + item.nodeid)
     node = item.nodeid
     restore = None
     testcase = getattr(item, "_testcase", None)
     try:
+        path, name = _node_target(item)
         if testcase is not None and hasattr(testcase, "_testMethodName"):          # unittest.TestCase item
-            name = testcase._testMethodName
-            fn = getattr(testcase, name)
-            problem = guardmod.check_test_callable(fn, name, _defining_file(type(testcase), name), rep.guard)
-            if problem:
-                rep.tamper("test_code", "%s: %s" % (node, problem))
+            fn = getattr(testcase, testcase._testMethodName)
             xfail = (bool(getattr(fn, "__unittest_expecting_failure__", False)), True, None)
-            setattr(testcase, name, _recording(rep, node, fn, xfail, "unittest"))
-            restore = lambda: testcase.__dict__.pop(name, None)                       # noqa: E731
+            token = _register(item, fn, name, path, xfail, "unittest")
+            setattr(testcase, testcase._testMethodName, _recording(token, fn))
+            restore = lambda: testcase.__dict__.pop(testcase._testMethodName, None)    # noqa: E731
         elif hasattr(item, "obj") and callable(getattr(item, "obj", None)) and hasattr(item, "_fixtureinfo"):
             fn = item.obj
-            name = getattr(item, "originalname", None) or item.name.split("[")[0]
-            module = getattr(item, "module", None)
-            path = getattr(module, "__file__", None) or str(getattr(item, "fspath", ""))
-            problem = guardmod.check_test_callable(fn, name, os.path.abspath(path), rep.guard,
-                                                   compiler=_rewrite_compiler(item))
-            if problem:
-                rep.tamper("test_code", "%s: %s" % (node, problem))
-            _set_obj(item, _recording(rep, node, fn, _xfail(item), "pytest"))
+            token = _register(item, fn, name, path, _xfail(item), "pytest", _rewrite_compiler(item))
+            _set_obj(item, _recording(token, fn))
 
             def restore():
                 _set_obj(item, fn)
-        else:                                                                         # doctests and others
-            restore = None
     except Exception as exc:           # never break the run: say so and record what happens anyway
-        rep.tamper("reporter_error", "%s: could not prepare the call record: %r" % (node, exc))
+        "\0audit"(EVENT, "tamper", "reporter_error", "%s: could not prepare the call record: %r" % (node, exc))
     result = yield
     if restore is not None:
         restore()
-    if (node, "call") not in rep.seen:
-        outcome, exc = _phase_outcome(result.excinfo)
-        if restore is not None:         # the test function was never called through its proxy
-            rep.node(node, "call", "not_run", exc, via="hook", note="the test function was not called")
-            if outcome == "passed":
-                rep.tamper("call_bypassed", "%s reported a pass without its test function running" % node)
-        else:                           # items without a test function (doctests): the hook's outcome
-            rep.node(node, "call", "failed" if outcome == "error" else outcome, exc, via="hook")
-    _check(rep, "after call " + node)
+    outcome, exc = _phase_outcome(result.excinfo)
+    # items without a test function (doctests): the hook's outcome; otherwise "not run" if the proxy was bypassed
+    "\0audit"(EVENT, "not_called", node, exc, outcome, restore is not None)
+    "\0audit"(EVENT, "check", "after call " + node)
 
 
 def _set_obj(item, value):
@@ -260,18 +234,8 @@ def _set_obj(item, value):
         item._obj = value
 
 
-def _defining_file(cls, name):
-    for klass in getattr(cls, "__mro__", ()):
-        if name in vars(klass):
-            module = __import__("sys").modules.get(klass.__module__)
-            return os.path.abspath(getattr(module, "__file__", "") or "")
-    return ""
-
-
 @pytest.hookimpl(hookwrapper=True, trylast=True)
 def pytest_sessionfinish(session, exitstatus):
     yield
     if _ours(session.config):
-        rep = reporter()
-        _check(rep, "session end")
-        rep.emit("session_end", {"exitstatus": int(getattr(session, "exitstatus", exitstatus))})
+        "\0audit"(EVENT, "session_end", int(getattr(session, "exitstatus", exitstatus)))

@@ -15,15 +15,15 @@ import importlib.abc
 import os
 import sys
 
-from execcritic_reporter import guard as guardmod
-
+EVENT = "execcritic.reporter"
 RUNNER_MODULES = ("sympy.testing.runtests", "sympy.utilities.runtests")
 _WATCH = ("sympy.testing.runtests", "sympy.testing.pytest", "sympy.utilities.runtests", "sympy.utilities.pytest",
           "execcritic_reporter")
 
 
-def install(rep):
-    sys.meta_path.insert(0, _AfterImport(set(RUNNER_MODULES), lambda module: _patch(rep, module)))
+def install(config):
+    workdir = os.path.abspath(config.get("workdir", "/testbed")) + os.sep
+    sys.meta_path.insert(0, _AfterImport(set(RUNNER_MODULES), lambda module: _patch(module, workdir)))
 
 
 class _Proxy(importlib.abc.Loader):
@@ -62,62 +62,44 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         return None
 
 
-def _outcome(exc):
-    name = type(exc).__name__
-    if name == "Skipped":
-        return "skipped"
-    if name == "XFail":
-        return "xfailed"
-    if name == "XPass":
-        return "xpassed"
-    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-        return "error"
-    return "failed"          # AssertionError, or an exception raised by the code the test exercises
-
-
-def _patch(rep, module):
+def _patch(module, workdir):
     real_exec = builtins.exec
 
     def exec_(code, globs=None, locs=None):
         out = real_exec(code, globs, locs) if locs is not None else real_exec(code, globs)
         if isinstance(globs, dict) and isinstance(globs.get("__file__"), str):
-            _instrument(rep, globs)
+            _instrument(globs, workdir)
         return out
 
     module.exec = exec_
     if hasattr(module, "exec_"):      # releases that ran py2/3 compatible `exec_(code, gl)`
         module.exec_ = exec_
-    rep.guard.watch(_WATCH)
+    "\0audit"(EVENT, "watch", _WATCH)
 
 
-def _instrument(rep, gl):
+def _instrument(gl, workdir):
     path = os.path.abspath(gl["__file__"])
-    work = os.path.abspath(rep.workdir) + os.sep
-    rel = path[len(work):] if path.startswith(work) else path
+    rel = path[len(workdir):] if path.startswith(workdir) else path
     for name in list(gl):
         fn = gl[name]
         if not (name.startswith("test_") and callable(fn) and hasattr(fn, "__code__") or
                 name.startswith("test_") and hasattr(fn, "__wrapped__")):
             continue
         node = "%s::%s" % (rel, name)
-        problem = guardmod.check_test_callable(fn, name, path, rep.guard)
-        if problem:
-            rep.tamper("test_code", "%s: %s" % (node, problem))
-        gl[name] = _recording(rep, node, name, fn)
-    rep.guard.watch_mapping("test module %s (instrumented)" % rel, gl)
+        box = []
+        "\0audit"(EVENT, "register", box, node, fn, False, False, None, "sympy", name, path, None, {"key": name})
+        gl[name] = _recording(box[0] if box else None, fn)
+    "\0audit"(EVENT, "watch_mapping", "test module %s (instrumented)" % rel, gl)
 
 
-def _recording(rep, node, key, fn):
-    @functools.wraps(fn)
+def _recording(token, fn):
+    """The proxy: only the call's own outcome leaves it, straight to the core (which checks `token` and `fn`)."""
     def run_test(*args, **kwargs):
-        rep.check("call " + node)
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:
-            rep.node(node, "call", _outcome(exc), exc, key=key)
-            rep.check("after " + node)
+            "\0audit"("execcritic.reporter", "call_raised", token, fn, exc, None)
             raise
-        rep.node(node, "call", "passed", None, key=key)
-        rep.check("after " + node)
+        "\0audit"("execcritic.reporter", "call_returned", token, fn, result, None)
         return result
-    return run_test
+    return functools.wraps(fn)(run_test)

@@ -1,34 +1,37 @@
 """The reporter's unittest side (Django's runtests.py and `python -m unittest`), installed at interpreter start.
 
 `unittest.TestCase.run` is wrapped before any code of the repository is imported. For each test it runs, the
-wrapper verifies the test method against a compile of the file that defines it, then gives that one test case
-instance recording wrappers (instance attributes, so nothing else changes) for its test method, `setUp`,
-`tearDown` and `subTest`: the records come from the raw outcome of the test's own code, before unittest's
-result machinery - or a runner that rewrote it - sees it.
+wrapper registers the test method with the core (verified against a compile of the file that defines it; the
+test class's assert and fail methods checked for provenance), then gives that one test case instance
+recording wrappers (instance attributes, so nothing else changes) for its test method, `setUp`, `tearDown`
+and `subTest`: the records come from the raw outcome of the test's own code, before unittest's result
+machinery - or a runner that rewrote it - sees it.
+
+`"\\0audit"(...)` is `sys.audit(...)`, sealed into the code at boot (see __init__.seal).
 """
 import contextlib
 import functools
 import os
 import sys
 
-from execcritic_reporter import guard as guardmod
-
+EVENT = "execcritic.reporter"
 _WATCH = ("unittest", "execcritic_reporter")
+_STATE = {"first": True, "modules": set()}
 
 
-def install(rep):
+def install(config):
     import unittest.case  # noqa: F401 - the standard library's, imported before any repository code
 
     case = sys.modules["unittest.case"]
     original = case.TestCase.run
+    runner = config.get("runner", "")
 
     def run(self, result=None):
-        return _run(rep, original, self, result)
+        return _run(runner, original, self, result)
 
     run.__qualname__ = "TestCase.run"
     case.TestCase.run = run
-    rep.guard.watch(_WATCH)          # baseline taken here: nothing from the checkout has run yet
-    rep._first_run = True
+    "\0audit"(EVENT, "watch", _WATCH)       # baseline taken here: nothing from the checkout has run yet
 
 
 def _defining_file(cls, name):
@@ -48,34 +51,30 @@ def node_ids(test):
     return test.id(), desc
 
 
-def instrument(rep, test, node, extra):
-    """Give one TestCase instance its recording wrappers; returns the function that removes them."""
-    name = test._testMethodName
-    fn = getattr(test, name)
-    problem = guardmod.check_test_callable(fn, name, _defining_file(type(test), name), rep.guard)
-    if problem:
-        rep.tamper("test_code", "%s: %s" % (node, problem))
-    expecting = bool(getattr(fn, "__unittest_expecting_failure__", False))
-    sub_failures = []
-    skip_exc = _skip_exceptions()
-
-    @functools.wraps(fn)
+def _recording(token, fn, sub_failures, extra):
+    """The proxy: only the call's own outcome leaves it, straight to the core (which checks `token` and `fn`)."""
     def test_method(*args, **kwargs):
         try:
             result = fn(*args, **kwargs)
-        except skip_exc as exc:
-            rep.node(node, "call", "skipped", exc, **extra)
-            raise
         except BaseException as exc:
-            rep.node(node, "call", "xfailed" if expecting else "failed", exc, xfail=expecting, strict=True, **extra)
+            "\0audit"("execcritic.reporter", "call_raised", token, fn, exc, {"subtests_failed": sub_failures})
             raise
-        if sub_failures:
-            rep.node(node, "call", "xfailed" if expecting else "failed", None, xfail=expecting, strict=True,
-                     subtests_failed=len(sub_failures), **extra)
-        else:
-            rep.node(node, "call", "failed" if expecting else "passed", None, xfail=expecting, strict=True,
-                     note="unexpected success" if expecting else "", **extra)
+        "\0audit"("execcritic.reporter", "call_returned", token, fn, result, {"subtests_failed": sub_failures})
         return result
+    return functools.wraps(fn)(test_method)
+
+
+def instrument(test, node, extra):
+    """Give one TestCase instance its recording wrappers; returns the function that removes them."""
+    name = test._testMethodName
+    fn = getattr(test, name)
+    expecting = bool(getattr(fn, "__unittest_expecting_failure__", False))
+    box = []
+    "\0audit"(EVENT, "register", box, node, fn, expecting, True, None, "unittest", name,
+              _defining_file(type(test), name), None, extra)
+    "\0audit"(EVENT, "check_case", type(test), node)
+    sub_failures = []
+    skip_exc = _skip_exceptions()
 
     def phase(attr, label):
         original = getattr(test, attr)
@@ -85,12 +84,12 @@ def instrument(rep, test, node, extra):
             try:
                 out = original(*args, **kwargs)
             except skip_exc as exc:
-                rep.node(node, label, "skipped", exc, **extra)
+                "\0audit"(EVENT, "node", node, label, "skipped", exc, extra)
                 raise
             except BaseException as exc:
-                rep.node(node, label, "error", exc, **extra)
+                "\0audit"(EVENT, "node", node, label, "error", exc, extra)
                 raise
-            rep.node(node, label, "passed", None, **extra)
+            "\0audit"(EVENT, "node", node, label, "passed", None, extra)
             return out
         return wrapped
 
@@ -105,11 +104,12 @@ def instrument(rep, test, node, extra):
                 raise
             except BaseException as exc:        # seen before unittest's subTest context swallows it
                 sub_failures.append(exc)
-                rep.node(node, "subtest", "failed", exc, params=repr((args, kwargs))[:200], **extra)
+                "\0audit"(EVENT, "node", node, "subtest", "failed", exc,
+                          dict(extra, params=repr((args, kwargs))[:200]))
                 raise
 
-    added = {name: test_method, "setUp": phase("setUp", "setup"), "tearDown": phase("tearDown", "teardown"),
-             "subTest": sub_test}
+    added = {name: _recording(box[0] if box else None, fn, sub_failures, extra),
+             "setUp": phase("setUp", "setup"), "tearDown": phase("tearDown", "teardown"), "subTest": sub_test}
     for attr, value in added.items():
         setattr(test, attr, value)
 
@@ -129,21 +129,25 @@ def _skip_exceptions():
     return tuple(out)
 
 
-def _run(rep, original, test, result):
-    if getattr(rep, "_first_run", False):
-        rep._first_run = False
-        if rep.runner == "django":
-            rep.guard.watch(("django.test",))   # the product's own test framework: provenance checked now
+def _run(runner, original, test, result):
+    if _STATE["first"]:
+        _STATE["first"] = False
+        if runner == "django":
+            "\0audit"(EVENT, "watch", ("django.test",))   # the product's own test framework: provenance now
     node, desc = node_ids(test)
-    rep.check("run " + node)
+    module = sys.modules.get(type(test).__module__)
+    if module is not None and module.__name__ not in _STATE["modules"]:
+        _STATE["modules"].add(module.__name__)
+        "\0audit"(EVENT, "watch_mapping", "test module %s" % module.__name__, vars(module))
+    "\0audit"(EVENT, "check", "run " + node)
     remove = None
     try:
-        remove = instrument(rep, test, node, {"desc": desc})
+        remove = instrument(test, node, {"desc": desc})
     except Exception as exc:  # never break the run: say so; the harness refuses a verdict
-        rep.tamper("reporter_error", "%s: could not prepare the call record: %r" % (node, exc))
+        "\0audit"(EVENT, "tamper", "reporter_error", "%s: could not prepare the call record: %r" % (node, exc))
     try:
         return original(test, result)
     finally:
         if remove is not None:
             remove()
-        rep.check("after " + node)
+        "\0audit"(EVENT, "check", "after " + node)
