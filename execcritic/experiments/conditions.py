@@ -91,17 +91,29 @@ class Planned:
 def merge_reasons(reasons: Sequence[str]) -> str:
     """One reason from several roles': the same words with different "(preset X binds no model to role
     R)" tails are said once, naming every role."""
-    groups: dict[str, list[str]] = {}
+    unbound: dict[tuple[str, str], list[str]] = {}
+    needs: dict[str, list[str]] = {}
+    order: list[tuple[str, Any]] = []
     for r in reasons:
-        m = re.match(r"^(.*) \(preset (\S+) binds no model to role (\S+)\)$", r)
-        key = f"{m.group(1)}|{m.group(2)}" if m else r
-        groups.setdefault(key, []).append(m.group(3) if m else "")
+        if m := re.match(r"^(.*) \(preset (\S+) binds no model to role (\S+)\)$", r):
+            key = (m.group(1), m.group(2))
+            if key not in unbound:
+                order.append(("unbound", key))
+            unbound.setdefault(key, []).append(m.group(3))
+        elif m := re.match(r"^(.*) \(needs (`[^`]*`)\)$", r):
+            if m.group(1) not in needs:
+                order.append(("needs", m.group(1)))
+            needs.setdefault(m.group(1), []).append(m.group(2))
+        else:
+            order.append(("plain", r))
     out = []
-    for key, roles in groups.items():
-        if "|" in key and all(roles):
-            text, preset = key.split("|", 1)
-            out.append(f"{text} (preset {preset} binds no model to role{'s' if len(roles) > 1 else ''} "
-                       f"{', '.join(dict.fromkeys(roles))})")
+    for kind, key in order:
+        if kind == "unbound":
+            roles = list(dict.fromkeys(unbound[key]))
+            out.append(f"{key[0]} (preset {key[1]} binds no model to role{'s' if len(roles) > 1 else ''} "
+                       f"{', '.join(roles)})")
+        elif kind == "needs":
+            out.append(f"{key} (needs {' and '.join(dict.fromkeys(needs[key]))})")
         else:
             out.append(key)
     return "; ".join(dict.fromkeys(out))

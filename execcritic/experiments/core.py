@@ -364,8 +364,11 @@ def _not_run(planned: Sequence[Planned]) -> dict[str, str]:
 
 
 def command_line(artifact: str, params: Params) -> str:
+    """How the run was made: the package call, and the command that ran the notebook when there was one."""
     args = ", ".join(f"{k}={v!r}" for k, v in params.given.items())
-    return f"execcritic.experiments.{artifact}.run(parameters({artifact!r}{', ' if args else ''}{args}))"
+    call = f"execcritic.experiments.{artifact}.run(parameters({artifact!r}{', ' if args else ''}{args}))"
+    by = os.environ.get("EXECCRITIC_INVOKED_BY")
+    return f"{by} -> papermill notebook -> {call}" if by else call
 
 
 def plan_artifact(spec: ArtifactSpec, params: Params) -> list[Planned]:

@@ -204,12 +204,21 @@ class NotebookFailed(ExecCriticError):
                          f"(executed copy with the traceback: {out})")
 
 
+def _for_kernel(results: Path) -> str:
+    """The results dir as the notebook's kernel (run from the repository root) finds it: relative when
+    it lies inside the repository, so the run's recorded command and paths stay portable."""
+    r = results.resolve()
+    try:
+        return str(r.relative_to(REPO))
+    except ValueError:
+        return str(r)
+
+
 def run_notebook(session: Session, artifact: str, *, workers: int | None = None) -> Path:
     """Execute the artifact's notebook for this session and attach it to the run; returns the run dir."""
     results = Path(session.results)
     out = results / artifact / session.session / ".notebook.executing.ipynb"
-    params: dict[str, Any] = {"preset": session.preset, "run_id": session.session,
-                              "output_dir": str(results.resolve())}
+    params: dict[str, Any] = {"preset": session.preset, "run_id": session.session, "output_dir": _for_kernel(results)}
     if workers is not None:
         params["workers"] = workers
     os.environ[PREPARED_ENV] = "1"
@@ -229,8 +238,7 @@ def render_notebook(artifact: str, results: Path, out_dir: Path) -> Path | None:
         return None
     manifest = json.loads((results / artifact / run_id / "manifest.json").read_text())
     out = out_dir / f"{artifact}.ipynb"
-    execute_notebook(artifact, out, {"preset": manifest["preset"], "reuse": run_id,
-                                     "output_dir": str(results.resolve())})
+    execute_notebook(artifact, out, {"preset": manifest["preset"], "reuse": run_id, "output_dir": _for_kernel(results)})
     return out
 
 

@@ -111,6 +111,9 @@ def figure5(view: ArtifactView) -> Figure:
                         bar.set_gid(f"measured|{ident}")
                         ax.text(mx, r["ci_high"] + 1, fmt1(r["measured"]), ha="center", va="bottom",
                                 fontsize=6.5, color=color)
+                        if r["measured"] == 0:          # a measured zero stays visible (a bar of height 0 is not)
+                            ax.plot([mx - w / 2, mx + w / 2], [0, 0], color=color, linewidth=3, clip_on=False,
+                                    solid_capstyle="butt")
                         if who:
                             stand_names += who.split(", ")
                     else:
@@ -289,6 +292,8 @@ def figure6(view: ArtifactView, training: Sequence[Run]) -> Figure:
                 marker = {"sft": "s", "sft_rl": "*", "teacher": "D"}.get(ck, "s")
                 cont = ax.errorbar(xs, ys, yerr=err, color=STAND_IN_COLOR, linestyle="-" if len(pts) > 1 else "none",
                                    marker=marker, markersize=5, capsize=2, linewidth=1.0, label=lab)
+                for artist in cont.lines[0:1] + tuple(cont.lines[1]) + tuple(cont.lines[2]):
+                    artist.set_clip_on(False)            # a point at 0 % sits on the axis, drawn whole
                 lab = None
                 cont.lines[0].set_gid(f"measured|a|{pts[0]['checkpoint']}")
                 for xv, yv in zip(xs, ys):
