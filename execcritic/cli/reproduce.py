@@ -80,6 +80,8 @@ def register(app: typer.Typer) -> None:
                 detail = f"{counts}; " + ", ".join(f"{k} {_duration(v)}" for k, v in stage.items() if v >= 1)
                 timings.append(("pipeline units (environments, episodes, Repair runs, official scores)",
                                 time.monotonic() - t0, detail.rstrip("; ")))
+                session.part("pipeline units").detail = detail.rstrip("; ")
+                session.save()
                 if counts.errors:
                     failed = (f"{counts.errors} pipeline unit(s) failed twice (tracebacks in "
                               f"{results}/pipeline/suite-{session.session}/**/*.errors.jsonl); their instances count "

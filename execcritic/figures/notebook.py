@@ -34,12 +34,13 @@ def banner(run: Run) -> str:
     m = run.manifest
     sha = ((m.get("git") or {}).get("sha") or "unknown")[:12]
     lines = [f"**{run.artifact} / {run.run_id}** - preset `{run.preset}`: {m.get('banner') or m.get('title') or ''}",
-             (f"{len(run.instances)} instances x {run.runs} run(s); status {m.get('status')}; "
-              f"{m.get('wall_s', 0):.0f} s over {len(m.get('sessions') or [])} session(s); git `{sha}`.")]
+             (f"{len(run.instances)} instances x {run.runs} run(s); status {m.get('status')}; git `{sha}`; "
+              f"pipeline units: {m.get('units') or 'n/a'}; this run's own sessions took {m.get('wall_s', 0):.0f} s.")]
     for role, b in sorted((m.get("models") or {}).items()):
         if isinstance(b, dict):
-            tag = f" - **stand-in** for the paper's model ({b.get('name')})" if b.get("stand_in") else ""
-            lines.append(f"* `{role}`: `{b.get('spec')}`{tag}")
+            who = (f"played by the stand-in **{b.get('name')}**, not the paper's model" if b.get("stand_in")
+                   else f"{b.get('name')}")
+            lines.append(f"* `{role}`: `{b.get('spec')}` - {who}")
     dev = m.get("deviations_from_paper") or {}
     if dev:
         lines.append("Protocol deviations (recorded): " + ", ".join(f"`{k}` {v['paper']} -> {v['used']}"

@@ -29,9 +29,9 @@ RC = {"font.family": "DejaVu Sans", "font.size": 9, "axes.titlesize": 10, "axes.
 REPORTED_STYLE = {"facecolor": "#d9d9d9", "edgecolor": "#555555", "hatch": "///", "linewidth": 0.6}
 MEASURED_COLOR = "#1f5fa8"
 STAND_IN_COLOR = "#d95f02"          # measured with another model in the paper's role (smoke, ci)
-QUALITATIVE = {"b": "paper (qualitative only): reward stays low and oscillates from Base,\n"
-                    "rises steadily from the SFT checkpoint (axis about 0.15-0.75)",
-               "c": "paper (qualitative only): Repair training reward increases\noverall (axis about 0.2-0.8)"}
+QUALITATIVE = {"b": "paper (qualitative only): reward stays low\nand oscillates from Base, rises steadily\n"
+                    "from the SFT checkpoint (axis about 0.15-0.75)",
+               "c": "paper (qualitative only): Repair training\nreward increases overall (axis about 0.2-0.8)"}
 
 
 def _footnote_lines(lines: Sequence[str], width: int) -> list[str]:
