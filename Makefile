@@ -1,4 +1,4 @@
-# Two entry points a newcomer uses (see README): `make run` and `make test`.
+# Two entry points a newcomer uses (see README): `make run` (the smoke reproduction) and `make test`.
 # Both create/update the virtualenv at .venv from pyproject.toml; nothing is assumed installed by hand.
 PYTHON ?= python3
 VENV ?= .venv
@@ -20,16 +20,16 @@ venv: $(VENV)/.installed
 
 # SWE-bench Verified rows: the shared local copy when present, else the Hugging Face hub id.
 export EXECCRITIC_VERIFIED ?= $(if $(wildcard ../shared/data/swebench/verified_test.parquet),$(abspath ../shared/data/swebench/verified_test.parquet),SWE-bench/SWE-bench_Verified)
-RUN_INSTANCES ?= sympy__sympy-24443
-RUN_OUT ?= runs/embedded-default
+PRESET ?= smoke
 
-# The main job on the embedded default (no GPU, no API key, no image registry): build a
-# verified-sdist task environment, then the whole pipeline - Test sources `oracle` and the embedded
-# SmolLM2 model, Repair by the same model, official scoring - on the small `smoke` budget profile.
+# The main job: `execcritic reproduce --preset smoke` - builds the two verified-sdist task environments
+# it uses, runs the pipeline units of every paper artifact once (embedded SmolLM2 CPU model as the Test
+# and Repair stand-in, Oracle bundles, Gold audit, official scoring; tiny budgets), executes the eight
+# notebooks (papermill) into results/<artifact>/<run_id>/ and regenerates paper_figures/. A CPU smoke run
+# of the pipeline, labeled as such, not a reproduction of the paper's numbers. Run it again after a kill:
+# it continues where it stopped.
 run: system-deps venv
-	$(VENV)/bin/execcritic tasks build-sdist $(addprefix --instance ,$(RUN_INSTANCES))
-	$(VENV)/bin/execcritic run verified-sdist $(addprefix --instance ,$(RUN_INSTANCES)) \
-	  --test-source oracle --test-source local --repair-model local --runs 1 -c smoke --out $(RUN_OUT)
+	$(VENV)/bin/execcritic reproduce --preset $(PRESET)
 
 # The whole test suite, every tier (unit, integration, docker, slow, train).
 test: system-deps venv

@@ -5,6 +5,8 @@ These are not models and never claim to be: each builds a `ScriptedModel` whose 
 comment in the first file Gold touches), receives the feedback envelope, then applies Gold and CHECKs.
 It reads Gold *because it is a scripted stand-in* used to exercise the Test-to-Improve loop end to end
 (first CHECK fails with feedback, second passes, official resolved) - never a result about agents.
+`official_tests` plays a Test agent that submits the official F2P bundle (it reads the official tests,
+again only because it is a stand-in); `no_tests` plays one that never submits.
 
 They live with the tests, outside the agents package: only a stand-in may read Gold, and the pipeline
 hands it the full task through its factory. Referenced by spec strings:
@@ -17,6 +19,7 @@ import shlex
 
 from execcritic.agents.loop import CHECK_MARKER, SUBMIT_MARKER
 from execcritic.agents.models.scripted import ScriptedModel
+from execcritic.harness.oracle.build import oracle_bundle
 from execcritic.tasks.model import Task
 
 EXPORT = "cd /testbed && git add -A -N && git diff -- . > /tmp/fix.patch"
@@ -59,3 +62,26 @@ def wrong_then_gold(task: Task, role: str = "repair", run_index: int = 0) -> Scr
 def gives_up(task: Task, role: str = "repair", run_index: int = 0) -> ScriptedModel:
     """Submits an empty Round-0 patch at once (a floor for the pipeline: never resolves)."""
     return ScriptedModel([[EXPORT], [f"echo {SUBMIT_MARKER} && cat /tmp/fix.patch"]], name="scripted:gives_up")
+
+
+def official_tests(task: Task, role: str = "test", run_index: int = 0) -> ScriptedModel:
+    """A Test-agent stand-in: writes the official F2P bundle (test patch, exact command, contract) where
+    the Test agent submits from, in one turn, then submits. Qualifies exactly when the official bundle does."""
+    b = oracle_bundle(task)
+    files = [("/tmp/test.patch", b.test_patch), ("/tmp/test_command", b.test_command),
+             ("/tmp/test_contract.json", b.contract_text)]
+    heads, bodies = [], []
+    for i, (path, text) in enumerate(files):
+        tag = f"EXECCRITIC_SCRIPTED_EOF_{i}"
+        while tag in text:
+            tag += "_X"
+        heads.append(f"cat > {path} <<'{tag}'")
+        bodies.append((text if text.endswith("\n") else text + "\n") + tag)
+    write = " && ".join(heads) + "\n" + "\n".join(bodies)
+    steps = [[write], [f"echo {SUBMIT_MARKER} && cat /tmp/test.patch"]]
+    return ScriptedModel(steps, name=f"scripted:official_tests:{task.instance_id}")
+
+
+def no_tests(task: Task, role: str = "test", run_index: int = 0) -> ScriptedModel:
+    """A Test-agent stand-in that looks around and never submits (a Base-gate failure every time)."""
+    return ScriptedModel([["cd /testbed && ls"]] * 3, name="scripted:no_tests")

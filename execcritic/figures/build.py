@@ -17,7 +17,7 @@ from typing import Any
 
 from execcritic.figures.tables import ArtifactView, build_view, md_table, to_latex, to_markdown
 from execcritic.results import paper
-from execcritic.results.schemas import PAPER_ARTIFACTS
+from execcritic.results.schemas import PAPER_ARTIFACTS, stand_in_name
 from execcritic.results.store import Run, latest_run, list_runs, load_run
 
 
@@ -126,7 +126,10 @@ def _readme(report: BuildReport, views: dict[str, ArtifactView]) -> str:
         src = report.sources.get(a)
         if src:
             n = int(v.rows["measured"].notna().sum())
-            measured = f"`{src}` (preset {v.run.preset}): {n} of {len(v.rows)} rows measured"
+            stand = int(sum(any(stand_in_name(r[c]) for c in v.schema.condition)
+                            for r in v.rows[v.rows["measured"].notna()].to_dict("records")))
+            measured = f"`{src}` (preset {v.run.preset}): {n} of {len(v.rows)} rows measured" + \
+                (f", {stand} of them with a stand-in model (not the paper's)" if stand else "")
         else:
             measured = "not run here (no run under results/)"
         body.append([v.title, files, f"{n_rep} values", measured])

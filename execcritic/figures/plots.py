@@ -7,6 +7,7 @@ Every artist that carries a value has a gid `<kind>|<panel>|<condition...>` (kin
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ from matplotlib.patches import Patch
 
 from execcritic.figures.reasons import not_run_curve
 from execcritic.figures.tables import ArtifactView
+from execcritic.results.schemas import paper_part, stand_in_name
 from execcritic.results.stats import is_null
 from execcritic.results.store import Run
 
@@ -26,15 +28,28 @@ RC = {"font.family": "DejaVu Sans", "font.size": 9, "axes.titlesize": 10, "axes.
       "axes.spines.top": False, "axes.spines.right": False}
 REPORTED_STYLE = {"facecolor": "#d9d9d9", "edgecolor": "#555555", "hatch": "///", "linewidth": 0.6}
 MEASURED_COLOR = "#1f5fa8"
-QUALITATIVE = {"b": "paper (qualitative only): reward stays low and oscillates from Base,\n"
-                    "rises steadily from the SFT checkpoint (axis about 0.15-0.75)",
-               "c": "paper (qualitative only): Repair training reward increases\noverall (axis about 0.2-0.8)"}
+STAND_IN_COLOR = "#d95f02"          # measured with another model in the paper's role (smoke, ci)
+QUALITATIVE = {"b": "paper (qualitative only): reward stays low\nand oscillates from Base, rises steadily\n"
+                    "from the SFT checkpoint (axis about 0.15-0.75)",
+               "c": "paper (qualitative only): Repair training\nreward increases overall (axis about 0.2-0.8)"}
+
+
+def _footnote_lines(lines: Sequence[str], width: int) -> list[str]:
+    return [w for line in dict.fromkeys(lines) for w in textwrap.wrap(line, width)]
 
 
 def _footnote(fig: Figure, lines: Sequence[str], width: int = 220) -> None:
-    text = "\n".join(textwrap.fill(line, width) for line in dict.fromkeys(lines))
+    text = "\n".join(_footnote_lines(lines, width))
     if text:
         fig.text(0.01, 0.01, text, fontsize=6.5, va="bottom", ha="left", color="#333333")
+
+
+def _layout(fig: Figure, *, axes_h: float, below_h: float, top_h: float, notes: int, **kw: float) -> None:
+    """Size the figure so the axes keep their height whatever the number of footnote lines (inches)."""
+    note_h = 0.12 * notes + (0.1 if notes else 0.0)
+    total = axes_h + below_h + top_h + note_h
+    fig.set_figheight(total)
+    fig.subplots_adjust(bottom=(below_h + note_h) / total, top=1 - top_h / total, **kw)
 
 
 def _measured_label(view: ArtifactView) -> str:
@@ -44,66 +59,124 @@ def _measured_label(view: ArtifactView) -> str:
     return f"measured (this suite): preset {run.preset}, n={len(run.instances)} x {run.runs} run(s), 95% CI"
 
 
+def _stand_in(row: dict[str, Any], cols: Sequence[str]) -> str | None:
+    names = list(dict.fromkeys(n for c in cols if (n := stand_in_name(row[c]))))
+    return ", ".join(names) if names else None
+
+
 def _wrap(s: str, width: int = 12) -> str:
     return "\n".join(textwrap.wrap(s, width)) or s
 
 
 def figure5(view: ArtifactView) -> Figure:
     """(a) GPT-5.6-sol Repair on Verified and Pro, (b) Qwen Repair on Verified: resolved % by feedback
-    source; hatched gray = reported by the paper, blue = measured here (with its CI)."""
+    source; hatched gray = reported by the paper, blue = measured here (with its CI), orange = measured
+    with a stand-in model in the role (its own group, never beside the paper's bar)."""
     rows = view.rows.to_dict("records")
+    cols = list(view.schema.condition)
     with matplotlib.rc_context(RC):
         fig = Figure(figsize=(12, 4.8))
-        axes = fig.subplots(1, 2, gridspec_kw={"width_ratios": [6, 4]})
+        slots = [sum(r["panel"] == pn for r in rows)
+                 + 0.6 * len({(r["benchmark"], r["repair_agent"]) for r in rows if r["panel"] == pn}) for pn in "ab"]
+        axes = fig.subplots(1, 2, gridspec_kw={"width_ratios": [max(v, 3.0) for v in slots]})
         missing: list[tuple[str, str]] = []
+        stand_names: list[str] = []
         for ax, panel in zip(axes, ("a", "b")):
             prow = [r for r in rows if r["panel"] == panel]
             benches = list(dict.fromkeys(r["benchmark"] for r in prow))
-            agent = prow[0]["repair_agent"] if prow else ""
+            agent = next((r["repair_agent"] for r in prow if not stand_in_name(r["repair_agent"])),
+                         paper_part(prow[0]["repair_agent"]) if prow else "")
+            clusters = list(dict.fromkeys((r["benchmark"], r["repair_agent"]) for r in prow))
             x, ticks, labels, w = 0.0, [], [], 0.38
-            for bench in benches:
+            for bench, cagent in clusters:
                 start = x
-                for r in (r for r in prow if r["benchmark"] == bench):
+                standin = stand_in_name(cagent) or next(
+                    (n for r in prow if (r["benchmark"], r["repair_agent"]) == (bench, cagent)
+                     and (n := _stand_in(r, cols))), None)
+                for r in (r for r in prow if (r["benchmark"], r["repair_agent"]) == (bench, cagent)):
                     fs = r["feedback_source"]
-                    ident = f"{panel}|{bench}|{agent}|{fs}"
+                    ident = f"{panel}|{bench}|{r['repair_agent']}|{fs}"
+                    who = _stand_in(r, cols)
                     if not is_null(r["reported"]):
                         (bar,) = ax.bar(x - w / 2, r["reported"], w, **REPORTED_STYLE)
                         bar.set_gid(f"reported|{ident}")
                         ax.text(x - w / 2, r["reported"] + 1, fmt1(r["reported"]), ha="center", va="bottom",
                                 fontsize=6.5)
+                    mx = x if who else x + w / 2
+                    color = STAND_IN_COLOR if who else MEASURED_COLOR
                     if not is_null(r["measured"]):
                         err = [[r["measured"] - r["ci_low"]], [r["ci_high"] - r["measured"]]]
-                        (bar,) = ax.bar(x + w / 2, r["measured"], w, color=MEASURED_COLOR, yerr=err, capsize=2,
+                        (bar,) = ax.bar(mx, r["measured"], w, color=color, yerr=err, capsize=2,
                                         error_kw={"linewidth": 0.8})
                         bar.set_gid(f"measured|{ident}")
-                        ax.text(x + w / 2, r["ci_high"] + 1, fmt1(r["measured"]), ha="center", va="bottom",
-                                fontsize=6.5, color=MEASURED_COLOR)
+                        ax.text(mx, r["ci_high"] + 1, fmt1(r["measured"]), ha="center", va="bottom",
+                                fontsize=6.5, color=color)
+                        if r["measured"] == 0:          # a measured zero stays visible (a bar of height 0 is not)
+                            ax.plot([mx - w / 2, mx + w / 2], [0, 0], color=color, linewidth=3, clip_on=False,
+                                    solid_capstyle="butt")
+                        if who:
+                            stand_names += who.split(", ")
                     else:
-                        ax.text(x + w / 2, 2, "not run here", rotation=90, ha="center", va="bottom", fontsize=6,
+                        ax.text(mx, 2, "not run here", rotation=90, ha="center", va="bottom", fontsize=6,
                                 color="#777777")
-                        missing.append((f"({panel}) {bench}: {fs}", r["measured_note"]))
+                        missing.append((f"({panel}) {bench}: {paper_part(fs)}", r["measured_note"]))
                     ticks.append(x)
-                    labels.append(_wrap(fs))
+                    labels.append(_wrap(str(paper_part(fs)), 10))
                     x += 1.0
+                group = []
                 if len(benches) > 1:
-                    ax.text((start + x - 1) / 2, -0.30, bench, transform=ax.get_xaxis_transform(), ha="center",
-                            va="top", fontsize=8.5, fontweight="bold")
+                    group.append(bench)
+                if standin:
+                    group.append(f"stand-in: {standin}")
+                elif len(clusters) > len(benches):
+                    group.append(f"paper: {paper_part(cagent)}")
+                if group:
+                    ax.text((start + x - 1) / 2, -0.17, _wrap(" - ".join(group), 40), transform=ax.get_xaxis_transform(),
+                            ha="center", va="top", fontsize=7.5, fontweight="bold",
+                            color=STAND_IN_COLOR if standin else "black")
                 x += 0.6
             ax.set_xticks(ticks, labels)
-            ax.set_xlim(-0.8, x - 0.6 - 0.2)
+            ax.set_xlim(-0.8, max(x - 0.6 - 0.2, 0.8))
             ax.set_ylim(0, 112)                     # headroom: value labels sit above bars and CI caps
             ax.set_yticks(range(0, 101, 20))
             ax.set_ylabel("Resolved (%)")
             where = "" if len(benches) > 1 else f", {benches[0]}" if benches else ""
-            ax.set_title(f"({panel}) {agent} Repair agent{where}")
+            ax.set_title(f"({panel}) {paper_part(agent)} Repair agent{where}")
             ax.grid(axis="y", linewidth=0.3, alpha=0.6)
         handles = [Patch(**REPORTED_STYLE, label="reported (paper)"),
                    Patch(color=MEASURED_COLOR, label=_measured_label(view))]
-        fig.legend(handles=handles, loc="upper center", ncol=2, frameon=False, bbox_to_anchor=(0.5, 1.0))
-        lines = _reason_lines(missing)
-        fig.subplots_adjust(left=0.06, right=0.99, top=0.86, bottom=0.21 + 0.03 * len(lines), wspace=0.15)
-        _footnote(fig, lines)
+        if stand_names:
+            own = any(not is_null(r["measured"]) and not _stand_in(r, cols) for r in rows)
+            handles[1] = Patch(color=MEASURED_COLOR, label=(
+                _measured_label(view) + ", the paper's model" if own else "measured, the paper's model: not run here"))
+            handles.append(Patch(color=STAND_IN_COLOR, label=(
+                f"measured with a stand-in in the paper's role, not the paper's model "
+                f"({'; '.join(dict.fromkeys(stand_names))}): preset {view.run.preset}, n={len(view.run.instances)} x "
+                f"{view.run.runs} run(s), 95% CI")))
+        fig.legend(handles=handles, loc="upper center", ncol=2 if len(handles) == 2 else 1, frameon=False,
+                   bbox_to_anchor=(0.5, 1.0), fontsize=7)
+        lines = _banner(view) + _reason_lines(missing)
+        width = 230
+        _layout(fig, axes_h=3.2, below_h=0.85, top_h=0.45 + 0.15 * len(handles), notes=len(_footnote_lines(lines, width)),
+                left=0.06, right=0.99, wspace=0.12)
+        _footnote(fig, lines, width)
     return fig
+
+
+def _banner(view: ArtifactView) -> list[str]:
+    """What the measured values are (the run's preset banner), first in the footnote."""
+    run = view.run
+    if run is None or view.rows["measured"].isna().all() or not run.manifest.get("banner"):
+        return []
+    return [f"Measured values: preset {run.preset}, run {run.run_id}. {run.manifest['banner']}"]
+
+
+def _short(note: str) -> str:
+    """A reason as a figure footnote says it: without the table's pointer to the stand-in row."""
+    reason = re.sub(r" \(needs `[^`]*`\)", "", note.removeprefix("not run here: "))
+    if "; measured here with a stand-in instead" in reason:
+        reason = reason.split("; measured here with a stand-in instead")[0] + "; measured with a stand-in instead (orange)"
+    return reason
 
 
 def _reason_lines(missing: Sequence[tuple[str, str]]) -> list[str]:
@@ -111,7 +184,7 @@ def _reason_lines(missing: Sequence[tuple[str, str]]) -> list[str]:
     prefix such as '(a) SWE-bench Pro: ' are listed once under it)."""
     by_reason: dict[str, dict[str, list[str]]] = {}
     for cond, note in missing:
-        reason = note.removeprefix("not run here: ")
+        reason = _short(note)
         head, _, tail = cond.partition(": ")
         by_reason.setdefault(reason, {}).setdefault(head, []).append(tail)
     out = []
@@ -127,7 +200,8 @@ def fmt1(v: Any) -> str:
 
 
 def _curve_panel(ax, runs: Sequence[Run], role: str, panel: str, xmax: int, ylim: tuple[float, float],
-                 inits: Sequence[str], title: str, missing: list[tuple[str, str]]) -> None:
+                 inits: Sequence[str], title: str, missing: list[tuple[str, str]],
+                 reasons: dict[str, str] | None = None) -> None:
     mine = [r for r in runs if r.manifest.get("role") == role]
     for run in sorted(mine, key=lambda r: (str(r.manifest.get("init")), r.run_id)):
         m = run.records.sort_values("step")
@@ -140,7 +214,8 @@ def _curve_panel(ax, runs: Sequence[Run], role: str, panel: str, xmax: int, ylim
     have = {str(r.manifest.get("init")) for r in mine}
     for init in inits:
         if init not in have:
-            missing.append((f"({panel}) {role} RL from {init}", not_run_curve(role, init)))
+            own = (reasons or {}).get(f"{role} RL from {init}")
+            missing.append((f"({panel}) {role} RL from {init}", f"not run here: {own}" if own else not_run_curve(role, init)))
     if not mine:
         ax.set_xlim(0, xmax)
         ax.set_ylim(*ylim)
@@ -203,6 +278,27 @@ def figure6(view: ArtifactView, training: Sequence[Run]) -> Figure:
                                     arrowprops={"arrowstyle": "->", "color": color, "linewidth": 0.8})
                     ax.annotate(fmt1(r[kind]), (r["sft_trajectories"], r[kind]), textcoords="offset points",
                                 xytext=(7, -3), fontsize=6, color=color)
+        stand = [r for r in rows if stand_in_name(r["checkpoint"]) and not is_null(r["measured"])]
+        for name in dict.fromkeys(stand_in_name(r["checkpoint"]) for r in stand):
+            mine = sorted((r for r in stand if stand_in_name(r["checkpoint"]) == name),
+                          key=lambda r: (paper_part(r["checkpoint"]), r["sft_trajectories"]))
+            run = view.run
+            lab = (f"measured with a stand-in, not the paper's model ({name}): preset {run.preset}, "
+                   f"n={len(run.instances)}, 95% CI")
+            for ck in dict.fromkeys(paper_part(r["checkpoint"]) for r in mine):
+                pts = [r for r in mine if paper_part(r["checkpoint"]) == ck]
+                xs, ys = [r["sft_trajectories"] for r in pts], [r["measured"] for r in pts]
+                err = [[r["measured"] - r["ci_low"] for r in pts], [r["ci_high"] - r["measured"] for r in pts]]
+                marker = {"sft": "s", "sft_rl": "*", "teacher": "D"}.get(ck, "s")
+                cont = ax.errorbar(xs, ys, yerr=err, color=STAND_IN_COLOR, linestyle="-" if len(pts) > 1 else "none",
+                                   marker=marker, markersize=5, capsize=2, linewidth=1.0, label=lab)
+                for artist in cont.lines[0:1] + tuple(cont.lines[1]) + tuple(cont.lines[2]):
+                    artist.set_clip_on(False)            # a point at 0 % sits on the axis, drawn whole
+                lab = None
+                cont.lines[0].set_gid(f"measured|a|{pts[0]['checkpoint']}")
+                for xv, yv in zip(xs, ys):
+                    ax.annotate(fmt1(yv), (xv, yv), textcoords="offset points", xytext=(6, 2), fontsize=6,
+                                color=STAND_IN_COLOR)
         for r in rows:
             if is_null(r["measured"]):
                 n = r["sft_trajectories"]
@@ -216,16 +312,19 @@ def figure6(view: ArtifactView, training: Sequence[Run]) -> Figure:
         ax.set_xlim(-500, 10500)
         ax.set_title("(a) Test agent: Base-to-Gold vs SFT data")
         ax.grid(linewidth=0.3, alpha=0.6)
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2, frameon=False, fontsize=6.5)
+        ax.legend(loc="upper left", bbox_to_anchor=(-0.12, -0.15), ncol=1, frameon=False, fontsize=6.5)
+        reasons = dict((view.run.manifest.get("not_run_curves") or {}) if view.run is not None else {})
         _curve_panel(bx, training, "test", "b", 200, (0.15, 0.75), ("base", "sft"),
-                     "(b) Test agent RL reward (from Base / SFT)", missing)
+                     "(b) Test agent RL reward (from Base / SFT)", missing, reasons)
         _curve_panel(cx, training, "repair", "c", 100, (0.2, 0.8), ("base",), "(c) Repair agent RL reward",
-                     missing)
-        if view.run is None or view.rows["measured"].isna().all():
-            ax.text(0.97, 0.03, "measured: not run here", transform=ax.transAxes, ha="right", va="bottom",
+                     missing, reasons)
+        own = [r for r in rows if not is_null(r["measured"]) and not stand_in_name(r["checkpoint"])]
+        if not own:
+            ax.text(0.97, 0.03, "measured, the paper's models: not run here" if stand else "measured: not run here", transform=ax.transAxes, ha="right", va="bottom",
                     fontsize=7, color="#777777")
-        lines = _reason_lines(missing)
-        fig.subplots_adjust(left=0.05, right=0.99, top=0.93, bottom=0.25 + 0.022 * len(lines), wspace=0.25)
+        lines = _banner(view) + _reason_lines(missing)
+        _layout(fig, axes_h=3.6, below_h=1.25, top_h=0.35, notes=len(_footnote_lines(lines, 240)), left=0.05,
+                right=0.99, wspace=0.25)
         _footnote(fig, lines, width=240)
     return fig
 

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from execcritic.figures.reasons import not_run
-from execcritic.results.schemas import ArtifactSchema, schema
+from execcritic.results.schemas import ArtifactSchema, order_key, paper_part, schema
 from execcritic.results.stats import condition_values, contrast_pairs, is_null
 from execcritic.results.store import Run
 
@@ -75,11 +75,7 @@ def cond_of(sch: ArtifactSchema, r: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cond_key(sch: ArtifactSchema, cond: dict[str, Any]) -> tuple:
-    out = []
-    for c in sch.condition:
-        order, v = sch.order.get(c, ()), cond[c]
-        out.append((order.index(v), 0, "") if v in order else (len(order), v if isinstance(v, int) else 0, str(v)))
-    return tuple(out)
+    return tuple(order_key(tuple(sch.order.get(c, ())), cond[c]) for c in sch.condition)
 
 
 def build_view(artifact: str, run: Run | None, reported: pd.DataFrame, notes: dict[str, str] | None = None) -> ArtifactView:
@@ -109,11 +105,22 @@ def build_view(artifact: str, run: Run | None, reported: pd.DataFrame, notes: di
             e.update(measured=r["value"], ci_low=r["ci_low"], ci_high=r["ci_high"], n_instances=int(r["n_instances"]),
                      n_runs=int(r["n_runs"]), n_invalid=int(r["n_invalid"]), n_missing=int(r["n_missing"]),
                      model=_models(run, cond))
+    # a run may say why it left a paper condition out (its preset binds no model to that role, the
+    # training entry point is missing...); otherwise the registry's general reason
+    why = dict((run.manifest.get("not_run") or {}) if run is not None else {})
     for e in entries.values():
         if is_null(e["measured"]):
-            e["measured_note"] = not_run({c: e[c] for c in cols})
+            fields = {c: e[c] for c in cols}
+            own = why.get(sch.condition_label(fields))
+            e["measured_note"] = f"not run here: {own}" if own else not_run(fields)
         elif is_null(e["reported"]):
-            e["reported_note"] = "not in the paper"
+            base = {c: paper_part(e[c]) for c in cols}
+            ref = entries.get((tuple(str(base[c]) for c in cols), e["metric"]))
+            if base != {c: e[c] for c in cols} and ref is not None and not is_null(ref["reported"]):
+                e["reported_note"] = (f"stand-in row; the paper reports {fmt(ref['reported'])} for "
+                                      f"{sch.condition_label(base)} with its own model")
+            else:
+                e["reported_note"] = "not in the paper"
     ordered = sorted(entries.values(), key=lambda e: (_cond_key(sch, e), metric_order.index(e["metric"])))
     rows = pd.DataFrame(ordered)
     return ArtifactView(artifact, sch, run, rows, _deltas(sch, rep, run), notes=[],
@@ -170,6 +177,8 @@ def _provenance(view: ArtifactView) -> list[str]:
     git = m.get("git") or {}
     sha = (git.get("sha") or "unknown")[:12] + (" (dirty)" if git.get("dirty") else "")
     st = m.get("stats") or {}
+    if m.get("banner"):
+        lines.append(f"**This run, preset `{run.preset}`**: {m['banner']}")
     lines.append(f"**Measured (this suite)**: run `{view.artifact}/{run.run_id}`, preset `{run.preset}`, "
                  f"{len(run.instances)} instances x {run.runs} run(s), git `{sha}`, created {m.get('created_at')}. "
                  f"Command: `{m.get('command')}`.")

@@ -23,6 +23,10 @@ class PipelineConfig:
     # spec -> the endpoint spec that serves it in this session (e.g. "local" -> openai-text:http://...):
     # records and resume keys use the stable spec, model clients the served one
     endpoints: tuple[tuple[str, str], ...] = ()
+    # where generate-tests keeps its records and Test trajectories (default: out_dir). Several Repair
+    # models share one directory of generated bundles, so every Repair agent revises against the same
+    # fixed bundle per (issue, Test source), as the paper's paired comparisons need
+    generation_dir: str | None = None
 
     @property
     def runs(self) -> int:
@@ -39,8 +43,10 @@ class PipelineConfig:
     @property
     def paths(self) -> dict[str, Path]:
         out = Path(self.out_dir)
-        return {"generation": out / "generation.jsonl", "repair": out / "repair.jsonl",
-                "score": out / "score.jsonl", "trajectories": out / "trajectories"}
+        gen = Path(self.generation_dir) if self.generation_dir else out
+        return {"generation": gen / "generation.jsonl", "repair": out / "repair.jsonl",
+                "score": out / "score.jsonl", "trajectories": out / "trajectories",
+                "test_trajectories": gen / "trajectories" / "test"}
 
 
 def source_label(source: str) -> str:

@@ -46,6 +46,38 @@ def _split(spec: str) -> tuple[str, str, dict[str, str]]:
     return base, model, options
 
 
+def validate_spec(spec: str, *, field: str = "model") -> str:
+    """Check a model spec without contacting anything (a scripted factory is imported to check it
+    exists); returns the spec. Raises an InputError naming `field` and what is wrong."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise InputError(f"model spec must be a non-empty string, got {spec!r}", field=field)
+    if spec == "local":
+        return spec
+    if spec.startswith("scripted:"):
+        parts = spec.split(":", 2)
+        if len(parts) != 3 or not parts[1] or not parts[2]:
+            raise InputError(f"model spec {spec!r}: expected scripted:<module or file.py>:<factory>", field=field)
+        try:
+            fn = getattr(_load_module(parts[1]), parts[2])
+        except (ImportError, AttributeError, OSError) as exc:
+            raise InputError(f"model spec {spec!r}: cannot load the scripted policy ({exc})", field=field) from None
+        if not callable(fn):
+            raise InputError(f"model spec {spec!r}: {parts[2]} is not a factory", field=field)
+        return spec
+    for prefix in ("openai-text:", "openai:"):
+        if spec.startswith(prefix):
+            try:
+                base, _, _ = _split(spec[len(prefix):])
+            except InputError as exc:
+                raise InputError(str(exc).rsplit(" [field=", 1)[0], field=field) from None
+            if not base.startswith(("http://", "https://")):
+                raise InputError(f"model spec {spec!r}: the base URL must start with http:// or https://",
+                                 field=field)
+            return spec
+    raise InputError(f"unknown model spec {spec!r}; use openai:<url>#<model>, openai-text:<url>#<model>, "
+                     "local, or scripted:<module>:<factory>", field=field)
+
+
 def make_model(spec: str, *, task: Task, role: str, run_index: int = 0, sampling: SamplingConfig | None = None
                ) -> ChatModel:
     if spec.startswith("scripted:"):

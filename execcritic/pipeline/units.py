@@ -63,7 +63,7 @@ def generation_unit(payload: tuple[Task, str, PipelineConfig]) -> dict[str, Any]
         gate_service = BaseGate(task, verifier, harness=p.harness, diagnostics_chars=p.test_agent.diagnostics_chars)
         res = run_test_agent(task.view(), model, workspace=workspace, gate=gate_service, config=p.test_agent,
                              workspace_config=p.workspace)
-    traj = cfg.paths["trajectories"] / "test" / f"{_safe(task.instance_id)}__{_safe(source_label(source))}.json"
+    traj = cfg.paths["test_trajectories"] / f"{_safe(task.instance_id)}__{_safe(source_label(source))}.json"
     res.trajectory.save(traj)
     episode = res.to_record()
     rec.qualified, rec.exit_status = res.qualified, res.exit_status

@@ -29,6 +29,41 @@ from execcritic.errors import InputError
 
 DTYPES = ("str", "int", "float", "bool", "binary")
 
+# A condition run with another model than the paper's (the CPU smoke model, a scripted policy) keeps the
+# paper's label for the role it plays and names the model: "base [stand-in: SmolLM2-135M-Instruct]". It
+# never takes the paper's own label, so a stand-in value is never shown as a measurement of the paper's
+# condition; it sorts right after that condition and its paper part is checked against `choices`.
+STAND_IN = " [stand-in: "
+
+
+def stand_in(label: str, name: str) -> str:
+    """The label of the paper condition `label` played by the stand-in model `name`."""
+    return f"{label}{STAND_IN}{name}]"
+
+
+def paper_part(label: Any) -> Any:
+    """`label` without its stand-in suffix (non-strings unchanged)."""
+    if isinstance(label, str) and label.endswith("]") and STAND_IN in label:
+        return label[:label.index(STAND_IN)]
+    return label
+
+
+def stand_in_name(label: Any) -> str | None:
+    """The stand-in model named in `label`, or None for a paper condition."""
+    if isinstance(label, str) and label.endswith("]") and STAND_IN in label:
+        return label[label.index(STAND_IN) + len(STAND_IN):-1]
+    return None
+
+
+def order_key(order: tuple[Any, ...], value: Any) -> tuple:
+    """Sort key of a condition value: the paper's order, a stand-in right after its paper condition,
+    values the paper does not have last (numbers by value, then text)."""
+    base = paper_part(value)
+    if base in order:
+        return (order.index(base), 0 if value == base else 1, 0, str(value))
+    return (len(order), 0, value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0,
+            str(value))
+
 
 @dataclass(frozen=True)
 class Col:
@@ -340,11 +375,16 @@ __all__ = [
     "PAPER_ARTIFACTS",
     "RESOLVE_COLUMNS",
     "SCHEMAS",
+    "STAND_IN",
     "SUMMARY_COLUMNS",
     "ArtifactSchema",
     "Col",
     "Contrast",
     "Metric",
     "describe",
+    "order_key",
+    "paper_part",
     "schema",
+    "stand_in",
+    "stand_in_name",
 ]

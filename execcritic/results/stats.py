@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from execcritic.results.schemas import (
     SUMMARY_COLUMNS,
     ArtifactSchema,
     Metric,
+    order_key,
 )
 
 N_BOOT = 2000
@@ -141,14 +142,23 @@ def condition_values(schema: ArtifactSchema, records: pd.DataFrame) -> list[dict
     combos = records[list(schema.condition)].drop_duplicates().to_dict("records")
 
     def key(row: dict[str, Any]) -> tuple:
-        out = []
-        for c in schema.condition:
-            order = schema.order.get(c, ())
-            v = row[c]
-            out.append((order.index(v), "") if v in order else (len(order), str(v)))
-        return tuple(out)
+        return tuple(order_key(tuple(schema.order.get(c, ())), row[c]) for c in schema.condition)
 
     return sorted(combos, key=key)
+
+
+Denominators = Mapping[str, Sequence[str]]
+
+
+def denominator(schema: ArtifactSchema, cond: dict[str, Any], instances: Sequence[str],
+                denominators: Denominators | None) -> Sequence[str]:
+    """The instances a condition is a rate over: its own list when the run declares one (conditions on
+    different task sets, e.g. Table 5's languages), else every instance of the run."""
+    if denominators:
+        own = denominators.get(schema.condition_label(cond))
+        if own is not None:
+            return own
+    return instances
 
 
 def _select(records: pd.DataFrame, cond: dict[str, Any]) -> pd.DataFrame:
@@ -181,18 +191,20 @@ def outcome_matrix(records: pd.DataFrame, cond: dict[str, Any], metric: Metric, 
 
 
 def summarize(schema: ArtifactSchema, records: pd.DataFrame, instances: Sequence[str], runs: int, *,
-              n_boot: int = N_BOOT, seed: int = SEED, level: float = LEVEL) -> pd.DataFrame:
+              n_boot: int = N_BOOT, seed: int = SEED, level: float = LEVEL,
+              denominators: Denominators | None = None) -> pd.DataFrame:
     """summary.csv of a run: one row per condition x metric, values in percent with their bootstrap CI."""
     if schema.kind == "curve":
         return summarize_curve(records)
     rows = []
     for cond in condition_values(schema, records):
+        ids = denominator(schema, cond, instances, denominators)
         for metric in schema.metrics:
-            m, invalid, missing = outcome_matrix(records, cond, metric, instances, runs)
+            m, invalid, missing = outcome_matrix(records, cond, metric, ids, runs)
             lo, hi = bootstrap_mean_ci(m, n_boot=n_boot, seed=seed, level=level)
-            value = float(_per_instance(m).mean()) if len(instances) else math.nan
+            value = float(_per_instance(m).mean()) if len(ids) else math.nan
             rows.append({**cond, "metric": metric.name, "value": _pct(value), "ci_low": _pct(lo),
-                         "ci_high": _pct(hi), "n_instances": len(instances), "n_runs": runs, "n_invalid": invalid,
+                         "ci_high": _pct(hi), "n_instances": len(ids), "n_runs": runs, "n_invalid": invalid,
                          "n_missing": missing, "n_boot": n_boot, "seed": seed})
     return pd.DataFrame(rows, columns=[*schema.condition, *SUMMARY_COLUMNS])
 
@@ -270,14 +282,18 @@ def contrast_pairs(schema: ArtifactSchema, conds: Sequence[dict[str, Any]],
 
 def contrasts(schema: ArtifactSchema, records: pd.DataFrame, instances: Sequence[str], runs: int, *,
               extra: Iterable[Any] = (), n_boot: int = N_BOOT, seed: int = SEED,
-              level: float = LEVEL) -> pd.DataFrame:
-    """deltas.csv of a run: the schema's paired contrasts (plus `extra`) that the run's conditions allow."""
+              level: float = LEVEL, denominators: Denominators | None = None) -> pd.DataFrame:
+    """deltas.csv of a run: the schema's paired contrasts (plus `extra`) that the run's conditions allow.
+    A pair is compared on the same instances only: conditions with different denominators are not paired."""
     if schema.kind != "instance":
         return pd.DataFrame(columns=list(DELTA_COLUMNS))
     rows = []
     for pair in contrast_pairs(schema, condition_values(schema, records), extra):
-        base = outcome_matrix(records, pair.baseline_cond, schema.metric(pair.baseline_metric), instances, runs)[0]
-        treat = outcome_matrix(records, pair.treatment_cond, schema.metric(pair.treatment_metric), instances, runs)[0]
+        ids = denominator(schema, pair.baseline_cond, instances, denominators)
+        if list(denominator(schema, pair.treatment_cond, instances, denominators)) != list(ids):
+            continue
+        base = outcome_matrix(records, pair.baseline_cond, schema.metric(pair.baseline_metric), ids, runs)[0]
+        treat = outcome_matrix(records, pair.treatment_cond, schema.metric(pair.treatment_metric), ids, runs)[0]
         pdl = paired_delta(treat, base, n_boot=n_boot, seed=seed, level=level)
         rows.append({**pair.ids(), "delta": _pct(pdl.delta), "ci_low": _pct(pdl.ci_low),
                      "ci_high": _pct(pdl.ci_high), "p_value": round(pdl.p_value, 6), "test": pdl.test,
@@ -297,6 +313,7 @@ __all__ = [
     "condition_values",
     "contrast_pairs",
     "contrasts",
+    "denominator",
     "is_null",
     "mcnemar_exact",
     "outcome_matrix",

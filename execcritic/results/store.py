@@ -46,6 +46,7 @@ from execcritic.results.schemas import (
     SUMMARY_COLUMNS,
     ArtifactSchema,
     Col,
+    paper_part,
     schema,
 )
 
@@ -131,7 +132,7 @@ def validate_record(sch: ArtifactSchema, rec: Mapping[str, Any], *, file: str, w
             v = out[name] = int(v)
         if col.dtype == "str":
             v = out[name] = sch.canonical(name, v)
-        if col.choices is not None and v not in col.choices:
+        if col.choices is not None and paper_part(v) not in col.choices:
             raise InputError(f"{where}{name}={v!r} is not one of {list(col.choices)} ({sch.artifact})", file=file,
                              field=name, instance=inst)
     for check in sch.checks:
@@ -214,6 +215,7 @@ class Run:
         st = self.manifest.get("stats") or {}
         kw = {"n_boot": int(st.get("n_boot", stats.N_BOOT)), "seed": int(st.get("seed", stats.SEED)),
               "level": float(st.get("level", stats.LEVEL))}
+        kw["denominators"] = self.manifest.get("denominators") or None
         return (stats.summarize(self.schema, self.records, self.instances, self.runs, **kw),
                 stats.contrasts(self.schema, self.records, self.instances, self.runs, **kw))
 
@@ -283,6 +285,33 @@ class RunWriter:
         _atomic_write(p, _csv_text(df))
         return p
 
+    def update_manifest(self, **fields: Any) -> None:
+        """Add or replace descriptive manifest fields (timings, notes); the keys the store maintains
+        (artifact, run_id, preset, instances, runs, status, sessions) cannot be changed this way."""
+        fixed = {"artifact", "run_id", "preset", "instances", "n_instances", "runs", "status", "sessions",
+                 "records_file", "started_at", "ended_at", "wall_s"}
+        bad = sorted(set(fields) & fixed)
+        if bad:
+            raise InputError(f"update_manifest cannot change {bad}", file=str(self.path / "manifest.json"),
+                             field=bad[0])
+        self.manifest.update(fields)
+        self._write_manifest()
+
+    def set_denominators(self, denominators: Mapping[str, Sequence[str]]) -> None:
+        """Per-condition denominators (condition label -> instance ids), for artifacts whose conditions run
+        on different task sets (Table 5: one language subset each; Figure 5a: Verified and Pro). Every id
+        must be in manifest.instances; a condition not listed uses all of them."""
+        out = {}
+        for label, ids in denominators.items():
+            ids = list(dict.fromkeys(ids))
+            stray = [i for i in ids if i not in self._instances]
+            if stray:
+                raise InputError(f"denominator of {label!r} names instances outside manifest.instances: "
+                                 f"{stray[:3]}", file=str(self.path / "manifest.json"), field="denominators")
+            out[str(label)] = ids
+        self.manifest["denominators"] = out
+        self._write_manifest()
+
     def attach_notebook(self, notebook: str | Path) -> Path:
         p = self.path / "notebook.ipynb"
         _atomic_write(p, Path(notebook).read_bytes())
@@ -310,8 +339,11 @@ class RunWriter:
         df = _frame(self.schema, recs)
         instances = list(self.manifest.get("instances") or [])
         runs = int(self.manifest.get("runs") or 1)
-        summary = stats.summarize(self.schema, df, instances, runs, n_boot=n_boot, seed=seed, level=level)
-        deltas = stats.contrasts(self.schema, df, instances, runs, n_boot=n_boot, seed=seed, level=level)
+        dens = self.manifest.get("denominators") or None
+        summary = stats.summarize(self.schema, df, instances, runs, n_boot=n_boot, seed=seed, level=level,
+                                  denominators=dens)
+        deltas = stats.contrasts(self.schema, df, instances, runs, n_boot=n_boot, seed=seed, level=level,
+                                 denominators=dens)
         _atomic_write(self.path / "summary.csv", _csv_text(summary))
         if self.schema.kind == "instance":
             _atomic_write(self.path / "deltas.csv", _csv_text(deltas))
@@ -334,6 +366,20 @@ class RunWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         if self.manifest.get("status") == "running":
             self.close("incomplete")
+
+
+def attach_notebook(artifact: str, run_id: str, notebook: str | Path, *, root: str | Path | None = None) -> Path:
+    """Store the executed notebook of a finished run as its `notebook.ipynb` (the run's records, summary
+    and status are left as they are; the manifest names the notebook)."""
+    base = _root(root)
+    mpath = base / artifact / run_id / "manifest.json"
+    m = _read_manifest(mpath, artifact, run_id)
+    p = mpath.parent / "notebook.ipynb"
+    _atomic_write(p, Path(notebook).read_bytes())
+    m["notebook"] = "notebook.ipynb"
+    _atomic_write(mpath, json.dumps(m, indent=2, default=str) + "\n")
+    _upsert_index(base, m)
+    return p
 
 
 def _usage_from_records(recs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -629,6 +675,7 @@ __all__ = [
     "INDEX_COLUMNS",
     "Run",
     "RunWriter",
+    "attach_notebook",
     "latest_run",
     "list_runs",
     "load_run",

@@ -1,0 +1,484 @@
+"""Run one paper artifact: plan its conditions, run the pipeline units they need, turn the pipeline's
+records into the artifact's records, and write them through the results store.
+
+Pipeline units live in one directory per run (`<results>/pipeline/suite-<run_id>/<benchmark>/`): one
+generation store shared by every Repair agent (each revises against the same fixed bundle per issue and
+Test source, as the paper's paired comparisons need), one directory per Repair model, an audit per Test
+source. Units are keyed and append-only, so a killed run resumes where it stopped and artifacts that
+share conditions (Table 2 and Figure 5b, Table 1 and Figure 6a) share the work. Denominators are the
+paper's: every instance of the task set; a missing or invalid score counts as a failure and is reported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from execcritic.experiments import training
+from execcritic.experiments.conditions import BUILTIN_SOURCES, ArtifactSpec, Planned, plan
+from execcritic.experiments.presets import Binding, role_reason, served_spec
+from execcritic.pipeline import stages
+from execcritic.pipeline.audit import AuditConfig, run_audit
+from execcritic.pipeline.config import PipelineConfig, source_label
+from execcritic.pipeline.models import served_specs
+from execcritic.pipeline.records import RecordStore, unit_key
+from execcritic.pipeline.stats import revision_turn_stats
+from execcritic.pipeline.units import score_unit
+from execcritic.pipeline.workers import Unit, run_units
+from execcritic.results.schemas import schema
+from execcritic.results.store import Run, load_run, new_run
+from execcritic.tasks import load_tasks
+from execcritic.tasks.model import Task
+from execcritic.tasks.sdist.build import build_env
+from execcritic.tasks.sdist.recipe import load_recipe
+
+if TYPE_CHECKING:
+    from execcritic.experiments.params import Params
+
+#: set by `execcritic reproduce` for the notebooks it runs: it has already run (and retried) every pipeline
+#: unit, so the notebook only turns the records into the artifact's and renders it
+PREPARED_ENV = "EXECCRITIC_UNITS_PREPARED"
+LANGUAGES = {"Python": "python", "Rust": "rust", "C++": "cpp", "C": "c", "Java": "java"}
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:120]
+
+
+def _rel(path: Path) -> Path:
+    """A path relative to the working directory when it lies under it (records stay portable)."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return path
+
+
+# ---- task sets ---------------------------------------------------------------------------------------
+
+def ensure_envs(instance_ids: Sequence[str], *, log: Callable[[str], None] | None = None) -> dict[str, float]:
+    """Build (or reuse, idempotently) the verified-sdist environments these instances run in."""
+    recipe = load_recipe()
+    wanted = [i for i in recipe.instances if i.instance_id in set(instance_ids)]
+    seconds = {}
+    for key in sorted({i.env for i in wanted}):
+        t0 = time.monotonic()
+        build_env(recipe.envs[key], resolve=False, progress=False, log=log)
+        seconds[key] = round(time.monotonic() - t0, 1)
+    return seconds
+
+
+def load_set(dataset: str, params: Params, languages: Iterable[str] = ()) -> tuple[Any, list[Task]]:
+    """The task set of a run: the preset's (or given) instances of `dataset`, the first `limit` of them;
+    Multilingual rows filtered to `languages` (each language keeps its own first `limit`)."""
+    on_error = "skip" if languages else "raise"
+    ts = load_tasks(dataset, instance_ids=list(params.instances) if params.instances and not languages else None,
+                    on_error=on_error)
+    tasks = list(ts)
+    if languages:
+        keep = {LANGUAGES[lang] for lang in languages}
+        by: dict[str, list[Task]] = {}
+        for t in tasks:
+            if t.language in keep:
+                by.setdefault(t.language, []).append(t)
+        tasks = [t for lang in sorted(by) for t in (by[lang][:params.limit] if params.limit else by[lang])]
+    elif params.limit:
+        tasks = tasks[:params.limit]
+    return ts, tasks
+
+
+# ---- pipeline work -----------------------------------------------------------------------------------
+
+@dataclass
+class Group:
+    """The pipeline work of one task set (benchmark) in one run directory."""
+
+    benchmark: str
+    dataset: str
+    taskset: Any
+    tasks: list[Task]
+    dir: Path
+    b2g: set[str] = field(default_factory=set)                  # Test sources to audit on Base and Gold
+    resolve: dict[str, set[str]] = field(default_factory=dict)  # Repair spec -> Test sources
+    round0: bool = False
+
+    @property
+    def sources(self) -> list[str]:
+        out = set(self.b2g)
+        for s in self.resolve.values():
+            out |= s
+        return sorted(out)
+
+    def repair_dir(self, spec: str) -> Path:
+        return self.dir / f"repair-{_safe(spec)}"
+
+    def audit_path(self, source: str) -> Path:
+        return self.dir / "audit" / f"audit_{_safe(source_label(source))}.jsonl"
+
+
+def _endpoints(specs: Iterable[str], served: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    out = []
+    for s in sorted(set(specs)):
+        if s in BUILTIN_SOURCES:
+            continue
+        target = served.get(s) or served_spec(s)
+        if target != s:
+            out.append((s, target))
+    return tuple(out)
+
+
+def _gen_cfg(g: Group, params: Params, endpoints) -> PipelineConfig:
+    return PipelineConfig(out_dir=str(g.dir), test_sources=tuple(g.sources), repair_model="none",
+                          backend=params.preset.backend, protocol=params.protocol, endpoints=endpoints)
+
+
+def _repair_cfg(g: Group, spec: str, params: Params, endpoints) -> PipelineConfig:
+    return PipelineConfig(out_dir=str(g.repair_dir(spec)), test_sources=tuple(sorted(g.resolve[spec])),
+                          repair_model=spec, backend=params.preset.backend, protocol=params.protocol,
+                          endpoints=endpoints, generation_dir=str(g.dir))
+
+
+def _needs_local(groups: Sequence[Group], params: Params) -> bool:
+    """Whether any unit still to run uses the embedded model (only then is it started)."""
+    for g in groups:
+        gen = RecordStore(g.dir / "generation.jsonl")
+        if "local" in g.sources and any(unit_key(t.instance_id, source_label("local")) not in gen for t in g.tasks):
+            return True
+        if "local" in g.resolve:
+            done = RecordStore(g.repair_dir("local") / "repair.jsonl")
+            for s in g.resolve["local"]:
+                for t in g.tasks:
+                    for k in range(params.runs):
+                        if unit_key(t.instance_id, source_label(s), f"run{k}") not in done:
+                            return True
+    return False
+
+
+def _write_lines(path: Path, rows: Iterable[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in rows))
+    os.replace(tmp, path)
+
+
+def _audit(g: Group, source: str, params: Params, show_progress: bool) -> Any:
+    """The offline Gold audit of one Test source's qualified bundles (Base again, then Gold)."""
+    label = source_label(source)
+    recs = [r for r in RecordStore(g.dir / "generation.jsonl").iter() if r["source"] == label]
+    bundles = g.dir / "audit" / f"bundles_{_safe(label)}.jsonl"
+    _write_lines(bundles, recs)
+    qualified = {r["instance_id"] for r in recs if r.get("qualified")}
+    cfg = AuditConfig(out=str(g.audit_path(source)), test_source=f"bundles:{bundles}",
+                      backend=params.preset.backend, protocol=params.protocol)
+    return run_audit([t for t in g.tasks if t.instance_id in qualified], cfg, workers=params.workers,
+                     show_progress=show_progress)
+
+
+def _score_round0(g: Group, cfg: PipelineConfig, params: Params, show_progress: bool) -> Any:
+    """A fresh official score of each Round-0 patch that differs from the terminal one (Tables 3, 6)."""
+    by_id = {t.instance_id: t for t in g.tasks}
+    store = RecordStore(Path(cfg.out_dir) / "score_round0.jsonl")
+    units = []
+    for r in RecordStore(cfg.paths["repair"]).iter():
+        p0 = (r.get("round0") or {}).get("patch") or ""
+        if r["instance_id"] in by_id and p0 != (r.get("final_patch") or ""):
+            units.append(Unit(r["key"], (by_id[r["instance_id"]], r["key"], p0, cfg)))
+    return run_units(units, score_unit, store=store, workers=params.workers, label="score Round 0",
+                     count=lambda rec: {"resolved": rec.get("resolved", False)}, show_progress=show_progress)
+
+
+@dataclass
+class UnitCounts:
+    """How many pipeline units ran, were already done (resume), or raised (left for a resume)."""
+
+    ran: int = 0
+    skipped: int = 0
+    errors: int = 0
+
+    def add(self, summary: Any) -> None:
+        if summary is not None:
+            self.ran += summary.done
+            self.skipped += summary.skipped
+            self.errors += summary.errors
+
+    def __str__(self) -> str:
+        if not self.ran and not self.errors:
+            return f"nothing left to run ({self.skipped} units already done)"
+        return f"{self.ran} units run, {self.skipped} already done" + (f", {self.errors} failed" if self.errors else "")
+
+
+def run_groups(groups: Sequence[Group], params: Params, *, show_progress: bool = True,
+               counts: UnitCounts | None = None) -> dict[str, float]:
+    """Every pipeline unit the groups need (skipping finished ones); returns seconds per stage."""
+    timings: dict[str, float] = {}
+    counts = counts if counts is not None else UnitCounts()
+
+    @contextmanager
+    def timed(name: str) -> Iterator[None]:
+        t0 = time.monotonic()
+        yield
+        timings[name] = round(timings.get(name, 0.0) + time.monotonic() - t0, 1)
+
+    if not any(g.b2g or g.resolve for g in groups):
+        return timings
+    local = _needs_local(groups, params)
+    kw = {"workers": params.workers, "show_progress": show_progress}
+    with served_specs("local" if local else None) as served_list:
+        served = {"local": served_list[0]} if local else {}
+        for g in groups:
+            endpoints = _endpoints(set(g.sources) | set(g.resolve), served)
+            with timed("generate-tests"):
+                counts.add(stages.generate_tests(g.tasks, _gen_cfg(g, params, endpoints), **kw))
+            for source in sorted(g.b2g):
+                with timed("audit"):
+                    counts.add(_audit(g, source, params, show_progress))
+            for spec in sorted(g.resolve):
+                cfg = _repair_cfg(g, spec, params, endpoints)
+                with timed("repair"):
+                    counts.add(stages.repair(g.tasks, cfg, **kw))
+                with timed("score"):
+                    counts.add(stages.score(g.tasks, cfg, **kw))
+                if g.round0:
+                    with timed("score Round 0"):
+                        counts.add(_score_round0(g, cfg, params, show_progress))
+    return timings
+
+
+# ---- records -----------------------------------------------------------------------------------------
+
+def _tasks_of(p: Planned, g: Group) -> list[Task]:
+    if p.cond.language and p.cond.benchmark == "multilingual":
+        return [t for t in g.tasks if t.language == LANGUAGES[p.cond.language]]
+    return g.tasks
+
+
+def b2g_records(p: Planned, g: Group) -> list[dict[str, Any]]:
+    """One Base-to-Gold record per instance: no qualified bundle -> Q=0 (`no_bundle`), else the audit's
+    B, G, Q with validity and failure kinds (an invalid run counts 0 and is kept as such)."""
+    label = source_label(p.test_spec)
+    gen = {r["key"]: r for r in RecordStore(g.dir / "generation.jsonl").iter()}
+    audit = {r["instance_id"]: r for r in RecordStore(g.audit_path(p.test_spec)).iter()}
+    out = []
+    for t in _tasks_of(p, g):
+        gr = gen.get(unit_key(t.instance_id, label))
+        if gr is None:
+            continue                                   # not generated: counted as missing
+        rec = {"instance_id": t.instance_id, "run": 0, "model": p.test_spec, "qualified": bool(gr.get("qualified")),
+               "attempts_used": gr.get("attempts_used"), "exit_status": gr.get("exit_status") or None,
+               "repo": t.repo, **p.fields, **p.cond.record}
+        a = audit.get(t.instance_id) if gr.get("qualified") else None
+        if not gr.get("qualified") or (a is not None and a.get("miss") == "no_bundle"):
+            rec.update(B=0, G=0, Q=0, base_valid=None, gold_valid=None, base_failure_kind=None,
+                       gold_failure_kind=None, miss="no_bundle", qualified=bool(gr.get("qualified")))
+        elif a is None:
+            continue                                   # qualified but not audited yet: missing
+        else:
+            rec.update(B=int(a["B"]), G=int(a["G"]), Q=int(a["Q"]), base_valid=bool(a["base"]["valid"]),
+                       gold_valid=bool(a["gold"]["valid"]), base_failure_kind=a["base"]["failure_kind"],
+                       gold_failure_kind=a["gold"]["failure_kind"], miss=a["miss"],
+                       bundle_digest=a.get("bundle_digest"))
+        out.append(rec)
+    return out
+
+
+def resolve_records(p: Planned, g: Group, runs: int, cfg: PipelineConfig, *, round0_required: bool
+                    ) -> list[dict[str, Any]]:
+    """One record per instance x Repair run: the fresh official outcome of the terminal patch (a
+    Base-gate failure's terminal patch is its Round-0 patch), the local gate status apart from it, and
+    the Round-0 outcome (scored separately when revision changed the patch)."""
+    label = source_label(p.test_spec)
+    reps = {r["key"]: r for r in RecordStore(cfg.paths["repair"]).iter()}
+    scores = {r["key"]: r for r in RecordStore(cfg.paths["score"]).iter()}
+    r0 = {r["key"]: r for r in RecordStore(Path(cfg.out_dir) / "score_round0.jsonl").iter()}
+    test_model = p.test_spec if p.test_spec not in BUILTIN_SOURCES else None
+    out = []
+    for t in _tasks_of(p, g):
+        for k in range(runs):
+            key = unit_key(t.instance_id, label, f"run{k}")
+            rep, sc = reps.get(key), scores.get(key)
+            if rep is None or sc is None:
+                continue                               # not run or not scored: counted as missing
+            valid = bool(sc.get("valid"))
+            resolved = valid and bool(sc.get("resolved"))
+            if ((rep.get("round0") or {}).get("patch") or "") == (rep.get("final_patch") or ""):
+                r0_res, r0_valid = resolved, valid
+            elif key in r0:
+                r0_valid = bool(r0[key].get("valid"))
+                r0_res = r0_valid and bool(r0[key].get("resolved"))
+            else:
+                r0_res = r0_valid = None
+            if round0_required and r0_res is None:
+                continue
+            out.append({"instance_id": t.instance_id, "run": k, "repair_model": p.repair_spec, "test_model": test_model,
+                        "resolved": resolved, "official_valid": valid, "local_status": rep.get("local_status") or "none",
+                        "final_reason": rep.get("final_reason") or "", "qualified_bundle": bool(rep.get("qualified_bundle")),
+                        "round0_resolved": r0_res, "round0_official_valid": r0_valid,
+                        "entered_repair": bool(rep.get("entered_repair")), "revision_rounds": rep.get("revision_rounds"),
+                        "revision_turns": rep.get("revision_turns"), "total_turns": rep.get("total_turns"),
+                        "official_error": (sc.get("error") or None), "final_patch_sha": rep.get("final_patch_sha") or None,
+                        "duration_s": rep.get("duration_s"), "repo": t.repo, **p.fields, **p.cond.record})
+    return out
+
+
+# ---- the artifact run --------------------------------------------------------------------------------
+
+def _model_entry(b: Binding) -> dict[str, Any]:
+    served = "embedded CPU model behind a local `transformers serve` (started by the suite)" if b.spec == "local" \
+        else b.spec
+    return {"spec": b.spec, "name": b.name, "stand_in": b.stand_in, "endpoint": served}
+
+
+def _conditions_table(planned: Sequence[Planned]) -> pd.DataFrame:
+    rows = []
+    for p in planned:
+        label = " / ".join(str(v) for v in p.fields.values())
+        status = "not run here" if not p.runnable else \
+            ("stand-in" if label != p.paper_label else "run")
+        rows.append({"paper_condition": p.paper_label, "recorded_as": label if p.runnable else "",
+                     "status": status, "test_source": p.test_spec or "", "repair_model": p.repair_spec or "",
+                     "dataset": p.dataset or "", "reason": p.reason})
+    return pd.DataFrame(rows, columns=["paper_condition", "recorded_as", "status", "test_source", "repair_model",
+                                       "dataset", "reason"])
+
+
+def _not_run(planned: Sequence[Planned]) -> dict[str, str]:
+    """Why each paper condition has no measured value in this run (for the rendered tables)."""
+    out = {}
+    for p in planned:
+        if not p.runnable:
+            out[p.paper_label] = p.reason
+            continue
+        stand = [b for b in p.bindings.values() if b.stand_in]
+        if stand:
+            why = "; ".join(dict.fromkeys(role_reason(b.role) for b in stand))
+            label = " / ".join(str(v) for v in p.fields.values())
+            out[p.paper_label] = f"{why}; measured here with a stand-in instead: row \"{label}\""
+    return out
+
+
+def command_line(artifact: str, params: Params) -> str:
+    """How the run was made: the package call, and the command that ran the notebook when there was one."""
+    args = ", ".join(f"{k}={v!r}" for k, v in params.given.items())
+    call = f"execcritic.experiments.{artifact}.run(parameters({artifact!r}{', ' if args else ''}{args}))"
+    by = os.environ.get("EXECCRITIC_INVOKED_BY")
+    return f"{by} -> papermill notebook -> {call}" if by else call
+
+
+def plan_artifact(spec: ArtifactSpec, params: Params) -> list[Planned]:
+    """The artifact's conditions under `params`, trained roles asked of the training adapter."""
+    return plan(spec, params, checkpoint=lambda role: training.checkpoint(role, params.preset))
+
+
+def build_groups(spec: ArtifactSpec, params: Params, planned: Sequence[Planned], *,
+                 timings: dict[str, float] | None = None, build_envs: bool = True) -> dict[str, Group]:
+    """The pipeline work of the runnable conditions, one Group per benchmark (task set); builds the
+    verified-sdist environments first when the preset asks for it."""
+    runnable = [p for p in planned if p.runnable]
+    root = _rel(params.pipeline_dir)
+    groups: dict[str, Group] = {}
+    for p in runnable:
+        if p.cond.benchmark not in groups:
+            langs = sorted({q.cond.language for q in runnable if q.cond.benchmark == "multilingual" == p.cond.benchmark
+                            and q.cond.language})
+            if build_envs and params.preset.build_envs and p.dataset == "verified-sdist" and params.instances:
+                t1 = time.monotonic()
+                ensure_envs(params.instances)
+                if timings is not None:
+                    timings["environments"] = round(time.monotonic() - t1, 1)
+            ts, tasks = load_set(p.dataset, params, langs)
+            groups[p.cond.benchmark] = Group(p.cond.benchmark, p.dataset, ts, tasks, root / p.cond.benchmark,
+                                             round0=spec.round0)
+        g = groups[p.cond.benchmark]
+        if spec.kind == "b2g":
+            g.b2g.add(p.test_spec)
+        else:
+            g.resolve.setdefault(p.repair_spec, set()).add(p.test_spec)
+    if not groups:                                       # nothing runnable: the denominator is still the task set
+        ts, tasks = load_set(params.dataset, params) if params.dataset else (None, [])
+        groups["verified"] = Group("verified", params.dataset or "", ts, tasks, root / "verified")
+    return groups
+
+
+def merge_groups(many: Iterable[dict[str, Group]]) -> list[Group]:
+    """Several artifacts' groups of one run as one: their units are run once, shared."""
+    out: dict[str, Group] = {}
+    for groups in many:
+        for key, g in groups.items():
+            if key not in out:
+                out[key] = Group(g.benchmark, g.dataset, g.taskset, list(g.tasks), g.dir, set(g.b2g),
+                                 {k: set(v) for k, v in g.resolve.items()}, g.round0)
+                continue
+            m = out[key]
+            m.b2g |= g.b2g
+            for k, v in g.resolve.items():
+                m.resolve.setdefault(k, set()).update(v)
+            m.round0 = m.round0 or g.round0
+            m.tasks += [t for t in g.tasks if t.instance_id not in {x.instance_id for x in m.tasks}]
+    return list(out.values())
+
+
+def execute(spec: ArtifactSpec, params: Params, *, show_progress: bool = True,
+            extra_manifest: dict[str, Any] | None = None) -> Run:
+    """Run (or continue) one artifact under `params` and return its finalized, schema-checked run."""
+    if params.reuse:
+        return load_run(spec.artifact, params.reuse, root=params.output_dir)
+    t0 = time.monotonic()
+    planned = plan_artifact(spec, params)
+    runnable = [p for p in planned if p.runnable]
+    timings: dict[str, float] = {}
+    groups = build_groups(spec, params, planned, timings=timings)
+    instances = list(dict.fromkeys(t.instance_id for g in groups.values() for t in g.tasks))
+    roles = {r: b for p in runnable for r, b in p.bindings.items()}
+    extra = {"banner": params.preset.banner, "title": params.preset.title,
+             "pipeline_dir": str(_rel(params.pipeline_dir)),
+             "not_run": _not_run(planned), "parameters": {k: v for k, v in params.given.items()},
+             "invoked_by": os.environ.get("EXECCRITIC_INVOKED_BY"), "benchmarks": {k: g.dataset for k, g in groups.items()},
+             **(extra_manifest or {})}
+    writer = new_run(spec.artifact, params.preset.name, run_id=params.run_id, root=params.output_dir,
+                     instances=instances, runs=params.runs if spec.kind == "resolve" else 1,
+                     models={r: _model_entry(b) for r, b in sorted(roles.items())},
+                     command=command_line(spec.artifact, params), config=params.protocol,
+                     datasets=[g.taskset.manifest() for g in groups.values() if g.taskset is not None],
+                     seeds=list(params.seeds), extra=extra)
+    writer.update_manifest(**extra)
+    with writer:
+        dens = {}
+        for p in runnable:
+            ids = [t.instance_id for t in _tasks_of(p, groups[p.cond.benchmark])]
+            if ids != instances:
+                dens[schema(spec.artifact).condition_label(p.fields)] = ids
+        if dens:
+            writer.set_denominators(dens)
+        if os.environ.get(PREPARED_ENV) == "1":      # `execcritic reproduce` ran every unit before this notebook
+            units = "run by `execcritic reproduce` before this notebook (one pass for every artifact)"
+        else:
+            counts = UnitCounts()
+            timings.update(run_groups(list(groups.values()), params, show_progress=show_progress, counts=counts))
+            units = str(counts)
+        turns = []
+        for p in runnable:
+            g = groups[p.cond.benchmark]
+            if spec.kind == "b2g":
+                writer.extend(b2g_records(p, g))
+            else:
+                cfg = _repair_cfg(g, p.repair_spec, params, ())
+                writer.extend(resolve_records(p, g, params.runs, cfg, round0_required=spec.round0))
+                reps = [r for r in RecordStore(cfg.paths["repair"]).iter() if r["source"] == source_label(p.test_spec)]
+                turns.append({"condition": " / ".join(str(v) for v in p.fields.values()), **revision_turn_stats(reps)})
+        writer.write_table("conditions.csv", _conditions_table(planned))
+        if turns:
+            writer.write_table("revision_turns.csv", pd.DataFrame(turns))
+        timings["total"] = round(time.monotonic() - t0, 1)
+        writer.update_manifest(timings=timings, units=units)
+        return writer.finalize(seed=params.seeds[0])
+
+
+__all__ = ["PREPARED_ENV", "Group", "UnitCounts", "b2g_records", "build_groups", "command_line", "ensure_envs", "execute", "load_set",
+           "merge_groups", "plan_artifact", "resolve_records", "run_groups"]

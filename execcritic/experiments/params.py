@@ -1,0 +1,184 @@
+"""The notebooks' parameters, checked in one call before anything runs.
+
+Every notebook has the same `parameters` cell (papermill overrides it); its next cell is
+`params = experiments.parameters("<artifact>", preset=preset, ...)`, which resolves the preset and the
+overrides and fails there - naming the field, and the file where there is one - on an unknown preset, an
+unparsable model spec, a run id that is not in the results store, or any other bad value.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from execcritic.config import ProtocolConfig
+from execcritic.errors import InputError
+from execcritic.experiments.artifacts import SPECS
+from execcritic.experiments.presets import ROLES, Binding, Preset, check_spec, load_preset
+from execcritic.results.schemas import PAPER_ARTIFACTS
+from execcritic.results.store import DEFAULT_ROOT, latest_run
+
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
+
+
+@dataclass(frozen=True)
+class Params:
+    """A notebook's resolved parameters: the preset with every override applied."""
+
+    artifact: str
+    preset: Preset
+    dataset: str | None
+    instances: tuple[str, ...] | None
+    limit: int | None
+    models: Mapping[str, Binding]
+    test_sources: tuple[str, ...] | None
+    repair_agents: tuple[str, ...] | None
+    runs: int
+    workers: int
+    seeds: tuple[int, ...]
+    output_dir: Path
+    reuse: str | None
+    run_id: str
+    work_dir: Path | None
+    protocol: ProtocolConfig
+    given: Mapping[str, Any] = field(default_factory=dict)     # what the caller passed (for the manifest)
+
+    def binding(self, role: str) -> Binding:
+        return self.models[role] if role in self.models else self.preset.binding(role)
+
+    @property
+    def pipeline_dir(self) -> Path:
+        """Where this run's pipeline units (episodes, Repair runs, official scores) are kept."""
+        return self.work_dir or (self.output_dir / "pipeline" / f"suite-{self.run_id}")
+
+    def describe(self) -> pd.DataFrame:
+        """The resolved parameters as a two-column table (shown under the parameters cell)."""
+        rows = [("artifact", self.artifact), ("preset", f"{self.preset.name}: {self.preset.banner}"),
+                ("dataset", self.dataset), ("instances", ", ".join(self.instances) if self.instances else "all"),
+                ("limit", self.limit), ("runs", self.runs), ("workers", self.workers), ("seeds", list(self.seeds)),
+                ("output_dir", str(self.output_dir)), ("run_id", self.run_id), ("reuse", self.reuse),
+                ("protocol deviations", ", ".join(f"{k}={b}" for k, (_, b) in self.protocol.deviations().items())
+                 or "none")]
+        for role in ROLES:
+            b = self.binding(role)
+            if b.bound:
+                rows.append((f"model: {role}", f"{b.spec}" + (f" (stand-in: {b.name})" if b.stand_in else "")))
+        return pd.DataFrame(rows, columns=["parameter", "value"])
+
+
+def _int(name: str, v: Any, *, minimum: int = 1) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise InputError(f"{name} must be an integer >= {minimum}, got {v!r}", field=name)
+    return v
+
+
+def _strings(name: str, v: Any) -> tuple[str, ...] | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        v = [v]
+    if not isinstance(v, Sequence) or not v or not all(isinstance(x, str) and x for x in v):
+        raise InputError(f"{name} must be a non-empty list of strings (or None), got {v!r}", field=name)
+    return tuple(v)
+
+
+def new_run_id(preset: str) -> str:
+    return f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{preset}"
+
+
+def parameters(artifact: str, *, preset: str = "smoke", dataset: str | None = None,
+               instances: Sequence[str] | None = None, limit: int | None = None,
+               models: Mapping[str, str] | None = None, test_sources: Sequence[str] | None = None,
+               repair_agent: str | Sequence[str] | None = None, runs: int | None = None, workers: int | None = None,
+               seeds: Sequence[int] | None = None, output_dir: str | Path | None = None, reuse: str | None = None,
+               run_id: str | None = None, work_dir: str | Path | None = None) -> Params:
+    """Resolve and check a notebook's parameters (see the module docstring). `models` maps a role
+    (execcritic.experiments.presets.ROLES) to a model spec and replaces the preset's binding; `test_sources`
+    and `repair_agent` select conditions by their paper labels (None: all of the artifact's)."""
+    passed = {"preset": preset, "dataset": dataset, "instances": instances, "limit": limit, "models": models,
+              "test_sources": test_sources, "repair_agent": repair_agent, "runs": runs, "workers": workers,
+              "seeds": seeds, "output_dir": output_dir, "reuse": reuse, "run_id": run_id, "work_dir": work_dir}
+    given = {k: (str(v) if isinstance(v, Path) else v) for k, v in passed.items() if v is not None}
+    if artifact not in PAPER_ARTIFACTS:
+        raise InputError(f"unknown artifact {artifact!r}; known: {', '.join(PAPER_ARTIFACTS)}", field="artifact")
+    if not isinstance(preset, str) or not preset:
+        raise InputError(f"preset must be a preset name or a YAML path, got {preset!r}", field="preset")
+    pre = load_preset(preset)
+    root = Path(output_dir) if output_dir is not None else DEFAULT_ROOT
+    spec = SPECS[artifact]
+
+    if reuse is not None:
+        if not isinstance(reuse, str) or not reuse:
+            raise InputError(f"reuse must be a run id (or 'latest'), got {reuse!r}", field="reuse")
+        wanted = reuse
+        if reuse == "latest":
+            reuse = latest_run(artifact, root=root)
+            if reuse is None:
+                raise InputError(f"reuse='latest': there is no complete {artifact} run under {root} "
+                                 "(results/index.csv lists the runs)", file=str(root / "index.csv"), field="reuse")
+        if not (root / artifact / reuse / "manifest.json").is_file():
+            raise InputError(f"reuse={wanted!r}: there is no run {artifact}/{wanted} under {root} "
+                             "(results/index.csv lists the runs)", file=str(root / artifact / wanted), field="reuse")
+
+    bindings: dict[str, Binding] = {}
+    if models is not None:
+        if not isinstance(models, Mapping):
+            raise InputError(f"models must map a role to a model spec, e.g. {{'repair_base': 'local'}}; got {models!r}",
+                             field="models")
+        for role, model in models.items():
+            if role not in ROLES:
+                raise InputError(f"models: unknown role {role!r}; known: {', '.join(ROLES)}", field=f"models.{role}")
+            check_spec(model, field=f"models.{role}")
+            base = pre.binding(role)
+            name = model.split("#", 1)[1].split("?", 1)[0] if "#" in model else model
+            # a model named by the user for a role plays it as itself; under a stand-in preset it stays a stand-in
+            stand_in = base.stand_in or pre.name != "paper"
+            bindings[role] = Binding(role, model, name, stand_in)
+
+    sources = _strings("test_sources", test_sources)
+    agents = _strings("repair_agent", repair_agent)
+    known_sources = spec.values("test")
+    for s in sources or ():
+        if s not in known_sources:
+            raise InputError(f"test_sources: {artifact} has no Test source {s!r}; its sources: "
+                             f"{', '.join(known_sources) or 'none (no Test-source conditions)'}", field="test_sources")
+    known_agents = spec.values("repair")
+    for a in agents or ():
+        if a not in known_agents:
+            raise InputError(f"repair_agent: {artifact} has no Repair agent {a!r}; its agents: "
+                             f"{', '.join(known_agents) or 'none (no Repair conditions)'}", field="repair_agent")
+
+    ids = _strings("instances", instances)
+    lim = _int("limit", limit) if limit is not None else pre.limit
+    n_runs = _int("runs", runs) if runs is not None else pre.runs
+    n_workers = _int("workers", workers) if workers is not None else pre.workers
+    if seeds is not None and (isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence) or not seeds
+                              or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
+        raise InputError(f"seeds must be a non-empty list of integers, got {seeds!r}", field="seeds")
+    if run_id is not None and (not isinstance(run_id, str) or not _RUN_ID.match(run_id)):
+        raise InputError(f"run_id {run_id!r} must match {_RUN_ID.pattern}", field="run_id")
+    if dataset is not None and (not isinstance(dataset, str) or not dataset):
+        raise InputError(f"dataset must be a task-set name, a file or a hub id, got {dataset!r}", field="dataset")
+    ds = dataset or pre.dataset
+    if ds is None and reuse is None:
+        raise InputError(f"preset {pre.name} has no dataset here (its `dataset` names an unset environment "
+                         "variable); pass dataset=...", file=str(pre.path), field="dataset")
+    return Params(artifact=artifact, preset=pre, dataset=ds, instances=ids if ids is not None else pre.instances,
+                  limit=lim, models=bindings, test_sources=sources, repair_agents=agents, runs=n_runs,
+                  workers=n_workers, seeds=tuple(seeds) if seeds is not None else pre.seeds, output_dir=root,
+                  reuse=reuse, run_id=run_id or reuse or new_run_id(pre.name),
+                  work_dir=Path(work_dir) if work_dir is not None else None, protocol=pre.protocol(n_runs),
+                  given=given)
+
+
+def with_run_id(params: Params, run_id: str) -> Params:
+    return replace(params, run_id=run_id)
+
+
+__all__ = ["Params", "new_run_id", "parameters", "with_run_id"]

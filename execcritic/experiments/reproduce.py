@@ -1,0 +1,270 @@
+"""`execcritic reproduce`: the artifacts' notebooks under one preset, as one resumable session.
+
+A session is one run id shared by every artifact (`results/<artifact>/<session>/`) and one pipeline
+directory (`results/pipeline/suite-<session>/`), recorded in `results/reproduce/<session>.json`. Its
+parts: the task environments, the pipeline units every selected artifact needs (run once, in this
+process, with live progress; shared between artifacts), one papermill execution per notebook (which
+finds its units done, writes its records through the store and renders; the executed notebook is
+attached to the run), then the figures. Killed and restarted, a session continues: finished units and
+complete artifacts are skipped. `from_results` re-renders only, from the latest complete runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from execcritic.errors import ExecCriticError, InputError
+from execcritic.experiments.artifacts import SPECS
+from execcritic.experiments.core import (
+    PREPARED_ENV,
+    UnitCounts,
+    build_groups,
+    ensure_envs,
+    merge_groups,
+    plan_artifact,
+    run_groups,
+)
+from execcritic.experiments.params import new_run_id, parameters
+from execcritic.experiments.presets import REPO
+from execcritic.results.schemas import PAPER_ARTIFACTS
+from execcritic.results.store import attach_notebook, latest_run
+
+NOTEBOOKS_DIR = REPO / "notebooks"
+
+
+def notebook_path(artifact: str) -> Path:
+    """The artifact's notebook: notebooks/<artifact>_*.ipynb (exactly one)."""
+    hits = sorted(NOTEBOOKS_DIR.glob(f"{artifact}_*.ipynb"))
+    if len(hits) != 1:
+        raise InputError(f"expected one notebook {artifact}_*.ipynb, found {[h.name for h in hits]}",
+                         file=str(NOTEBOOKS_DIR), field="artifact")
+    return hits[0]
+
+
+@dataclass
+class Part:
+    name: str
+    status: str = "pending"             # pending | done | skipped | failed
+    seconds: float = 0.0
+    detail: str = ""
+
+
+@dataclass
+class Session:
+    session: str
+    preset: str
+    results: str
+    artifacts: list[str]
+    command: str
+    status: str = "running"             # running | finished | failed
+    started_at: str = ""
+    ended_at: str | None = None
+    parts: dict[str, Part] = field(default_factory=dict)
+
+    @property
+    def path(self) -> Path:
+        return Path(self.results) / "reproduce" / f"{self.session}.json"
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        d = asdict(self)
+        tmp.write_text(json.dumps(d, indent=2) + "\n")
+        os.replace(tmp, self.path)
+
+    @classmethod
+    def load(cls, path: Path) -> Session:
+        d = json.loads(path.read_text())
+        d["parts"] = {k: Part(**v) for k, v in d.get("parts", {}).items()}
+        return cls(**d)
+
+    def part(self, name: str) -> Part:
+        return self.parts.setdefault(name, Part(name))
+
+
+def find_unfinished(results: Path, preset: str) -> Session | None:
+    """The latest session of `preset` that did not finish (killed or failed): the one to continue."""
+    found = []
+    for p in sorted((results / "reproduce").glob("*.json")):
+        try:
+            s = Session.load(p)
+        except (ValueError, TypeError, KeyError):
+            continue
+        if s.preset == preset and s.status != "finished":
+            found.append(s)
+    return found[-1] if found else None
+
+
+def check_artifacts(only: Sequence[str] | None) -> list[str]:
+    wanted = list(only) if only else list(PAPER_ARTIFACTS)
+    bad = [a for a in wanted if a not in PAPER_ARTIFACTS]
+    if bad:
+        raise InputError(f"--only {bad[0]!r}: unknown artifact; known: {', '.join(PAPER_ARTIFACTS)}", field="only")
+    return list(dict.fromkeys(wanted))
+
+
+def open_session(preset: str, results: Path, artifacts: Sequence[str], *, command: str, fresh: bool = False
+                 ) -> tuple[Session, bool]:
+    """Continue the unfinished session of `preset` (unless `fresh`), else start a new one. Returns
+    (session, resumed)."""
+    prev = None if fresh else find_unfinished(results, preset)
+    if prev is not None:
+        prev.artifacts = list(dict.fromkeys([*prev.artifacts, *artifacts]))
+        prev.status = "running"
+        prev.command = command
+        prev.save()
+        return prev, True
+    sid, n = new_run_id(preset), 1
+    while (results / "reproduce" / f"{sid}.json").exists() or any((results / a / sid).exists() for a in artifacts):
+        n += 1
+        sid = f"{new_run_id(preset)}-{n}"
+    s = Session(sid, preset, str(results), list(artifacts), command,
+                started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    s.save()
+    return s, False
+
+
+def is_complete(artifact: str, run_id: str, results: Path) -> bool:
+    m = results / artifact / run_id / "manifest.json"
+    if not m.is_file():
+        return False
+    try:
+        return json.loads(m.read_text()).get("status") == "complete"
+    except ValueError:
+        return False
+
+
+def prepare(session: Session, artifacts: Sequence[str], *, workers: int | None = None,
+            show_progress: bool = True, counts: UnitCounts | None = None) -> dict[str, float]:
+    """Build the environments and run every pipeline unit the artifacts still need, once."""
+    results = Path(session.results)
+    todo = [a for a in artifacts if not is_complete(a, session.session, results)]
+    timings: dict[str, float] = {}
+    all_groups, params = [], None
+    for a in todo:
+        params = parameters(a, preset=session.preset, run_id=session.session, output_dir=results, workers=workers)
+        all_groups.append(build_groups(SPECS[a], params, plan_artifact(SPECS[a], params), build_envs=False))
+    if params is None:
+        return timings
+    if params.preset.build_envs and params.dataset == "verified-sdist" and params.instances:
+        t0 = time.monotonic()
+        ensure_envs(params.instances)
+        timings["environments"] = round(time.monotonic() - t0, 1)
+    groups = merge_groups(all_groups)
+    counts = counts if counts is not None else UnitCounts()
+    for _ in range(2):                      # a unit that raised is retried once (it left no record)
+        counts.errors = 0
+        for k, v in run_groups(groups, params, show_progress=show_progress, counts=counts).items():
+            timings[k] = round(timings.get(k, 0.0) + v, 1)
+        if not counts.errors:
+            break
+    return timings
+
+
+def execute_notebook(artifact: str, out: Path, parameters_: dict[str, Any]) -> None:
+    """One papermill execution of the artifact's notebook (from the repository root). The kernel's own
+    stderr (ipykernel's transport warnings, shutdown noise) goes to a log, shown only if the notebook fails."""
+    import papermill  # lazy: the notebooks extra (papermill, ipykernel) is only needed to execute notebooks
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile(mode="w+b") as log:
+        saved = os.dup(2)
+        sys.stderr.flush()
+        os.dup2(log.fileno(), 2)
+        try:
+            papermill.execute_notebook(str(notebook_path(artifact)), str(out), parameters=parameters_,
+                                       cwd=str(REPO), kernel_name="python3", progress_bar=False, log_output=False)
+        except Exception as exc:
+            log.seek(0)
+            tail = log.read()[-3000:].decode(errors="replace")
+            raise NotebookFailed(artifact, out, exc, tail) from exc
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+class NotebookFailed(ExecCriticError):
+    """A notebook stopped with an error; the executed copy (with the traceback) is kept at `out`."""
+
+    def __init__(self, artifact: str, out: Path, exc: BaseException, kernel_log: str):
+        self.artifact, self.out, self.kernel_log = artifact, out, kernel_log
+        ename, evalue = getattr(exc, "ename", type(exc).__name__), getattr(exc, "evalue", str(exc))
+        cell = getattr(exc, "exec_count", None)
+        where = f" in cell [{cell}]" if cell is not None else ""
+        super().__init__(f"notebook {notebook_path(artifact).name} failed{where}: {ename}: {str(evalue)[-1500:]} "
+                         f"(executed copy with the traceback: {out})")
+
+
+def _for_kernel(results: Path) -> str:
+    """The results dir as the notebook's kernel (run from the repository root) finds it: relative when
+    it lies inside the repository, so the run's recorded command and paths stay portable."""
+    r = results.resolve()
+    try:
+        return str(r.relative_to(REPO))
+    except ValueError:
+        return str(r)
+
+
+def run_notebook(session: Session, artifact: str, *, workers: int | None = None) -> Path:
+    """Execute the artifact's notebook for this session and attach it to the run; returns the run dir."""
+    results = Path(session.results)
+    out = results / artifact / session.session / ".notebook.executing.ipynb"
+    params: dict[str, Any] = {"preset": session.preset, "run_id": session.session, "output_dir": _for_kernel(results)}
+    if workers is not None:
+        params["workers"] = workers
+    os.environ[PREPARED_ENV] = "1"
+    try:
+        execute_notebook(artifact, out, params)
+    finally:
+        os.environ.pop(PREPARED_ENV, None)
+    attach_notebook(artifact, session.session, out, root=results)
+    out.unlink(missing_ok=True)
+    return results / artifact / session.session
+
+
+def render_notebook(artifact: str, results: Path, out_dir: Path) -> Path | None:
+    """Re-render the latest complete run of `artifact` (nothing runs); None when there is no run."""
+    run_id = latest_run(artifact, root=results)
+    if run_id is None:
+        return None
+    manifest = json.loads((results / artifact / run_id / "manifest.json").read_text())
+    out = out_dir / f"{artifact}.ipynb"
+    execute_notebook(artifact, out, {"preset": manifest["preset"], "reuse": run_id, "output_dir": _for_kernel(results)})
+    return out
+
+
+def timed_part(session: Session, name: str, fn: Callable[[], Any], *, detail: str = "") -> Any:
+    """Run one part of the session, recording its status and seconds (also when it fails)."""
+    part = session.part(name)
+    t0 = time.monotonic()
+    try:
+        out = fn()
+    except BaseException:
+        part.status, part.seconds = "failed", round(part.seconds + time.monotonic() - t0, 1)
+        session.status = "failed"
+        session.save()
+        raise
+    part.status, part.seconds = "done", round(part.seconds + time.monotonic() - t0, 1)
+    part.detail = detail or part.detail
+    session.save()
+    return out
+
+
+def finish(session: Session, *, complete: bool = True) -> None:
+    """Close the session; an incomplete one (units that kept failing) is continued by the next run."""
+    session.status = "finished" if complete else "incomplete"
+    session.ended_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    session.save()
+
+
+__all__ = ["NOTEBOOKS_DIR", "NotebookFailed", "Part", "Session", "check_artifacts", "execute_notebook", "find_unfinished", "finish", "is_complete",
+           "notebook_path", "open_session", "prepare", "render_notebook", "run_notebook", "timed_part"]

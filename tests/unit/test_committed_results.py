@@ -1,0 +1,105 @@
+"""The committed smoke reproduction: one complete CPU smoke run per paper artifact under results/,
+labeled as such, with its executed notebook; paper_figures/ is exactly what `execcritic figures` rebuilds
+from it; the figures' bars and the tables' cells are the runs' summary values and the paper's."""
+
+from __future__ import annotations
+
+import filecmp
+
+import nbformat
+import pandas as pd
+import pytest
+
+from execcritic.figures import build_all
+from execcritic.figures.notebook import figure, latest_runs, view
+from execcritic.figures.tables import PRETTY, fmt
+from execcritic.results import paper
+from execcritic.results.schemas import PAPER_ARTIFACTS, schema, stand_in_name
+from tests.synthetic_results import REPO
+from tests.unit.test_figures import _find, md_tables
+
+RESULTS, FIGURES = REPO / "results", REPO / "paper_figures"
+
+
+@pytest.fixture(scope="module")
+def runs():
+    got = latest_runs(RESULTS, PAPER_ARTIFACTS)
+    missing = [a for a, r in got.items() if r is None]
+    assert not missing, f"no complete committed run of {missing} under results/ (run `make run`)"
+    return got
+
+
+def test_one_labeled_smoke_run_per_artifact(runs):
+    sessions = {r.run_id for r in runs.values()}
+    assert len(sessions) == 1, sessions                     # one reproduce session made them all
+    for a, run in runs.items():
+        m = run.manifest
+        assert run.complete and run.preset == "smoke" and "not a reproduction of the paper's numbers" in m["banner"]
+        assert not m["git"]["dirty"], f"{a}: made from uncommitted code"
+        for b in m["models"].values():
+            assert b["stand_in"] and b["spec"] == "local"
+        assert run.notebook is not None
+        nb = nbformat.read(run.notebook, as_version=4)
+        assert not any(o.get("output_type") == "error" for c in nb.cells for o in c.get("outputs", []))
+        for col in schema(a).condition:
+            for v in run.records[col].dropna().astype(str):
+                assert stand_in_name(v) or v in ("None (Round 0)", "Oracle F2P", "Baseline", "Oracle", "b",
+                                                 "SWE-bench Verified", "0"), (a, col, v)
+
+
+def test_paper_figures_are_rebuilt_from_results(tmp_path):
+    build_all(RESULTS, tmp_path)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == sorted(p.name for p in FIGURES.iterdir())
+    _, mismatch, errors = filecmp.cmpfiles(FIGURES, tmp_path, names, shallow=False)
+    assert mismatch == [] and errors == [], f"paper_figures/ is stale; run `execcritic figures`: {mismatch}"
+
+
+@pytest.mark.parametrize("artifact", PAPER_ARTIFACTS)
+def test_table_cells_are_the_summary_and_the_paper(runs, artifact):
+    run = runs[artifact]
+    sch = schema(artifact)
+    main = md_tables((FIGURES / f"{artifact}.md").read_text())[0]
+    for s in run.summary.to_dict("records"):
+        row = _find(main, **{PRETTY[c]: str(s[c]) for c in sch.condition}, Metric=sch.metric(s["metric"]).label)
+        assert row["Measured"] == fmt(s["value"]) and row["Preset"] == "smoke"
+        assert row["Reported (paper)"].startswith("— (")           # a stand-in row never shows a paper value
+    for r in paper.reported().query("artifact == @artifact").to_dict("records"):
+        row = _find(main, **{PRETTY[c]: str(r[c] if c != "sft_trajectories" else int(r[c])) for c in sch.condition},
+                    Metric=sch.metric(r["metric"]).label)
+        assert row["Reported (paper)"].split(" ")[0] == fmt(r["value"])
+        assert row["Measured"].startswith("not run here: ")
+    assert "CPU smoke run of the pipeline" in (FIGURES / f"{artifact}.md").read_text()
+
+
+def test_figure5_bars_are_the_committed_values(runs):
+    run = runs["figure5"]
+    fig = figure(run)
+    bars = {p.get_gid(): p.get_height() for ax in fig.axes for p in ax.patches if p.get_gid()}
+    summary = pd.read_csv(run.path / "summary.csv")
+    measured = {k: v for k, v in bars.items() if k.startswith("measured|")}
+    assert len(measured) == len(summary) > 0
+    for s in summary.to_dict("records"):
+        key = f"measured|{s['panel']}|{s['benchmark']}|{s['repair_agent']}|{s['feedback_source']}"
+        assert measured[key] == pytest.approx(s["value"])
+    for r in paper.reported().query("artifact == 'figure5'").to_dict("records"):
+        key = f"reported|{r['panel']}|{r['benchmark']}|{r['repair_agent']}|{r['feedback_source']}"
+        assert bars[key] == pytest.approx(r["value"])
+    legend = " ".join(t.get_text() for leg in fig.legends for t in leg.get_texts())
+    assert "reported (paper)" in legend and "stand-in" in legend and "preset smoke" in legend
+
+
+def test_figure6_points_are_the_committed_values(runs):
+    run = runs["figure6"]
+    lines = {ln.get_gid(): ln for ax in figure(run).axes for ln in ax.get_lines() if ln.get_gid()}
+    for s in run.summary.query("metric == 'b2g_pct'").to_dict("records"):
+        assert lines[f"measured|a|{s['checkpoint']}"].get_ydata()[0] == pytest.approx(s["value"])
+    assert list(lines["reported|a|sft"].get_ydata()) == pytest.approx([22.0, 27.0, 35.0, 39.0, 39.0])
+
+
+def test_every_unmeasured_paper_condition_says_why(runs):
+    for run in runs.values():
+        v = view(run)
+        for r in v.rows.to_dict("records"):
+            if pd.isna(r["measured"]):
+                assert r["measured_note"].startswith("not run here: ") and len(r["measured_note"]) > 20
