@@ -142,3 +142,59 @@ def test_cheat_gets_no_pass(targets, cheat: C.Cheat, fam: str, backend: str):
             f"{where}: expected problem {code} naming {text!r}" + _explain(ex)
     if ex.failure_kind is FailureKind.FORBIDDEN_SOURCE_EDIT:
         assert "run" not in ex.phases, "a forbidden candidate must never run"
+
+
+# ---- the official evaluator (all F2P + P2P through the eval script) -----------------------------------------
+
+# (cheat id, family, expected OfficialResult.failure_kind; "" = a valid, unresolved result)
+OFFICIAL_CASES = [
+    ("reporter-reach-in", "sympy", FailureKind.RUNNER_TAMPERED),
+    ("frame-walk-reach-in", "sympy", FailureKind.RUNNER_TAMPERED),
+    ("stdlib-json-rewrites-records", "sympy", FailureKind.RUNNER_TAMPERED),
+    ("sympy-reporter-rewritten", "sympy", FailureKind.RUNNER_TAMPERED),
+    ("sympy-own-finder-first", "sympy", FailureKind.RESULTS_FORGED),
+    ("gc-walk-to-reporter", "sympy", FailureKind.RUNNER_TAMPERED),
+    ("write-pass-lines-to-fd1-then-os-exit", "sympy", FailureKind.RESULTS_INCOMPLETE),
+    ("sympy-runner-edit", "sympy", FailureKind.FORBIDDEN_SOURCE_EDIT),
+    ("trace-hook-rewrites-arguments", "requests", FailureKind.RUNNER_TAMPERED),
+    ("node-identity-swap-by-plugin", "requests", FailureKind.RUNNER_TAMPERED),
+]
+
+
+def _official_runs_reporter() -> bool:
+    from execcritic.evaluation.official import OfficialResult
+
+    return "reporter" in {f.name for f in dataclasses.fields(OfficialResult)}
+
+
+@pytest.fixture(scope="module")
+def official(targets):
+    if not _official_runs_reporter():
+        pytest.skip("evaluate_official on this branch does not run the harness-owned reporter yet")
+    from execcritic.evaluation.official import evaluate_official
+    from execcritic.tasks.environment import environment_for
+
+    def run(fam: str, patch: str):
+        t = targets(fam, "local")
+        return evaluate_official(t.task, patch, environment_for(t.task), sandbox=t.sandbox)
+    return run
+
+
+@pytest.mark.parametrize("fam", ["sympy"])
+def test_official_control(official, targets, fam):
+    task = targets(fam, "local").task
+    gold, empty = official(fam, task.patch), official(fam, "")
+    assert gold.valid and gold.resolved, gold.error
+    assert empty.valid and not empty.resolved, empty.error
+
+
+@pytest.mark.parametrize("cheat_id,fam,kind", [pytest.param(*c, id=f"{c[0]}-{c[1]}") for c in OFFICIAL_CASES])
+def test_official_cheat_not_resolved(official, targets, cheat_id, fam, kind):
+    cheat = next(c for c in C.CHEATS if c.id == cheat_id)
+    res = official(fam, cheat.build(targets(fam, "local").task))
+    where = f"official evaluator, {cheat_id} on {fam}"
+    if res.resolved:
+        pytest.fail(f"BYPASS: {where} resolved the task: {cheat.what}"
+                    + (f" [BYPASSES.md {cheat.bypass}]" if cheat.bypass else "") + f"\nreporter: {res.reporter}")
+    assert not res.valid and res.failure_kind == kind.value, \
+        f"{where}: expected {kind.value}, got valid={res.valid} kind={res.failure_kind!r}: {res.error[:800]}"
