@@ -68,8 +68,12 @@ def targets(request):
         return opened[key]
 
     yield get
-    for t in opened.values():
-        t.sandbox.close()
+    # closing removes each workspace (a Django or SymPy one is two copies of a large checkout: a minute of
+    # unlinks); close them side by side
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(opened) or 1) as pool:
+        list(pool.map(lambda t: t.sandbox.close(), opened.values()))
 
 
 def _open(request, fam: str, backend: str) -> Target:
