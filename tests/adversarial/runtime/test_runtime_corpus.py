@@ -160,6 +160,7 @@ OFFICIAL_CASES = [
     ("gc-walk-to-reporter", "sympy", FailureKind.RUNNER_TAMPERED),
     ("write-pass-lines-to-fd1-then-os-exit", "sympy", FailureKind.RESULTS_INCOMPLETE),
     ("sympy-runner-edit", "sympy", FailureKind.FORBIDDEN_SOURCE_EDIT),
+    ("test-files-rewritten-on-disk", "sympy", FailureKind.RUNNER_TAMPERED),
     ("trace-hook-rewrites-arguments", "requests", FailureKind.RUNNER_TAMPERED),
     ("node-identity-swap-by-plugin", "requests", FailureKind.RUNNER_TAMPERED),
 ]
