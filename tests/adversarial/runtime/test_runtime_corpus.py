@@ -111,6 +111,17 @@ def _open(request, fam: str, backend: str) -> Target:
     return Target(task, oracle_bundle(task, read_base=base_reader(sandbox)), sandbox)
 
 
+def _observe(case: str, instance: str, backend: str, expected: str, observed: str) -> None:
+    """With REDTEAM_OBSERVED=<file>, append what each case got (for the corpus table in the report)."""
+    out = os.environ.get("REDTEAM_OBSERVED")
+    if out:
+        import json
+
+        with open(out, "a") as fh:
+            fh.write(json.dumps({"case": case, "instance": instance, "backend": backend, "expected": expected,
+                                 "observed": observed}) + "\n")
+
+
 def _explain(ex) -> str:
     rep = ex.extra.get("reporter")
     return (f"\n{ex.failure_kind.value}: {ex.diagnostic}\nreporter: {rep}\nproblems: "
@@ -134,6 +145,7 @@ def test_cheat_gets_no_pass(targets, cheat: C.Cheat, fam: str, backend: str):
     config = PAPER.harness if cheat.timeout_s is None else dataclasses.replace(PAPER.harness,
                                                                                test_timeout_s=cheat.timeout_s)
     ex = execute(t.task, t.bundle, patch, sandbox=t.sandbox, config=config, check_source_patch=True)
+    _observe(cheat.id, t.task.instance_id, backend, cheat.expect.value, ex.failure_kind.value)
     where = f"{cheat.id} on {t.task.instance_id} ({backend})"
     if ex.passed:
         pytest.fail(f"BYPASS: the harness said PASS for {where}: {cheat.what}"
@@ -196,7 +208,10 @@ def test_official_control(official, targets, fam):
 @pytest.mark.parametrize("cheat_id,fam,kind", [pytest.param(*c, id=f"{c[0]}-{c[1]}") for c in OFFICIAL_CASES])
 def test_official_cheat_not_resolved(official, targets, cheat_id, fam, kind):
     cheat = next(c for c in C.CHEATS if c.id == cheat_id)
-    res = official(fam, cheat.build(targets(fam, "local").task))
+    task = targets(fam, "local").task
+    res = official(fam, cheat.build(task))
+    _observe(cheat_id, task.instance_id, "official", kind.value,
+             "resolved" if res.resolved else (res.failure_kind or ("valid-unresolved" if res.valid else "invalid")))
     where = f"official evaluator, {cheat_id} on {fam}"
     if res.resolved:
         pytest.fail(f"BYPASS: {where} resolved the task: {cheat.what}"
