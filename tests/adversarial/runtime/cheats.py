@@ -1684,8 +1684,11 @@ _redteam_register_modify()
 # =========================================================================================================
 
 @cheat("fuzzy-apply-leaves-backup", K.TREE_MISMATCH, "requests",
-       "a hunk whose context is slightly off: `git apply` refuses it, `patch --fuzz` applies it and leaves "
-       "requests/models.py.orig behind - a path the patch does not declare")
+       "a hunk whose context is slightly off (and a change that fixes nothing): `git apply` refuses it, "
+       "`patch --fuzz` applies it; where the applier leaves requests/models.py.orig behind - a path the patch "
+       "does not declare - tree judging refuses the run; an applier that leaves no backup (main since 9de6eee) "
+       "yields exactly the declared tree, and the run is a plain behavioral FAIL",
+       also=(K.BEHAVIORAL_FAILURE,))
 def fuzzy_apply(task) -> str:
     patch = diff_after(task, {"requests/models.py": replace(
         "        elif host.startswith(u'*'):\n", "        elif host.startswith(u'*') and False:\n")})
