@@ -25,18 +25,21 @@ import types
 
 EVENT = "execcritic.reporter"
 SENTINEL = "\0audit"        # `"\0audit"(EVENT, ...)` in the reporter's source: sealed into `sys.audit`
+SIGNAL_SENTINEL = "\0signal"  # the interpreter's own `_signal.signal`, sealed into the guard that replaces it
 RUNNER_HOOKS = {"pytest": "pytest_plugin", "unittest": "unittest_hook", "django": "unittest_hook",
                 "sympy": "sympy_hook"}
 _FALLBACK = {}              # Python < 3.8 only: the core, called directly (see core.py)
 
 
-def _target():
-    return sys.audit if hasattr(sys, "audit") else _FALLBACK["call"]
+def _targets():
+    import _signal
+
+    return {SENTINEL: sys.audit if hasattr(sys, "audit") else _FALLBACK["call"], SIGNAL_SENTINEL: _signal.signal}
 
 
-def _replace(code, target):
-    consts = tuple(target if (type(c) is str and c == SENTINEL) else
-                   (_replace(c, target) if isinstance(c, types.CodeType) else c) for c in code.co_consts)
+def _replace(code, targets):
+    consts = tuple(targets[c] if (type(c) is str and c in targets) else
+                   (_replace(c, targets) if isinstance(c, types.CodeType) else c) for c in code.co_consts)
     if hasattr(code, "replace"):
         return code.replace(co_consts=consts)
     return types.CodeType(code.co_argcount, code.co_kwonlyargcount, code.co_nlocals, code.co_stacksize,   # 3.6/3.7
@@ -55,7 +58,7 @@ def _all_codes(code, out):
 def seal(namespace):
     """Write `sys.audit` into every function of a reporter module (and of its classes) in place of SENTINEL,
     and tell the core which code objects are the reporter's own. Only honoured while the reporter boots."""
-    target = _target()
+    targets = _targets()
     name = namespace.get("__name__")
     functions = []
     for value in list(namespace.values()):
@@ -68,9 +71,9 @@ def seal(namespace):
                     functions.append(attr)
     codes = []
     for fn in functions:
-        fn.__code__ = _replace(fn.__code__, target)
+        fn.__code__ = _replace(fn.__code__, targets)
         _all_codes(fn.__code__, codes)
-    target(EVENT, "seal", tuple(codes))
+    targets[SENTINEL](EVENT, "seal", tuple(codes))
 
 
 def _recv_exact(sock, n):
@@ -159,20 +162,13 @@ def _close_in_child():
 
 def _guard_signals():
     """A signal handler receives the interrupted frame - a way to the stack no audit event announces. Every
-    handler installed from now on is shown to the guard with the frame that installs it."""
-    import signal
+    handler installed from now on is shown to the guard with the frame that installs it. (`signal.signal`
+    converts enums and calls `_signal.signal`, replaced here; the original lives only in sealed code.)"""
+    import _signal
 
-    try:
-        import _signal
-    except ImportError:
-        _signal = signal
-    original = _signal.signal
+    _signal.signal = _install_signal
 
-    def install(signalnum, handler):
-        "\0audit"(EVENT, "signal", handler, sys._getframe(1))
-        return original(signalnum, handler)
 
-    install.__name__ = install.__qualname__ = "signal"
-    install.__doc__ = original.__doc__
-    for module in {signal, _signal}:
-        module.signal = install
+def _install_signal(signalnum, handler):
+    "\0audit"(EVENT, "signal", handler, sys._getframe(1))
+    return "\0signal"(signalnum, handler)

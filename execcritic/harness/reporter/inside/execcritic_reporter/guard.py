@@ -160,6 +160,10 @@ class Guard:
             if len(args) >= 2 and args[1] in _FRAME_ATTRS:
                 self._by_candidate(self._caller(3), "frame_access",
                                    "read %s of a %s" % (args[1], type(args[0]).__name__))
+            elif len(args) >= 2 and args[1] == "__code__" and type(args[0]) is types.FunctionType and \
+                    str(getattr(args[0], "__module__", "") or "").startswith("execcritic_reporter"):
+                self._by_candidate(self._caller(3), "reporter_code_read",
+                                   "read the code of the reporter's %s" % _name(args[0]))
         elif event == "sys._getframe":
             self._by_candidate(self._caller(3), "frame_access", "sys._getframe")
         elif event == "exec":
@@ -226,6 +230,8 @@ class Guard:
                                   "%s is %s from %s" % (label, _name(fn), where))
 
     def signal_handler(self, handler, caller):
+        while caller is not None and caller.f_code.co_name == "signal" and self._stdlib(caller.f_code.co_filename):
+            caller = caller.f_back                     # signal.signal, the standard library's wrapper
         where = self._untrusted_callable(handler)
         if where or (caller is not None and self.candidate_line(caller.f_code, caller.f_lineno)):
             self._fire("signal_handler", "a signal handler was installed by the candidate's code: %s from %s"
