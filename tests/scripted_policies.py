@@ -55,13 +55,17 @@ def wrong_then_gold(task: Task, role: str = "repair", run_index: int = 0) -> Scr
                                                       "patch --batch --forward -p1 --fuzz=5 -i /tmp/gold.patch)")],
         [EXPORT],
         [f"echo {CHECK_MARKER} && cat /tmp/fix.patch"],
+        # round 2, reached only when Gold cannot pass (an impossible variant): FINAL-SUBMIT what it has
+        [f"echo {SUBMIT_MARKER}"],
     ]
     return ScriptedModel(steps, name=f"scripted:wrong_then_gold:{task.instance_id}")
 
 
 def gives_up(task: Task, role: str = "repair", run_index: int = 0) -> ScriptedModel:
-    """Submits an empty Round-0 patch at once (a floor for the pipeline: never resolves)."""
-    return ScriptedModel([[EXPORT], [f"echo {SUBMIT_MARKER} && cat /tmp/fix.patch"]], name="scripted:gives_up")
+    """Submits an empty Round-0 patch at once, and FINAL-SUBMITs it again in the first revision round (a floor
+    for the pipeline: never resolves)."""
+    return ScriptedModel([[EXPORT], [f"echo {SUBMIT_MARKER} && cat /tmp/fix.patch"], [f"echo {SUBMIT_MARKER}"]],
+                         name="scripted:gives_up")
 
 
 def official_tests(task: Task, role: str = "test", run_index: int = 0) -> ScriptedModel:
