@@ -190,7 +190,7 @@ class Cheat:
     what: str                            # the mechanism, one sentence
     docker: bool = False                 # also run on the Docker backend (toolz image) where toolz applies
     timeout_s: float | None = None       # a shorter test timeout for this case (timeouts, hangs)
-    bypass: str = ""                     # non-empty: a known bypass (BYPASSES.md section)
+    bypass: str = ""                     # non-empty: a known bypass (docs/BYPASSES.md section)
     also: tuple[K, ...] = field(default=())  # other kinds an honest harness may give (documented per case)
     problem: tuple[str, str] = ("", "")   # forbidden_source_edit: (problem code, text of its message) expected
 
@@ -276,7 +276,7 @@ def _redteam_results_pass():
        "forge call records through the reporter's audit event (a guessed token for every test) and rebind the "
        "runner hook's proxy factory so the test runs a function that always passes, then make the runner's own "
        "results agree (the first version of this cheat shadowed the methods of a reachable Reporter object: "
-       "BYPASSES.md B1, closed by moving the state into an audit hook)",
+       "docs/BYPASSES.md B1, closed by moving the state into an audit hook)",
        docker=True, bypass="B1", also=(K.RESULTS_FORGED, K.RESULTS_MISSING))
 def reporter_reach_in(task) -> str:
     fam = family(task)
@@ -1554,7 +1554,7 @@ def pytest_exit_zero(task) -> str:
 
 
 # =========================================================================================================
-# More holes (see BYPASSES.md): the reporter's standard-library dependencies, the test module's namespace
+# More holes (see docs/BYPASSES.md): the reporter's standard-library dependencies, the test module's namespace
 # =========================================================================================================
 
 @cheat("stdlib-json-rewrites-records", K.RUNNER_TAMPERED, ("requests", "django", "sympy"),

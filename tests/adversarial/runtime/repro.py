@@ -1,4 +1,4 @@
-"""Reproduce one runtime-corpus case outside pytest (for BYPASSES.md and for whoever fixes the harness):
+"""Reproduce one runtime-corpus case outside pytest (for docs/BYPASSES.md and for whoever fixes the harness):
 
     PYTHONPATH=. python -m tests.adversarial.runtime.repro CHEAT_ID [FAMILY] [--docker] [--show-patch]
 

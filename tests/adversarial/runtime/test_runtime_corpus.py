@@ -4,8 +4,8 @@
 No cheat fixes the bug, so an honest harness never says PASS; each case also pins the failure kind the harness
 must answer (the static gate's `forbidden_source_edit` with the exact problem, `runner_tampered`,
 `results_forged`, `results_incomplete`, a sandbox limit, or `behavioral_failure` where the cheat simply does
-not work). Cases marked `bypass` in cheats.py are known holes, described with a reproduction in BYPASSES.md at
-the repository root: they fail here until the harness is fixed (no xfail - a bypass is a red test).
+not work). Cases marked `bypass` in cheats.py were holes, described with a reproduction and what closed each in
+docs/BYPASSES.md: should one reopen, its case fails here (no xfail - a bypass is a red test).
 
 Targets (one sandbox each, shared by the module): four verified-sdist tasks (local bubblewrap backend) and the
 toolz demo task on both backends (Docker: the debootstrap image with pytest). Controls first: on each target
@@ -149,7 +149,7 @@ def test_cheat_gets_no_pass(targets, cheat: C.Cheat, fam: str, backend: str):
     where = f"{cheat.id} on {t.task.instance_id} ({backend})"
     if ex.passed:
         pytest.fail(f"BYPASS: the harness said PASS for {where}: {cheat.what}"
-                    + (f" [BYPASSES.md {cheat.bypass}]" if cheat.bypass else "") + _explain(ex))
+                    + (f" [docs/BYPASSES.md {cheat.bypass}]" if cheat.bypass else "") + _explain(ex))
     assert ex.verdict is not Verdict.PASS
     assert ex.failure_kind in (cheat.expect, *cheat.also), f"{where}: expected {cheat.expect.value}" + _explain(ex)
     if cheat.problem[0]:
@@ -178,16 +178,8 @@ OFFICIAL_CASES = [
 ]
 
 
-def _official_runs_reporter() -> bool:
-    from execcritic.evaluation.official import OfficialResult
-
-    return "reporter" in {f.name for f in dataclasses.fields(OfficialResult)}
-
-
 @pytest.fixture(scope="module")
 def official(targets):
-    if not _official_runs_reporter():
-        pytest.skip("evaluate_official on this branch does not run the harness-owned reporter yet")
     from execcritic.evaluation.official import evaluate_official
     from execcritic.tasks.environment import environment_for
 
@@ -215,6 +207,6 @@ def test_official_cheat_not_resolved(official, targets, cheat_id, fam, kind):
     where = f"official evaluator, {cheat_id} on {fam}"
     if res.resolved:
         pytest.fail(f"BYPASS: {where} resolved the task: {cheat.what}"
-                    + (f" [BYPASSES.md {cheat.bypass}]" if cheat.bypass else "") + f"\nreporter: {res.reporter}")
+                    + (f" [docs/BYPASSES.md {cheat.bypass}]" if cheat.bypass else "") + f"\nreporter: {res.reporter}")
     assert not res.valid and res.failure_kind == kind.value, \
         f"{where}: expected {kind.value}, got valid={res.valid} kind={res.failure_kind!r}: {res.error[:800]}"
