@@ -32,7 +32,7 @@ _CASE_MACHINERY = {"run", "debug", "__call__", "subTest", "skipTest", "doCleanup
 _SENSITIVE_SETATTR = {"__defaults__", "__kwdefaults__", "__bases__", "__closure__", "__globals__"}
 # standard-library functions that only hand a frame on to their caller: the caller is the one who asked
 _FRAME_HELPERS = {"currentframe", "stack", "trace", "getouterframes", "getinnerframes", "walk_stack", "walk_tb",
-                  "_getframe"}
+                  "_getframe", "get_stack", "_task_get_stack", "print_stack", "_task_print_stack"}
 
 
 def _ident(value):
@@ -297,26 +297,25 @@ class Guard:
             return self._untrusted_callable(type(value), depth + 1)
         return None
 
-    def _provenance(self, where, ns, module=None):
-        """Every callable bound in a runner namespace must be the runner's own - or, in a module, exactly what
-        one of the module's own import statements binds (Django's test framework imports product code)."""
+    def _provenance(self, where, ns, module):
+        """Every callable bound in a runner namespace (a module, or a class it defines) must be the runner's own
+        - or exactly an object one of the module's own import statements binds (Django's test framework imports
+        product classes, and its classes keep them as attributes)."""
         for attr, value in list(ns.items()):
             if isinstance(value, types.ModuleType):
                 continue
             found = self._untrusted_callable(value)
-            if found and module is not None and self._imported_as(module, attr, value):
-                continue
-            if found:
+            if found and not self._imported(module, value):
                 self._report_once(("provenance", where, attr), "runner_tampered",
                                   "%s.%s is %s from %s, not the runner's own code" % (where, attr, _name(value),
                                                                                      found))
 
-    def _imported_as(self, module, name, value):
+    def _imported(self, module, value):
         path = getattr(module, "__file__", None)
         if not path or not path.endswith(".py"):
             return False
-        binding = import_bindings(path, getattr(module, "__package__", None) or "")[0].get(name)
-        return binding is not None and value is _resolve(*binding)
+        bindings = import_bindings(path, getattr(module, "__package__", None) or "")[0]
+        return any(value is _resolve(*binding) for binding in bindings.values())
 
     # ---- snapshots -----------------------------------------------------------------------------------------
     def watch(self, prefixes):
@@ -334,8 +333,8 @@ class Guard:
             for k, v in list(ns.items()):
                 if isinstance(v, type) and getattr(v, "__module__", None) == name:
                     self.classes[(name, v.__qualname__)] = (v, _snapshot(vars(v)))
-                    self._provenance("%s.%s" % (name, v.__qualname__), vars(v))
-            self._provenance(name, ns, module=mod)
+                    self._provenance("%s.%s" % (name, v.__qualname__), vars(v), mod)
+            self._provenance(name, ns, mod)
 
     def watch_mapping(self, label, mapping):
         """A test module's namespace: its imports must bind what they import, and nothing may rebind it later."""
