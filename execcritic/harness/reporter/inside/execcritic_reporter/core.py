@@ -9,10 +9,10 @@ calling frame runs one of those sealed code objects: anyone may raise the event,
 is heard. A test's call outcome is computed here, from the exception object the recording proxy caught, for
 a test function registered (and verified against a compile of its file) beforehand.
 
-Nothing in the core looks a name up in a namespace the code under test can change without the change being
-seen: what it needs is bound once at creation (builtins, the socket's `sendall`, the hash constructor, the
-clock), and at every event it first compares its own modules and the standard-library modules it relies on
-with their state at boot.
+Nothing on the record path looks a name up in a namespace the code under test can change: what it needs is
+bound once at creation (builtins, the socket's `sendall`, the hash constructor, the clock). The reporter's
+own modules (and their classes), whose functions the core and the guard call, are compared with their state
+at boot at every check.
 
 On Python 3.6/3.7 (no audit hooks) the same core is called directly; it is then reachable through the
 reporter's code objects (docs/failure_kinds.md, "what is not protected").
@@ -60,7 +60,7 @@ def make(sock, key, config, guard_factory, watched_modules):
     sealed = set()            # ids of the reporter's own code objects (kept alive in `sealed_refs`)
     sealed_refs = []
     seen = {}                 # (node, phase) -> outcome
-    tokens = {}               # token -> [node, fn, xfail, strict, raises, label, used]
+    tokens = {}               # token -> [node, fn, xfail, strict, raises, label, used, extra record fields]
     tampered = []
     depth = {}                # thread ident -> hook depth (events raised while the hook runs)
     guard = guard_factory(config, tamper=lambda what, detail: tamper(what, detail))
