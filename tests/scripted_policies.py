@@ -59,3 +59,15 @@ def wrong_then_gold(task: Task, role: str = "repair", run_index: int = 0) -> Scr
 def gives_up(task: Task, role: str = "repair", run_index: int = 0) -> ScriptedModel:
     """Submits an empty Round-0 patch at once (a floor for the pipeline: never resolves)."""
     return ScriptedModel([[EXPORT], [f"echo {SUBMIT_MARKER} && cat /tmp/fix.patch"]], name="scripted:gives_up")
+
+
+def public_test_teacher(task: Task, role: str = "test", run_index: int = 0) -> ScriptedModel:
+    """A scripted Test-agent *teacher* (a stand-in, named as such) for SFT data on sympy__sympy-24443 only:
+    writes a repository-native regression test through the public API as the three bundle files, then
+    submits. Its trajectory is a real Test-agent episode (real workspace, real Base gate)."""
+    from tests.training.rl_fixtures import INSTANCE, PUBLIC, SUBMIT_TEST, write_bundle
+
+    if task.instance_id != INSTANCE:
+        raise ValueError(f"public_test_teacher only knows {INSTANCE}, not {task.instance_id}")
+    steps = [["cd /testbed && ls sympy/combinatorics/tests | head -5"], [write_bundle(PUBLIC)], [SUBMIT_TEST]]
+    return ScriptedModel(steps, name="scripted:public_test_teacher")

@@ -352,7 +352,8 @@ class HFPolicy(ChatModel):
         up to the context window / a random seed). The private generator is seeded once from `sampling.seed`
         and again by `begin_episode(seed)`, so a seeded episode is reproducible and a GRPO group differs.
     logits_processor: optional constrained decoding, applied to the logits sampled from (never to the recorded
-        logprobs).
+        logprobs). A processor that also has `forced_rest(ids) -> list[int] | None` (the tokens it will force
+        next, all determined) has that continuation scored in one forward pass instead of token by token.
     Turn records accumulate until `begin_episode()`; `assemble_sample()` builds the trajectory-level sample.
     """
 
@@ -508,9 +509,11 @@ class HFPolicy(ChatModel):
                 out = self.model(input_ids=torch.tensor([prompt_ids], device=device), use_cache=True,
                                  **{self._cache_kw: cache})
                 cache = _returned_cache(out, cache)
-                for _ in range(max(0, max_new)):
+                scale = temperature if temperature > 0 else 1.0
+                forced_rest = getattr(self.logits_processor, "forced_rest", None)
+                while len(ids) < max(0, max_new):
                     logits = out.logits[0, -1].float()
-                    logp = torch.log_softmax(logits / (temperature if temperature > 0 else 1.0), dim=-1)
+                    logp = torch.log_softmax(logits / scale, dim=-1)
                     scores = self.logits_processor(list(ids), logits.clone()) if self.logits_processor else logits
                     token = self._sample(scores, temperature, top_p, top_k)
                     ids.append(token)
@@ -518,9 +521,23 @@ class HFPolicy(ChatModel):
                     if token in self.stop_ids:
                         finish = "stop"
                         break
-                    out = self.model(input_ids=torch.tensor([[token]], device=device), use_cache=True,
+                    rest = list(forced_rest(list(ids)) or [])[: max_new - len(ids)] if forced_rest else []
+                    feed = [token, *rest]
+                    out = self.model(input_ids=torch.tensor([feed], device=device), use_cache=True,
                                      **{self._cache_kw: cache})
                     cache = _returned_cache(out, cache)
+                    if rest:
+                        # a fully determined (forced) continuation: one forward pass gives the logits every one
+                        # of its tokens is sampled from; same logprobs as token by token, up to float rounding
+                        rest_lp = torch.log_softmax(out.logits[0, :len(rest)].float() / scale, dim=-1)
+                        for j, t in enumerate(rest):
+                            ids.append(t)
+                            lps.append(float(rest_lp[j, t]))
+                            if t in self.stop_ids:
+                                finish = "stop"
+                                break
+                        if finish == "stop":
+                            break
         finally:
             self.model.train(was_training)
         return ids, lps, finish
