@@ -93,7 +93,7 @@ def test_train_cli_resumes_after_kill(sympy_task, tiny_model_dir, tmp_path):
     assert first == [0]                                       # written when checkpoint-1 was saved
 
     done = subprocess.run([*argv, "--resume"], cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True,
-                          timeout=600)
+                          timeout=600, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = [json.loads(x) for x in metrics.read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1]
