@@ -69,12 +69,12 @@ class EpisodeResult:
     can rescore (Eq. 5's turn slack). `reward` is None only when the episode produced no score at all
     (aborted: no trajectory, an infrastructure failure before scoring)."""
 
-    role: str
     sample: TrajectorySample | None
     reward: float | None
     masked: bool
     breakdown: TestRewardBreakdown | RepairRewardBreakdown | None
     info: dict[str, Any] = field(default_factory=dict)
+    role: str = ""                              # "test" | "repair"
     rollout: TestRollout | RepairRollout | None = None
 
     @property
@@ -100,7 +100,7 @@ class EpisodeResult:
 
 def aborted_result(role: str, sample: TrajectorySample | None, why: str, **info: Any) -> EpisodeResult:
     """An episode that could not be scored (an operational failure): masked, no reward."""
-    return EpisodeResult(role, sample, None, True, None, {"aborted": why, **info}, None)
+    return EpisodeResult(sample, None, True, None, {"aborted": why, **info}, role, None)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -212,7 +212,7 @@ class TestEpisode:
             info["score_s"] = round(time.monotonic() - scored, 3)
         breakdown = group_test_rewards([rollout], p.test_reward)[0]
         info["level"] = breakdown.level.value
-        return EpisodeResult("test", sample, breakdown.level_reward, breakdown.masked, breakdown, info, rollout)
+        return EpisodeResult(sample, breakdown.level_reward, breakdown.masked, breakdown, info, "test", rollout)
 
     def _score(self, task: Task, bundle: TestBundle | None, res, candidates: Sequence[LabeledPatch],
                verifier: Sandbox, info: dict[str, Any]) -> TestRollout:
@@ -333,7 +333,7 @@ class RepairEpisode:
         breakdown = repair_reward(rollout, p.repair_reward)
         info["level"] = breakdown.level.value
         info["final_patch_sha"] = _sha16(patch)
-        return EpisodeResult("repair", sample, breakdown.reward, breakdown.masked, breakdown, info, rollout)
+        return EpisodeResult(sample, breakdown.reward, breakdown.masked, breakdown, info, "repair", rollout)
 
     @staticmethod
     def _terminal(res: RepairResult, verifier: CandidateVerifier) -> tuple[FailureKind | None, list[str], str]:
