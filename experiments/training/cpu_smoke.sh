@@ -17,13 +17,15 @@ INST=(--instance sympy__sympy-24443 --instance sympy__sympy-24562)
 LABEL="CPU smoke run (SmolLM2-135M, tiny budgets; not the paper's recipe)"
 SMOKE=(-c cpu-train --set test_agent.max_turns=3 --set test_agent.max_output_tokens=96
        --set repair.round0_turns=3 --set repair.turns_per_round=1 --set repair_rl.max_response_tokens=96
-       --set grpo.max_groups_offered=1)
+       --set grpo.max_groups_offered=1 --set harness.official_timeout_s=300)
 export HF_HUB_OFFLINE=1 TRL_EXPERIMENTAL_SILENCE=1
 
 step() { echo "== $(date -u +%H:%M:%S) $*  (load: $(cut -d' ' -f1-3 /proc/loadavg))"; }
 
 step "1. candidate pools: Gold + Gold mutants, each labeled by a real official run"
-$X candidates build verified-sdist "${INST[@]}" --run-id cpu-smoke-sympy --workers 2 --no-progress -c cpu-train
+# a Gold mutant can loop forever (e.g. an inverted loop condition): 300 s instead of the official 1,800 s timeout
+$X candidates build verified-sdist "${INST[@]}" --run-id cpu-smoke-sympy --workers 2 --no-progress -c cpu-train \
+   --set harness.official_timeout_s=300
 
 step "2. SFT data: a scripted teacher (a stand-in, named as such) through the real generation stage"
 $X generate-tests verified-sdist --instance sympy__sympy-24443 --out runs/sft-teacher-smoke --no-progress \
