@@ -140,3 +140,12 @@ def test_dynamic_sampling_cap_fills_with_untrained_groups(tiny_model):
                 assert adv == 0.0 and not any(mask)     # fillers and masked rollouts train nothing
             else:
                 assert any(mask)
+
+
+def test_episode_result_unpacks_into_the_rollout_runner_contract():
+    """`trl_adapter.RolloutRunner` unpacks `(sample, reward_or_None, info)`; a masked rollout's reward is None."""
+    masked = repair_result(patch_usable=True, selected_test="INVALID", official_resolved=True)
+    sample, reward, info = masked
+    assert sample is None and reward is None and info["masked"] is True
+    kept = repair_result(patch_usable=True, selected_test="FAIL")
+    assert list(kept)[1] == pytest.approx(0.1)
