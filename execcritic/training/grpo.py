@@ -141,8 +141,10 @@ class GroupRolloutRunner:
         except (ModelError, SandboxError) as exc:
             sample = policy.assemble_sample() if policy.turns else None
             notes = "; ".join(getattr(exc, "__notes__", []))
-            return aborted_result(self.role, sample, f"{type(exc).__name__}: {exc}" + (f" ({notes})" if notes else ""),
-                                  instance_id=row.get("instance_id"))
+            why = f"{type(exc).__name__}: {exc}" + (f" ({notes})" if notes else "")
+            print(f"[{self.role}-rl] episode of {row.get('instance_id')} aborted (masked): {why[:500]}",
+                  file=sys.stderr, flush=True)
+            return aborted_result(self.role, sample, why, instance_id=row.get("instance_id"))
 
     def run_groups(self, rows: list[dict[str, Any]], g: int, step: int, first_index: int) -> list[list[EpisodeResult]]:
         """Run `g` episodes for each row (all episodes of all rows in the worker pool); results in row order."""
@@ -282,6 +284,7 @@ class GroupRolloutRunner:
             "masked_share": (sum(1 for gr in offered_groups for m in gr.score.masked if m) / len(episodes))
             if episodes else 0.0,
             "aborted": sum(1 for r in episodes if r.aborted),
+            "aborted_reasons": sorted({str(r.info.get("aborted"))[:300] for r in episodes if r.aborted}),
             "kept_groups": len(kept), "dropped_groups": len(dropped), "offered_groups": offered,
             "filler_groups": max(0, short),
             "dropped_reasons": dict(sorted(sampler.dropped.items())),
@@ -422,7 +425,8 @@ class MetricsRecorder(TrainerCallback):
         assert self.runner is not None
         s = self.runner.step_stats
         row = {"step": iteration, "optimizer_steps": state.global_step,
-               **{k: v for k, v in s.items() if k != "dropped_reasons"},
+               **{k: v for k, v in s.items() if k not in ("dropped_reasons", "aborted_reasons")},
+               "aborted_reasons": "; ".join(s.get("aborted_reasons") or []),
                **{f"dropped_{k}": int(v) for k, v in (s.get("dropped_reasons") or {}).items()},
                "loss": _finite(logs.get("loss")), "lr": _finite(logs.get("learning_rate")),
                "entropy": _finite(logs.get("entropy")), "kl": _finite(logs.get("kl")),
