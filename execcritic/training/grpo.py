@@ -280,7 +280,7 @@ class GroupRolloutRunner:
                 levels[col] += 1
         stats: dict[str, Any] = {
             "reward_mean": _mean(rewards), "reward_std": _std(rewards),
-            "reward_mean_offered": _mean(live_all),
+            "reward_mean_offered": _mean(live_all), "reward_std_offered": _std(live_all),
             "masked_share": (sum(1 for gr in offered_groups for m in gr.score.masked if m) / len(episodes))
             if episodes else 0.0,
             "aborted": sum(1 for r in episodes if r.aborted),
@@ -435,10 +435,16 @@ class MetricsRecorder(TrainerCallback):
                "response_tokens_mean": s.get("model_tokens_mean"),
                "optimizer_s": round(self._iteration_opt_s, 4),
                "wall_s": round(time.perf_counter() - self._step_t0, 3), "peak_rss_mb": round(peak_rss_mb(), 1)}
+        row["reward_over"] = "kept"
+        if row.get("reward_mean") is None:
+            # no kept group (every group dropped or masked): the curve shows the offered rollouts' reward instead,
+            # and says so - the step trained on nothing (kept_groups = 0)
+            row["reward_mean"], row["reward_std"] = s.get("reward_mean_offered"), s.get("reward_std_offered")
+            row["reward_over"] = "offered"
         for k in ("reward_mean", "reward_std"):
             if row.get(k) is None:
-                row[k] = 0.0            # no kept rollout (every group dropped/masked): recorded, see kept_groups
-                row[f"{k}_undefined"] = True
+                row[k] = 0.0            # not even an unmasked offered rollout: every rollout masked or aborted
+                row["reward_over"] = "none"
         self.pending.append(row)
         self.rows.append(row)
         line = (f"[{self.label + ' ' if self.label else ''}{self.runner.role}-rl step {iteration}] reward {row['reward_mean']:.3f} +- {row['reward_std']:.3f} "
