@@ -57,7 +57,7 @@ from execcritic.rewards import (
 from execcritic.sandbox.base import Limits, Sandbox
 from execcritic.tasks.model import Task
 from execcritic.training.datasets import oracle_f2p_node
-from execcritic.training.policy import HFPolicy, TrajectorySample
+from execcritic.training.policy import TokenPolicy, TrajectorySample
 
 ROLES = ("test", "repair")
 
@@ -153,7 +153,7 @@ class _Boxes:
         return env.open_sandbox(limits=Limits.from_config(self.protocol.harness))
 
 
-def _sample(policy: HFPolicy) -> TrajectorySample | None:
+def _sample(policy: TokenPolicy) -> TrajectorySample | None:
     return policy.assemble_sample() if policy.turns else None
 
 
@@ -190,7 +190,7 @@ class TestEpisode:
     backend: str | None = None
     stop_at_first_candidate_error: bool = True   # the trajectory is masked anyway; the rest need not run
 
-    def __call__(self, policy: HFPolicy, row: dict[str, Any]) -> EpisodeResult:
+    def __call__(self, policy: TokenPolicy, row: dict[str, Any]) -> EpisodeResult:
         task = _task(row)
         p = self.protocol
         boxes = _Boxes(p, self.backend)
@@ -291,7 +291,7 @@ class RepairEpisode:
                 self._bundles[task.instance_id] = oracle_node_bundle(task, node, sandbox)
             return self._bundles[task.instance_id]
 
-    def __call__(self, policy: HFPolicy, row: dict[str, Any]) -> EpisodeResult:
+    def __call__(self, policy: TokenPolicy, row: dict[str, Any]) -> EpisodeResult:
         task = _task(row)
         p = self.protocol
         node = row.get("feedback_node") or oracle_f2p_node(task.to_row(), task.dataset or None)
