@@ -152,6 +152,10 @@ class GRPOConfig:
     rollout_temperature: float = knob(1.0, "sampling temperature of RL rollouts", source="Tables 7c, 8c")
     rollout_top_p: float = knob(1.0, "top-p of RL rollouts", source="Tables 7c, 8c")
     rollout_top_k: int = knob(-1, "top-k of RL rollouts (-1: disabled)", source="Tables 7c, 8c")
+    max_groups_offered: int = knob(0, "DAPO oversampling cap: issue groups offered per step before the step "
+                                   "proceeds with fewer kept groups (dropped groups then fill the batch and train "
+                                   "nothing); 0 = no cap, sample until groups_per_step are kept",
+                                   source="§5.1 states no cap; slime --over-sampling-batch-size")
 
 
 @dataclass(frozen=True)
@@ -160,6 +164,10 @@ class SFTConfig:
 
     trajectories: int = knob(5000, "teacher trajectories admitted for Test-agent SFT (protocol validity and a "
                              "clean Base failure; Gold never filters)", source="Table 7a")
+    epochs: float = knob(1.0, "passes over the SFT rows", source="not stated in Table 7a")
+    batch_size: int = knob(8, "SFT rows per optimizer step", source="not stated in Table 7a")
+    max_length: int = knob(48_000, "SFT example length cap in tokens (longer rows are truncated)",
+                           source="Table 7b: the Test policy's 48k context")
 
 
 @dataclass(frozen=True)
@@ -173,6 +181,13 @@ class TestRLConfig:
     loss_reduction: str = knob("per-token", "policy-loss aggregation: per-token or per-sequence",
                                source="not stated in Table 7; per-token as for the Repair agent (Table 8a)")
     save_interval: int = knob(10, "steps between checkpoints", source="Table 7e")
+    global_batch_size: int = knob(32, "rollouts per optimizer update: a step's rollouts are used in minibatches of "
+                                  "this size", source="Table 7e: global batch size 32")
+    min_candidates: int = knob(6, "an instance enters the Test RL set with at least this many officially labeled "
+                               "candidate patches", source="§5: 'Test-agent training retains instances with at "
+                               "least six candidate patches'")
+    require_both_labels: bool = knob(False, "the Test RL set also requires both a correct and an incorrect candidate",
+                                     source="§5 requires this for Repair training only ('additionally')")
 
 
 @dataclass(frozen=True)
@@ -185,6 +200,13 @@ class RepairRLConfig:
                                source="Table 8a")
     max_response_tokens: int = knob(6122, "max tokens of one Repair rollout turn", source="Table 8a")
     save_interval: int = knob(10, "steps between checkpoints", source="Table 8b")
+    global_batch_size: int = knob(64, "rollouts per optimizer update (minibatches of a step's rollouts)",
+                                  source="Table 8b: global batch size 64")
+    min_candidates: int = knob(6, "an instance enters the Repair RL set with at least this many labeled candidates",
+                               source="§5: the Test-agent condition, which Repair training 'additionally' extends")
+    require_both_labels: bool = knob(True, "the Repair RL set requires both correct and incorrect candidates",
+                                     source="§5: 'Repair-agent training additionally requires both correct and "
+                                     "incorrect candidate patches'")
 
 
 @dataclass(frozen=True)

@@ -89,3 +89,15 @@ def official_tests(task: Task, role: str = "test", run_index: int = 0) -> Script
 def no_tests(task: Task, role: str = "test", run_index: int = 0) -> ScriptedModel:
     """A Test-agent stand-in that looks around and never submits (a Base-gate failure every time)."""
     return ScriptedModel([["cd /testbed && ls"]] * 3, name="scripted:no_tests")
+
+
+def public_test_teacher(task: Task, role: str = "test", run_index: int = 0) -> ScriptedModel:
+    """A scripted Test-agent *teacher* (a stand-in, named as such) for SFT data on sympy__sympy-24443 only:
+    writes a repository-native regression test through the public API as the three bundle files, then
+    submits. Its trajectory is a real Test-agent episode (real workspace, real Base gate)."""
+    from tests.training.rl_fixtures import INSTANCE, PUBLIC, SUBMIT_TEST, write_bundle
+
+    if task.instance_id != INSTANCE:
+        raise ValueError(f"public_test_teacher only knows {INSTANCE}, not {task.instance_id}")
+    steps = [["cd /testbed && ls sympy/combinatorics/tests | head -5"], [write_bundle(PUBLIC)], [SUBMIT_TEST]]
+    return ScriptedModel(steps, name="scripted:public_test_teacher")

@@ -81,5 +81,12 @@ class ForcedTurns:
         forced[self.current[len(generated)]] = 0.0
         return forced
 
+    def forced_rest(self, generated: list[int]) -> list[int] | None:
+        """The tokens still forced on this turn after `generated` (all determined: `HFPolicy` scores them in one
+        forward pass); None on a free turn. Reads state only: `__call__` starts turns."""
+        if self.current is None or len(generated) >= len(self.current):
+            return None
+        return self.current[len(generated):]
+
     def __repr__(self) -> str:
         return f"ForcedTurns({len(self.turns)} turns)"

@@ -11,7 +11,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="ExecCritic: fail-closed test-then-repair for SWE-bench-style tasks.")
 
 # name -> module exposing `app` (a typer.Typer) or `register(app)`
-_GROUPS = ["tasks", "bundle", "official", "audit", "pipeline", "serve", "config", "figures", "reproduce"]
+_GROUPS = ["tasks", "bundle", "official", "audit", "pipeline", "serve", "config", "figures", "reproduce",
+           "candidates", "train"]
 
 
 def _mount() -> None:

@@ -103,16 +103,20 @@ def sglang_cmd(ctx: typer.Context,
 
 @app.command("local")
 def local_cmd(port: int = typer.Option(None, help="Loopback port (default: a free one)."),
+              model_dir: str = typer.Option(None, "--model-dir", help="A local HF checkpoint directory to serve "
+                                            "instead of the embedded SmolLM2 (e.g. runs/train/<id>/final)."),
               threads: int = typer.Option(1, help="Torch CPU threads for the server."),
               log: str = typer.Option(None, help="Server log file (default: a temp file)."),
               startup_timeout: float = typer.Option(600.0, help="Seconds to wait for readiness."),
               print_only: bool = PRINT_OPTION,
               as_json: bool = JSON_OPTION) -> None:
-    """Embedded CPU model (SmolLM2-135M-Instruct via `transformers serve`), until Ctrl-C."""
-    from execcritic.agents.models.local_server import LocalModelServer  # lazy: imports torch (cpu-model extra)
+    """Embedded CPU model (SmolLM2-135M-Instruct via `transformers serve`) or any local HF checkpoint
+    (`--model-dir`; pipeline spec `hf:<dir>`), until Ctrl-C."""
+    from execcritic.agents.models.local_server import LocalModelServer  # lazy: torch (cpu-model extra)
 
     with guarded(as_json):
-        server = LocalModelServer(port=port, threads=threads, log_path=log, startup_timeout_s=startup_timeout)
+        server = LocalModelServer(model_dir, port=port, threads=threads, log_path=log,
+                                  startup_timeout_s=startup_timeout)
         if print_only:
             argv = server.command()
             if as_json:

@@ -6,6 +6,8 @@
   local                            the embedded CPU default (SmolLM2-135M-Instruct behind
                                    `transformers serve`), started once by the driver and rewritten
                                    to an `openai-text:` spec before work is dispatched
+  hf:<checkpoint dir>              any local HF checkpoint (e.g. a trained `runs/train/<id>/final`),
+                                   served the same way as `local` (`transformers serve`, text mode)
   scripted:<module or file.py>:<factory>
                                    a deterministic scripted stand-in, factory(task, role, run_index) -
                                    e.g. scripted:tests/scripted_policies.py:wrong_then_gold. The
@@ -20,9 +22,9 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.util
-from contextlib import contextmanager
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from execcritic.agents.models.base import ChatModel, SamplingConfig
 from execcritic.errors import InputError
@@ -89,7 +91,7 @@ def make_model(spec: str, *, task: Task, role: str, run_index: int = 0, sampling
         return fn(task, role, run_index)
     for prefix, mode in (("openai-text:", "text"), ("openai:", "tools")):
         if spec.startswith(prefix):
-            from execcritic.agents.models.openai_model import OpenAIChatModel  # lazy: imports openai (serve extra)
+            from execcritic.agents.models.openai_model import OpenAIChatModel  # lazy: openai (serve extra)
 
             base, model, options = _split(spec[len(prefix):])
             if "max_tokens" in options:
@@ -97,8 +99,8 @@ def make_model(spec: str, *, task: Task, role: str, run_index: int = 0, sampling
             window = int(options["context_window"]) if options.get("context_window") else None
             return OpenAIChatModel(base, model, tool_mode=mode, sampling=sampling,
                                    api_key_env=options.get("key_env") or None, context_window=window)
-    if spec == "local":
-        raise InputError("the 'local' model must be started by the driver (use `served_specs`)", field="model")
+    if spec == "local" or spec.startswith("hf:"):
+        raise InputError(f"the {spec!r} model must be started by the driver (use `served_specs`)", field="model")
     raise InputError(f"unknown model spec {spec!r}; use openai:<url>#<model>, openai-text:<url>#<model>, "
                      "local, or scripted:<module>:<factory>", field="model")
 
@@ -119,18 +121,34 @@ def _load_module(name: str):
 LOCAL_MAX_TOKENS = 128
 
 
+def is_served_locally(spec: str | None) -> bool:
+    """`local` and `hf:<dir>` are served by the suite itself (a `transformers serve` process per spec)."""
+    return spec == "local" or (spec or "").startswith("hf:")
+
+
 @contextmanager
 def served_specs(*specs: str | None) -> Iterator[list[str | None]]:
-    """Start the embedded CPU server if any spec is 'local'; yield the specs with 'local' rewritten."""
-    if "local" not in specs:
+    """Start one `transformers serve` process per locally served spec ('local': the embedded SmolLM2;
+    'hf:<dir>': that checkpoint); yield the specs rewritten to their `openai-text:` endpoints."""
+    wanted = list(dict.fromkeys(s for s in specs if s and is_served_locally(s)))
+    if not wanted:
         yield list(specs)
         return
-    from execcritic.agents.models.local_server import LocalModelServer  # lazy: imports torch (cpu-model extra)
+    from execcritic.agents.models.local_server import LocalModelServer  # lazy: torch (cpu-model extra)
 
-    with LocalModelServer() as server:
-        url = f"http://{server.host}:{server.port}/v1"
-        # SmolLM2's whole context is 8k tokens: cap replies (a recorded deviation from the 8,192 budget)
-        # and stop a conversation at the model's window (`transformers serve` does not refuse; it degrades)
-        local = (f"openai-text:{url}#{server.model_name}?max_tokens={LOCAL_MAX_TOKENS}"
-                 f"&context_window={server.context_window()}")
-        yield [local if s == "local" else s for s in specs]
+    with ExitStack() as stack:
+        served: dict[str, str] = {}
+        for spec in wanted:
+            model_dir = None
+            if spec.startswith("hf:"):
+                model_dir = Path(spec[3:])
+                if not (model_dir / "config.json").is_file():
+                    raise InputError("not a HF checkpoint directory (no config.json)", file=str(model_dir),
+                                     field="model")
+            server = stack.enter_context(LocalModelServer(model_dir))
+            url = f"http://{server.host}:{server.port}/v1"
+            # small CPU models have small windows: cap replies (a recorded deviation from the 8,192 budget)
+            # and stop a conversation at the model's window (`transformers serve` does not refuse; it degrades)
+            served[spec] = (f"openai-text:{url}#{server.model_name}?max_tokens={LOCAL_MAX_TOKENS}"
+                            f"&context_window={server.context_window()}")
+        yield [served.get(s, s) if s else s for s in specs]

@@ -19,9 +19,11 @@ from execcritic.rewards.test_reward import (
     TestLevel,
     TestRewardBreakdown,
     TestRollout,
+    TurnSlack,
     balanced_accuracy,
     eq5_level,
     group_test_rewards,
+    turn_slack,
 )
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "TestLevel",
     "TestRewardBreakdown",
     "TestRollout",
+    "TurnSlack",
     "advantages_for_repair_agent",
     "advantages_for_test_agent",
     "balanced_accuracy",
@@ -45,4 +48,5 @@ __all__ = [
     "group_repair_rewards",
     "group_test_rewards",
     "repair_reward",
+    "turn_slack",
 ]

@@ -134,31 +134,55 @@ def eq5_level(rollout: TestRollout, config: TestRewardConfig = PAPER.test_reward
     return TestLevel.Q_LOW_BA, config.q_low_ba
 
 
+@dataclass(frozen=True)
+class TurnSlack:
+    """The turn slack's outcome for one rollout: the reward after it, whether it was halved, and the reference
+    (the shortest unmasked rollout of the same positive level in the group; None for the other levels)."""
+
+    final: float
+    penalized: bool
+    reference: int | None
+
+
+def turn_slack(levels: Sequence[TestLevel], level_rewards: Sequence[float], turns: Sequence[int],
+               masked: Sequence[bool], config: TestRewardConfig = PAPER.test_reward) -> list[TurnSlack]:
+    """Eq. 5's turn slack over one group, in input order (§4.1: "Within each positive reward level, a rollout
+    that exceeds the shortest rollout by more than eight turns receives half of its original reward").
+
+    For a positive level, the reference is the shortest *unmasked* rollout of that same level in this group
+    (masked rollouts are "excluded from the group statistics"); a rollout with `turns - shortest >
+    turn_penalty_margin` (strictly more than 8) gets `turn_penalty_factor` (0.5) of its level reward. Levels -0.2
+    and 0 are never scaled, and neither is a masked rollout. Engines that only see each rollout's level reward
+    and turns (the verl estimator) apply the slack with this function too."""
+    if not (len(levels) == len(level_rewards) == len(turns) == len(masked)):
+        raise ValueError(f"turn_slack needs one level, level reward, turn count and mask flag per rollout, got "
+                         f"{len(levels)}, {len(level_rewards)}, {len(turns)}, {len(masked)}")
+    shortest: dict[TestLevel, int] = {}
+    for level, t, m in zip(levels, turns, masked):
+        if level in POSITIVE_LEVELS and not m:
+            shortest[level] = min(shortest.get(level, t), t)
+    out = []
+    for level, reward, t, m in zip(levels, level_rewards, turns, masked):
+        ref = shortest.get(level) if level in POSITIVE_LEVELS else None
+        penalized = (not m) and ref is not None and t - ref > config.turn_penalty_margin
+        out.append(TurnSlack(reward * config.turn_penalty_factor if penalized else reward, penalized, ref))
+    return out
+
+
 def group_test_rewards(rollouts: Sequence[TestRollout],
                  config: TestRewardConfig = PAPER.test_reward) -> list[TestRewardBreakdown]:
-    """Eq. 5 plus the turn slack for the K rollouts of one issue, in input order.
-
-    Turn slack (§4.1, quoted in the module docstring): for a positive level, the reference is the shortest
-    *unmasked* rollout of that same level in this group (masked rollouts are "excluded from the group
-    statistics"); a rollout with `turns - shortest > turn_penalty_margin` (strictly more than 8) gets
-    `turn_penalty_factor` (0.5) of its level reward. Levels -0.2 and 0 are never scaled.
-    """
+    """Eq. 5 plus the turn slack (`turn_slack`) for the K rollouts of one issue, in input order."""
     for i, r in enumerate(rollouts):
         if r.candidates_run > config.max_candidates:
             raise ValueError(f"rollout {i}: {r.candidates_run} candidate executions, more than the cap of "
                              f"{config.max_candidates} deduplicated candidates (Table 7c)")
     levels = [eq5_level(r, config) for r in rollouts]
     masked = [r.operational_errors > 0 for r in rollouts]
-    shortest: dict[TestLevel, int] = {}
-    for r, (level, _), m in zip(rollouts, levels, masked):
-        if level in POSITIVE_LEVELS and not m:
-            shortest[level] = min(shortest.get(level, r.turns), r.turns)
+    slack = turn_slack([lv for lv, _ in levels], [rw for _, rw in levels], [r.turns for r in rollouts], masked,
+                       config)
     out = []
-    for r, (level, level_reward), m in zip(rollouts, levels, masked):
+    for r, (level, level_reward), m, sl in zip(rollouts, levels, masked, slack):
         tpr, tnr, ba = balanced_accuracy(r.tp, r.fn, r.tn, r.fp)
-        ref = shortest.get(level) if level in POSITIVE_LEVELS else None
-        penalized = (not m) and ref is not None and r.turns - ref > config.turn_penalty_margin
-        final = level_reward * config.turn_penalty_factor if penalized else level_reward
         reason = None
         if m:
             reason = (f"candidate_operational_error: {r.operational_errors} of {r.candidates_run} candidate "
@@ -166,6 +190,6 @@ def group_test_rewards(rollouts: Sequence[TestRollout],
         b, g = int(r.base_clean_fail), int(r.gold_pass)
         out.append(TestRewardBreakdown(
             B=b, G=g, Q=b * g, BA=float(ba), TPR=float(tpr), TNR=float(tnr), turns=r.turns, level=level,
-            level_reward=level_reward, final=final, masked=m, mask_reason=reason, turn_penalized=penalized,
-            shortest_level_turns=ref))
+            level_reward=level_reward, final=sl.final, masked=m, mask_reason=reason, turn_penalized=sl.penalized,
+            shortest_level_turns=sl.reference))
     return out

@@ -345,26 +345,133 @@ def _returned_cache(out, cache):
     return cache
 
 
-class HFPolicy(ChatModel):
-    """A causal LM in this process, behind the `ChatModel` interface, recording every turn for RL.
+def stop_ids_for(tokenizer, generation_config=None) -> set[int]:
+    """End-of-turn token ids: the model's generation config's eos ids and the tokenizer's eos id."""
+    ids: set[int] = set()
+    for source in (getattr(generation_config, "eos_token_id", None), tokenizer.eos_token_id):
+        if isinstance(source, int):
+            ids.add(source)
+        elif source:
+            ids.update(int(x) for x in source)
+    if not ids:
+        raise ValueError("neither the model's generation config nor the tokenizer names an end-of-turn token")
+    return ids
 
-    sampling: temperature/top_p/top_k/max_tokens/seed (`None` = this backend's default: 1.0 / 1.0 / off /
-        up to the context window / a random seed). The private generator is seeded once from `sampling.seed`
-        and again by `begin_episode(seed)`, so a seeded episode is reproducible and a GRPO group differs.
+
+class LocalSampler:
+    """Token-in/token-out sampling from a causal LM in this process (batch 1, KV cache), returning the sampled
+    ids, the logprob of each under the tempered policy distribution, and the finish reason. Shared by `HFPolicy`
+    (the CPU training path) and the CPU token server of the verl adapter (`verl_adapter.CPUTokenServer`)."""
+
+    def __init__(self, model, stop_ids: set[int]):
+        self.model = model
+        self.stop_ids = set(stop_ids)
+        self._cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+    def generate(self, prompt_ids: list[int], max_new: int, *, temperature: float | None, top_p: float | None,
+                 top_k: int | None, generator, logits_processor: LogitsProcessor | None = None
+                 ) -> tuple[list[int], list[float], str]:
+        """Sample up to `max_new` tokens; (ids, logprobs, "stop" | "length")."""
+        import torch  # lazy: train/cpu-model extra
+
+        temperature = 1.0 if temperature is None else float(temperature)
+        top_p = 1.0 if top_p is None else float(top_p)
+        top_k = top_k if top_k is not None and top_k > 0 else None
+        device = next(self.model.parameters()).device
+        was_training = self.model.training
+        self.model.eval()
+        ids: list[int] = []
+        lps: list[float] = []
+        finish = "length"
+        try:
+            with torch.no_grad():
+                cache = self._new_cache()
+                out = self.model(input_ids=torch.tensor([prompt_ids], device=device), use_cache=True,
+                                 **{self._cache_kw: cache})
+                cache = _returned_cache(out, cache)
+                scale = temperature if temperature > 0 else 1.0
+                forced_rest = getattr(logits_processor, "forced_rest", None)
+                while len(ids) < max(0, max_new):
+                    logits = out.logits[0, -1].float()
+                    logp = torch.log_softmax(logits / scale, dim=-1)
+                    scores = logits_processor(list(ids), logits.clone()) if logits_processor else logits
+                    token = self._sample(scores, temperature, top_p, top_k, generator)
+                    ids.append(token)
+                    lps.append(float(logp[token]))
+                    if token in self.stop_ids:
+                        finish = "stop"
+                        break
+                    rest = list(forced_rest(list(ids)) or [])[: max_new - len(ids)] if forced_rest else []
+                    feed = [token, *rest]
+                    out = self.model(input_ids=torch.tensor([feed], device=device), use_cache=True,
+                                     **{self._cache_kw: cache})
+                    cache = _returned_cache(out, cache)
+                    if rest:
+                        # a fully determined (forced) continuation: one forward pass gives the logits every one
+                        # of its tokens is sampled from; same logprobs as token by token, up to float rounding
+                        rest_lp = torch.log_softmax(out.logits[0, :len(rest)].float() / scale, dim=-1)
+                        for j, t in enumerate(rest):
+                            ids.append(t)
+                            lps.append(float(rest_lp[j, t]))
+                            if t in self.stop_ids:
+                                finish = "stop"
+                                break
+                        if finish == "stop":
+                            break
+        finally:
+            self.model.train(was_training)
+        return ids, lps, finish
+
+    def _new_cache(self):
+        try:
+            from transformers import DynamicCache  # lazy: train/cpu-model extra
+
+            return DynamicCache(config=self.model.config)
+        except (ImportError, TypeError):
+            return None
+
+    @staticmethod
+    def _sample(scores, temperature: float, top_p: float, top_k: int | None, generator) -> int:
+        import torch  # lazy: train/cpu-model extra
+
+        if temperature <= 0:
+            return int(torch.argmax(scores))
+        scores = scores / temperature
+        if top_k is not None and top_k < scores.numel():
+            kth = torch.topk(scores, top_k).values[-1]
+            scores = scores.masked_fill(scores < kth, float("-inf"))
+        probs = torch.softmax(scores, dim=-1)
+        if top_p < 1.0:
+            sorted_p, order = torch.sort(probs, descending=True)
+            drop = torch.cumsum(sorted_p, 0) - sorted_p >= top_p   # keep the smallest prefix reaching top_p
+            sorted_p[drop] = 0.0
+            probs = torch.zeros_like(probs).scatter(0, order, sorted_p)
+        return int(torch.multinomial(probs.cpu(), 1, generator=generator))
+
+
+class TokenPolicy(ChatModel):
+    """A token-in/token-out chat model behind the `ChatModel` interface, recording every turn for RL.
+
+    Everything but the sampling itself: rendering with a prefix-preserving template, continuing one token
+    sequence across turns (sampled ids verbatim, never re-tokenized), the per-turn records and the
+    trajectory-level sample. Subclasses implement `_generate(prompt_ids, max_new) -> (ids, logprobs, finish)`:
+    `HFPolicy` samples from a model in this process; the verl adapter's `ServerPolicy` asks a rollout server
+    (vLLM/SGLang, or the CPU token server) through verl's `LLMServerClient.generate`.
+
+    sampling: temperature/top_p/top_k/max_tokens/seed (`None` = the backend's default: 1.0 / 1.0 / off /
+        up to the context window / a random seed); `begin_episode(seed)` reseeds, so a seeded episode is
+        reproducible and a GRPO group differs.
     logits_processor: optional constrained decoding, applied to the logits sampled from (never to the recorded
-        logprobs).
+        logprobs); only backends that sample in this process can honour it.
     Turn records accumulate until `begin_episode()`; `assemble_sample()` builds the trajectory-level sample.
     """
 
     tool_mode = "tools"
 
-    def __init__(self, model, tokenizer, *, sampling: SamplingConfig | None = None,
+    def __init__(self, tokenizer, *, stop_ids: set[int], sampling: SamplingConfig | None = None,
                  tools: list[dict[str, Any]] | None = None, chat_template: str | None = None,
                  context_window: int | None = None, logits_processor: LogitsProcessor | None = None,
-                 name: str | None = None):
-        import torch  # lazy: train/cpu-model extra
-
-        self.model = model
+                 name: str = "token-policy"):
         self.tokenizer = tokenizer
         self.sampling = sampling or SamplingConfig.rl_rollout()
         self.tools = tools if tools is not None else [BASH_TOOL]
@@ -373,19 +480,13 @@ class HFPolicy(ChatModel):
         else:
             self.template_source = "explicit"
         self.renderer = ChatRenderer(tokenizer, chat_template)
-        config = getattr(model, "config", None)
-        self.context_window = context_window or getattr(config, "max_position_embeddings", None)
+        self.context_window = context_window
         self.reply_tokens = self.sampling.max_tokens
         self.logits_processor = logits_processor
-        self.name = name or getattr(config, "_name_or_path", None) or type(model).__name__
-        self.stop_ids = self._stop_ids()
-        self._generator = torch.Generator(device="cpu")
-        if self.sampling.seed is not None:
-            self._generator.manual_seed(int(self.sampling.seed))
-        else:
-            self._generator.seed()
-        self._cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        self.name = name
+        self.stop_ids = set(stop_ids)
         self._episode = 0
+        self.episode_seed: int | None = self.sampling.seed
         self.turns: list[TurnRecord] = []
 
     # -- episodes --------------------------------------------------------------------------------
@@ -394,7 +495,11 @@ class HFPolicy(ChatModel):
         self.turns = []
         self._episode += 1
         if seed is not None:
-            self._generator.manual_seed(int(seed))
+            self.episode_seed = int(seed)
+            self._reseed(int(seed))
+
+    def _reseed(self, seed: int) -> None:
+        """Hook: a backend with its own random generator reseeds it here."""
 
     def assemble_sample(self, turns: list[TurnRecord] | None = None, *, strict_roundtrip: bool = False
                         ) -> TrajectorySample:
@@ -439,30 +544,16 @@ class HFPolicy(ChatModel):
         record.assistant_message = response.message
         return response
 
+    def _generate(self, prompt_ids: list[int], max_new: int) -> tuple[list[int], list[float], str]:
+        raise NotImplementedError
+
     def serialize(self) -> dict[str, Any]:
-        params = sum(p.numel() for p in self.model.parameters())
-        return {"backend": "hf-inprocess", "model": self.name, "architecture": type(self.model).__name__,
-                "parameters": params, "sampling": self.sampling.to_dict(), "tool_mode": self.tool_mode,
-                "chat_template_sha256": self.renderer.digest(), "chat_template_source": self.template_source,
-                "context_window": self.context_window, "device": str(self._device()),
+        return {"backend": type(self).__name__, "model": self.name, "sampling": self.sampling.to_dict(),
+                "tool_mode": self.tool_mode, "chat_template_sha256": self.renderer.digest(),
+                "chat_template_source": self.template_source, "context_window": self.context_window,
                 "logits_processor": None if self.logits_processor is None else repr(self.logits_processor)}
 
     # -- internals -----------------------------------------------------------------------------
-    def _device(self):
-        return next(self.model.parameters()).device
-
-    def _stop_ids(self) -> set[int]:
-        ids: set[int] = set()
-        gen = getattr(self.model, "generation_config", None)
-        for source in (getattr(gen, "eos_token_id", None), self.tokenizer.eos_token_id):
-            if isinstance(source, int):
-                ids.add(source)
-            elif source:
-                ids.update(int(x) for x in source)
-        if not ids:
-            raise ValueError("neither the model's generation config nor the tokenizer names an end-of-turn token")
-        return ids
-
     def _continues(self, prev: TurnRecord, messages: list[dict[str, Any]], tools) -> bool:
         """Does `messages` extend the conversation of `prev` by prev's own assistant message plus new ones?"""
         n = len(prev.messages)
@@ -489,63 +580,44 @@ class HFPolicy(ChatModel):
         env_ids = self.renderer.encode(_stop_stripped(closing, stop_text) + full[len(head):])
         return prev.prompt_ids + prev.completion_ids + env_ids, env_ids
 
+
+class HFPolicy(TokenPolicy):
+    """A causal LM in this process as a `TokenPolicy` (the CPU training path; see `TokenPolicy`).
+
+    The private generator is seeded once from `sampling.seed` and again by `begin_episode(seed)`. A logits
+    processor that also has `forced_rest(ids) -> list[int] | None` (the tokens it will force next, all
+    determined) has that continuation scored in one forward pass instead of token by token.
+    """
+
+    def __init__(self, model, tokenizer, *, sampling: SamplingConfig | None = None,
+                 tools: list[dict[str, Any]] | None = None, chat_template: str | None = None,
+                 context_window: int | None = None, logits_processor: LogitsProcessor | None = None,
+                 name: str | None = None):
+        import torch  # lazy: train/cpu-model extra
+
+        config = getattr(model, "config", None)
+        super().__init__(tokenizer, stop_ids=stop_ids_for(tokenizer, getattr(model, "generation_config", None)),
+                         sampling=sampling, tools=tools, chat_template=chat_template,
+                         context_window=context_window or getattr(config, "max_position_embeddings", None),
+                         logits_processor=logits_processor,
+                         name=name or getattr(config, "_name_or_path", None) or type(model).__name__)
+        self.model = model
+        self._sampler = LocalSampler(model, self.stop_ids)
+        self._generator = torch.Generator(device="cpu")
+        if self.sampling.seed is not None:
+            self._generator.manual_seed(int(self.sampling.seed))
+        else:
+            self._generator.seed()
+
+    def _reseed(self, seed: int) -> None:
+        self._generator.manual_seed(seed)
+
+    def serialize(self) -> dict[str, Any]:
+        params = sum(p.numel() for p in self.model.parameters())
+        return {**super().serialize(), "backend": "hf-inprocess", "architecture": type(self.model).__name__,
+                "parameters": params, "device": str(next(self.model.parameters()).device)}
+
     def _generate(self, prompt_ids: list[int], max_new: int) -> tuple[list[int], list[float], str]:
-        """Sample up to `max_new` tokens with a KV cache; (ids, logprobs, finish_reason)."""
-        import torch  # lazy: train/cpu-model extra
-
-        temperature = 1.0 if self.sampling.temperature is None else float(self.sampling.temperature)
-        top_p = 1.0 if self.sampling.top_p is None else float(self.sampling.top_p)
-        top_k = self.sampling.top_k if self.sampling.top_k is not None and self.sampling.top_k > 0 else None
-        device = self._device()
-        was_training = self.model.training
-        self.model.eval()
-        ids: list[int] = []
-        lps: list[float] = []
-        finish = "length"
-        try:
-            with torch.no_grad():
-                cache = self._new_cache()
-                out = self.model(input_ids=torch.tensor([prompt_ids], device=device), use_cache=True,
-                                 **{self._cache_kw: cache})
-                cache = _returned_cache(out, cache)
-                for _ in range(max(0, max_new)):
-                    logits = out.logits[0, -1].float()
-                    logp = torch.log_softmax(logits / (temperature if temperature > 0 else 1.0), dim=-1)
-                    scores = self.logits_processor(list(ids), logits.clone()) if self.logits_processor else logits
-                    token = self._sample(scores, temperature, top_p, top_k)
-                    ids.append(token)
-                    lps.append(float(logp[token]))
-                    if token in self.stop_ids:
-                        finish = "stop"
-                        break
-                    out = self.model(input_ids=torch.tensor([[token]], device=device), use_cache=True,
-                                     **{self._cache_kw: cache})
-                    cache = _returned_cache(out, cache)
-        finally:
-            self.model.train(was_training)
-        return ids, lps, finish
-
-    def _new_cache(self):
-        try:
-            from transformers import DynamicCache  # lazy: train/cpu-model extra
-
-            return DynamicCache(config=self.model.config)
-        except (ImportError, TypeError):
-            return None
-
-    def _sample(self, scores, temperature: float, top_p: float, top_k: int | None) -> int:
-        import torch  # lazy: train/cpu-model extra
-
-        if temperature <= 0:
-            return int(torch.argmax(scores))
-        scores = scores / temperature
-        if top_k is not None and top_k < scores.numel():
-            kth = torch.topk(scores, top_k).values[-1]
-            scores = scores.masked_fill(scores < kth, float("-inf"))
-        probs = torch.softmax(scores, dim=-1)
-        if top_p < 1.0:
-            sorted_p, order = torch.sort(probs, descending=True)
-            drop = torch.cumsum(sorted_p, 0) - sorted_p >= top_p   # keep the smallest prefix reaching top_p
-            sorted_p[drop] = 0.0
-            probs = torch.zeros_like(probs).scatter(0, order, sorted_p)
-        return int(torch.multinomial(probs.cpu(), 1, generator=self._generator))
+        s = self.sampling
+        return self._sampler.generate(prompt_ids, max_new, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k,
+                                      generator=self._generator, logits_processor=self.logits_processor)

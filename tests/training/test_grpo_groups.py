@@ -1,0 +1,151 @@
+"""Group plumbing of GRPO on episodes, without sandboxes: each agent's rule in `score_group`, the batch shape
+from the config, and the rollout runner's DAPO dynamic sampling (oversampling until `groups_per_step` groups
+with non-zero reward variance are kept, the cap and its fillers, zeroed loss masks for masked rollouts).
+
+The episodes here are *scripted outcomes* (`scripted_episode`, named as such: they return fixed reward inputs
+instead of running an agent) so that the sampler's decisions can be checked exactly; the real episodes are
+exercised in test_rl_real_episodes.py."""
+
+from __future__ import annotations
+
+import itertools
+from types import SimpleNamespace
+
+import pytest
+
+from execcritic.config import load_protocol
+from execcritic.rewards import RepairRollout, TestRollout, repair_reward
+from execcritic.training.episodes import EpisodeResult, aborted_result, score_group
+from execcritic.training.grpo import GroupRolloutRunner, batch_shape
+from execcritic.training.policy import TrajectorySample
+
+PAPER = load_protocol()
+
+
+def make_test_result(valid=True, B=1, G=1, tp=0, fn=0, tn=0, fp=0, errors=0, turns=3) -> EpisodeResult:
+    r = TestRollout(valid_submission=valid, base_clean_fail=bool(B) and valid, gold_pass=bool(G) and valid, tp=tp,
+                    fn=fn, tn=tn, fp=fp, operational_errors=errors, turns=turns)
+    return EpisodeResult(None, 0.0, errors > 0, None, {}, "test", r)
+
+
+def repair_result(**kw) -> EpisodeResult:
+    r = RepairRollout(**kw)
+    b = repair_reward(r)
+    return EpisodeResult(None, b.reward, b.masked, b, {}, "repair", r)
+
+
+def test_test_rule_turn_slack_and_masking():
+    group = [make_test_result(tp=1, tn=1, turns=2), make_test_result(tp=1, tn=1, turns=20), make_test_result(valid=False),
+             make_test_result(tp=1, tn=1, errors=1, turns=2)]
+    s = score_group("test", group, PAPER)
+    assert s.rewards == [1.0, 0.5, -0.2, 1.0]                  # the 20-turn rollout is halved (> 8 longer)
+    assert s.masked == [False, False, False, True]
+    mean = (1.0 + 0.5 - 0.2) / 3                                # the masked rollout is out of the mean
+    assert s.advantages.advantages == pytest.approx((1.0 - mean, 0.5 - mean, -0.2 - mean, 0.0))
+    assert s.advantages.advantages[3] == 0.0
+
+
+def test_repair_rule_masked_in_the_mean_then_zeroed():
+    group = [repair_result(patch_usable=True, selected_test="PASS", official_resolved=True, at_round0=True),
+             repair_result(patch_usable=True, selected_test="FAIL"),
+             repair_result(patch_usable=True, selected_test="INVALID", official_resolved=False)]
+    s = score_group("repair", group, PAPER)
+    assert s.rewards == [1.5, 0.1, 0.1] and s.masked == [False, False, True]
+    mean = (1.5 + 0.1 + 0.1) / 3
+    assert s.advantages.advantages == pytest.approx((1.5 - mean, 0.1 - mean, 0.0))
+
+
+def test_aborted_episodes_enter_no_statistic():
+    group = [repair_result(patch_usable=True, selected_test="FAIL"), aborted_result("repair", None, "SandboxError: x"),
+             repair_result(patch_usable=False)]
+    s = score_group("repair", group, PAPER)
+    assert s.advantages.advantages == pytest.approx((0.05, 0.0, -0.05)) and s.masked[1]
+
+
+def test_batch_shape_follows_the_config():
+    assert batch_shape("test", PAPER) == {"num_generations": 8, "per_device_train_batch_size": 32,
+                                          "steps_per_generation": 4}            # 128 rollouts, global batch 32
+    assert batch_shape("repair", PAPER)["steps_per_generation"] == 2             # global batch 64
+    cpu = load_protocol("cpu-train")
+    assert batch_shape("repair", cpu) == {"num_generations": 4, "per_device_train_batch_size": 4,
+                                          "steps_per_generation": 1}
+
+
+# --------------------------------------------------------------------------------------------------
+# dynamic sampling in the rollout runner
+# --------------------------------------------------------------------------------------------------
+
+def _trainer(model, tok, g, groups, step=0):
+    model.train()   # as inside Trainer.train(): the runner samples dynamically only in training mode
+    return SimpleNamespace(accelerator=SimpleNamespace(unwrap_model=lambda m: m, num_processes=1),
+                           model=model, processing_class=tok, num_generations=g, num_generations_eval=g,
+                           args=SimpleNamespace(generation_batch_size=g * groups), state=SimpleNamespace(global_step=step))
+
+
+def scripted_episode(outcomes):
+    """A scripted episode *outcome* table (a stand-in, named as such): per instance, a cycle of rewards;
+    `None` = masked. It returns a tiny sample so the runner's output can be checked."""
+    cycles = {k: itertools.cycle(v) for k, v in outcomes.items()}
+
+    def run(policy, row):
+        reward = next(cycles[row["instance_id"]])
+        masked = reward is None
+        r = RepairRollout(patch_usable=True, selected_test="INVALID" if masked else "FAIL", official_resolved=False)
+        b = repair_reward(r)
+        b = type(b)(**{**b.__dict__, "reward": b.reward if masked else reward})
+        sample = TrajectorySample(prompt_ids=[1, 2], completion_ids=[3, 4, 5], logprobs=[-1.0] * 3, env_mask=[1, 0, 1],
+                                  turns=1)
+        return EpisodeResult(sample, b.reward, masked, b, {"instance_id": row["instance_id"]}, "repair", r)
+    return run
+
+
+def _rows(*ids):
+    return [{"prompt": [{"role": "user", "content": i}], "instance_id": i} for i in ids]
+
+
+@pytest.mark.train
+def test_dynamic_sampling_replaces_zero_variance_groups(tiny_model):
+    model, tok = tiny_model
+    proto = load_protocol(values={"grpo.groups_per_step": 1, "grpo.rollouts_per_group": 2})
+    rows = _rows("flat", "varied")
+    runner = GroupRolloutRunner("repair", scripted_episode({"flat": [0.1], "varied": [0.0, 0.2]}), rows,
+                                protocol=proto)
+    out = runner([rows[0]["prompt"]] * 2, _trainer(model, tok, 2, 1))
+    # the requested group ("flat") had zero variance: replaced by draws until a varied group was kept
+    assert [g.row["instance_id"] for g in runner.last_groups] == ["varied"]
+    assert runner.step_stats["kept_groups"] == 1 and runner.step_stats["dropped_groups"] >= 1
+    assert runner.step_stats["dropped_reasons"]["all_equal_rewards"] >= 1
+    assert runner.last_advantages == pytest.approx([-0.1, 0.1]) and out["env_mask"] == [[1, 0, 1], [1, 0, 1]]
+
+
+@pytest.mark.train
+def test_dynamic_sampling_cap_fills_with_untrained_groups(tiny_model):
+    model, tok = tiny_model
+    proto = load_protocol(values={"grpo.groups_per_step": 2, "grpo.rollouts_per_group": 2,
+                                  "grpo.max_groups_offered": 3})
+    rows = _rows("flat", "masked", "varied")
+    episode = scripted_episode({"flat": [0.1], "masked": [None, 0.1], "varied": [0.0, 0.2]})
+    runner = GroupRolloutRunner("repair", episode, rows, protocol=proto)
+    prompts = [rows[0]["prompt"]] * 2 + [rows[1]["prompt"]] * 2
+    out = runner(prompts, _trainer(model, tok, 2, 2))
+    stats = runner.step_stats
+    assert stats["offered_groups"] == 3 and stats["kept_groups"] + stats["filler_groups"] == 2
+    fillers = [g for g in runner.last_groups if g.filler]
+    assert fillers and all(not g.kept for g in fillers)
+    n = len(runner.last_groups[0].results)
+    for k, g in enumerate(runner.last_groups):
+        for j, (m, adv) in enumerate(zip(g.score.masked, runner.last_advantages[k * n:(k + 1) * n])):
+            mask = out["env_mask"][k * n + j]
+            if g.filler or m:
+                assert adv == 0.0 and not any(mask)     # fillers and masked rollouts train nothing
+            else:
+                assert any(mask)
+
+
+def test_episode_result_unpacks_into_the_rollout_runner_contract():
+    """`trl_adapter.RolloutRunner` unpacks `(sample, reward_or_None, info)`; a masked rollout's reward is None."""
+    masked = repair_result(patch_usable=True, selected_test="INVALID", official_resolved=True)
+    sample, reward, info = masked
+    assert sample is None and reward is None and info["masked"] is True
+    kept = repair_result(patch_usable=True, selected_test="FAIL")
+    assert list(kept)[1] == pytest.approx(0.1)
