@@ -64,6 +64,7 @@ def make(sock, key, config, guard_factory, watched_modules):
     tampered = []
     depth = {}                # thread ident -> hook depth (events raised while the hook runs)
     guard = guard_factory(config, tamper=lambda what, detail: tamper(what, detail))
+    heard = frozenset(guard.EVENTS) | {"execcritic.reporter"}
 
     # ---- integrity of what the core's code depends on ---------------------------------------------------
     baseline = []
@@ -330,8 +331,9 @@ def make(sock, key, config, guard_factory, watched_modules):
 
     def dispatch(event, args, up=0):
         """The audit hook (`up`: extra frames between the caller and this function, when called directly)."""
-        if state["ended"]:
-            return                    # after the end record nothing is read; the interpreter is finalizing
+        if event not in heard or state["ended"]:
+            return                    # an event nobody here reads (most: builtins.id, import, marshal.loads);
+                                      # after the end record nothing is read: the interpreter is finalizing
         me = _ident()
         level = depth.get(me, 0)
         if level > 1:

@@ -12,11 +12,16 @@ The guard belongs to the core (core.py): only the core's closure holds it. It fi
   signal handlers;
 - a snapshot changes: the runner's modules and classes (names rebound, added or deleted), builtins, and the test
   modules (each name bound by an import statement of the test file must be what that import binds), compared
-  at every check point - which catches rebinding after import, including a patch installed late and restored
-  before the end.
+  before each test's call is recorded, after each test (pytest: its teardown) and at the end of the run -
+  which catches rebinding after import, including a patch installed late and restored before the end.
+
+What it costs is paid by every run, so it is kept to what a run needs: the hook returns at once on events it
+does not read, a function's provenance is computed once, and the reference compile compiles only the
+definitions a node names (`definitions_of`), not the whole test file through pytest's rewriter.
 """
 import ast
 import builtins
+import copy
 import functools
 import os
 import sys
@@ -35,14 +40,20 @@ _FRAME_HELPERS = {"currentframe", "stack", "trace", "getouterframes", "getinnerf
                   "_getframe", "get_stack", "_task_get_stack", "print_stack", "_task_print_stack"}
 
 
+# bound at boot: the reference compile of test files must not go through anything the checkout's code rebinds
+_parse, _compile, _copy, _deepcopy = ast.parse, compile, copy.copy, copy.deepcopy
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_BLOCKS = (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While) + \
+    ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
+
+
 def _ident(value):
-    """What a binding is, for snapshots: functions by identity and code, descriptors by what they wrap, classes
-    and modules by identity. (Never `getattr` on arbitrary objects here: a module's `__getattr__` is code.)"""
-    if isinstance(value, types.FunctionType):
-        return (id(value), id(value.__code__))
+    """What a binding is, for snapshots: descriptors by what they wrap, everything else by identity. A
+    function's code is not read here: replacing it fires `code_swap` from the audit hook the moment it
+    happens (and each read of `__code__` is itself an audit event: thousands per check). (Never `getattr` on
+    arbitrary objects here: a module's `__getattr__` is code.)"""
     if isinstance(value, (classmethod, staticmethod)):
-        inner = value.__func__
-        return (id(value), id(inner), id(getattr(inner, "__code__", None)))
+        return (id(value), id(value.__func__))
     if isinstance(value, property):
         return (id(value), id(value.fget), id(value.fset), id(value.fdel))
     if isinstance(value, functools.partial):
@@ -65,6 +76,11 @@ def _behaviour(value):
 
 
 class Guard:
+    # the audit events `audit` reads: the core's hook returns at once on every other (builtins.id alone is
+    # raised tens of thousands of times in a run, by the runner and by the guard's own snapshots)
+    EVENTS = frozenset({"object.__setattr__", "object.__getattr__", "sys._getframe", "exec", "compile", "open"}
+                       | _MEMORY_EVENTS | _INTROSPECTION_EVENTS | _TRACE_EVENTS)
+
     def __init__(self, config, tamper):
         self.tamper = tamper
         self.workdir = os.path.abspath(config.get("workdir", "/testbed")) + os.sep
@@ -77,7 +93,11 @@ class Guard:
         self.extra = {}            # label -> (mapping, {name: ident}) for test modules
         self.plugins = None        # (plugin manager, {hook: [impl ids]}, {plugin ids}) once collection is done
         self.reported = set()
-        self.compiled = {}
+        self.rels = {}             # absolute file name -> path in the checkout (None: outside)
+        self.functions = {}        # id(function) -> (function, the untrusted file it comes from or None)
+        self.classes_seen = None   # the same for classes, during one `watch` (a class can gain methods later)
+        self.compiled = {}         # (path, name, compiler) -> [code objects the file defines for `name`]
+        self.parsed = {}           # path -> (source, module AST)
         # the test files as they were when the interpreter started (before any code of the checkout ran)
         self.originals = {}
         for rel in config.get("test_files", ()):
@@ -94,8 +114,13 @@ class Guard:
 
     # ---- whose code is it ----------------------------------------------------------------------------------
     def _rel(self, path):
-        path = os.path.abspath(path)
-        return path[len(self.workdir):] if path.startswith(self.workdir) else None
+        rel = self.rels.get(path, self)
+        if rel is self:
+            full = os.path.abspath(path)
+            rel = full[len(self.workdir):] if full.startswith(self.workdir) else None
+            if path.startswith("/"):         # a relative name depends on the working directory at the time
+                self.rels[path] = rel
+        return rel
 
     def changed_file(self, path):
         if not path or path.startswith("<"):
@@ -271,30 +296,48 @@ class Guard:
         if isinstance(value, types.MethodType):
             return self._untrusted_callable(value.__func__, depth + 1)
         if isinstance(value, types.FunctionType):
+            known = self.functions.get(id(value))
+            if known is not None and known[0] is value:
+                return known[1]
             code = value.__code__
             if code.co_filename.startswith("<"):
                 return code.co_filename if self.runtime_untrusted(code) else None
             path = os.path.abspath(code.co_filename)
             if self.product_runner and path.startswith(self.workdir):
-                return None                # the runner is the product (pytest's own repository)
-            return None if self.trusted_file(path) else path
+                found = None               # the runner is the product (pytest's own repository)
+            else:
+                found = None if self.trusted_file(path) else path
+            # a file's function stays where it comes from (a code swap fires `code_swap` when it happens)
+            self.functions[id(value)] = (value, found)
+            return found
         if isinstance(value, type):
-            module = sys.modules.get(getattr(value, "__module__", "") or "")
-            path = getattr(module, "__file__", None) if module is not None else None
-            if path and not self.trusted_file(os.path.abspath(path)) and not (
-                    self.product_runner and os.path.abspath(path).startswith(self.workdir)):
-                return os.path.abspath(path)
-            for attr in list(vars(value).values()):
-                if isinstance(attr, (types.FunctionType, classmethod, staticmethod, property)):
-                    found = self._untrusted_callable(attr, depth + 1)
-                    if found:
-                        return found
-            return None
+            memo = self.classes_seen
+            known = memo.get(id(value)) if memo is not None else None
+            if known is not None and known[0] is value and known[2] <= depth:
+                return known[1]              # (a result from a shallower visit saw at least as much)
+            found = self._untrusted_class(value, depth)
+            if memo is not None:
+                memo[id(value)] = (value, found, depth)
+            return found
         if isinstance(value, (types.BuiltinFunctionType, types.ModuleType)):
             return None
         call = getattr(type(value), "__call__", None)
         if callable(value) and isinstance(call, types.FunctionType):
             return self._untrusted_callable(type(value), depth + 1)
+        return None
+
+    def _untrusted_class(self, value, depth):
+        """A class is untrusted when its module is a file the candidate changed, or one of its functions is."""
+        module = sys.modules.get(getattr(value, "__module__", "") or "")
+        path = getattr(module, "__file__", None) if module is not None else None
+        if path and not self.trusted_file(os.path.abspath(path)) and not (
+                self.product_runner and os.path.abspath(path).startswith(self.workdir)):
+            return os.path.abspath(path)
+        for attr in list(vars(value).values()):
+            if isinstance(attr, (types.FunctionType, classmethod, staticmethod, property)):
+                found = self._untrusted_callable(attr, depth + 1)
+                if found:
+                    return found
         return None
 
     def _provenance(self, where, ns, module):
@@ -321,6 +364,13 @@ class Guard:
     def watch(self, prefixes):
         """Snapshot every loaded module whose name starts with one of `prefixes`, and its classes; check
         provenance now."""
+        self.classes_seen = {}
+        try:
+            self._watch(prefixes)
+        finally:
+            self.classes_seen = None
+
+    def _watch(self, prefixes):
         for name, mod in sorted(sys.modules.items()):
             if mod is None or not isinstance(mod, types.ModuleType):
                 continue
@@ -443,24 +493,34 @@ class Guard:
     _report_once = report_once
 
     # ---- the test callable is the test the file defines --------------------------------------------------
-    def file_code(self, path, compiler=None):
-        """The module code of `path`, compiled here from the file (`compiler(source, path)` when the runner
-        compiles test files its own way, e.g. pytest's assertion rewriting). Cached per (path, compiler)."""
-        key = (path, compiler)
+    def expected_codes(self, path, name, compiler=None):
+        """The code objects a compile of file `path` gives its functions called `name` (`compiler(tree, source,
+        path)` when the runner compiles test files its own way: pytest's assertion rewriting). Only those
+        definitions are compiled (`definitions_of`): the whole file through pytest's rewriter costs more than a
+        short run (0.2 s for a file of 190 asserts). The file is the one read when the interpreter started,
+        parsed once, by functions bound before any code of the checkout ran."""
+        key = (path, name, compiler)
         if key not in self.compiled:
-            source = self.originals.get(os.path.abspath(path))
-            if source is None:
-                with open(path, "rb") as fh:
-                    source = fh.read()
-            self.compiled[key] = compiler(source, path) if compiler else compile(source, path, "exec",
-                                                                                   dont_inherit=True)
+            source, tree = self.parsed.get(path) or (None, None)
+            if tree is None:
+                source = self.originals.get(os.path.abspath(path))
+                if source is None:
+                    with open(path, "rb") as fh:
+                        source = fh.read()
+                tree = _parse(source, filename=path)
+                self.parsed[path] = (source, tree)
+            module = definitions_of(tree, name)
+            if module is None:                    # defined inside a function: the whole file, parsed afresh
+                module = _parse(source, filename=path)
+            code = compiler(module, source, path) if compiler else _compile(module, path, "exec", dont_inherit=True)
+            self.compiled[key] = codes_named(code, name)
         return self.compiled[key]
 
     def _same_handlers(self, code, path, name):
         """pytest as the product compiles its tests with its own (the candidate's) assertion rewriter, which the
         reference compile then shares. Rewriting asserts adds no exception handler; a rewriter that wraps test
         bodies in try/except does - compared with a plain compile of the same file."""
-        plain = codes_named(self.file_code(path), name)
+        plain = self.expected_codes(path, name)
         if plain and all(_handlers(code) != _handlers(p) for p in plain):
             return ("the assertion rewriter changed %s's exception handling (%d handlers, %d in a plain compile of "
                     "the file)" % (name, _handlers(code), _handlers(plain[0])))
@@ -470,8 +530,8 @@ class Guard:
         """None if calling `fn` runs the test `name` of file `path` as written; else why not. Wrappers
         (decorators such as mock.patch) are followed through `__wrapped__` when their own code is trusted."""
         try:
-            expected = codes_named(self.file_code(path, compiler), name)
-        except (OSError, SyntaxError, ValueError) as exc:
+            expected = self.expected_codes(path, name, compiler)
+        except (OSError, SyntaxError, ValueError, TypeError) as exc:
             return "cannot compile %s to check %s: %r" % (path, name, exc)
         if not expected:
             return "%s defines no function %s" % (path, name)
@@ -606,6 +666,75 @@ def _resolve(module, attr):
     if attr in ns:
         return ns[attr]
     return sys.modules.get(module + "." + attr)
+
+
+def definitions_of(tree, name):
+    """A module holding only the file's definitions called `name` - at top level, in classes (as shells that
+    keep the class's scope: `super()`'s cell), or under if/try/with/loop blocks (lifted: a block makes no
+    scope) - after the file's docstring and `__future__` imports (which decide code flags and whether pytest
+    rewrites at all), with the module's import statements (which decide how 3.11+ compiles calls on imported
+    names). Each definition keeps its position, decorators and defaults, so its code object equals the one a
+    compile of the whole file gives. None when a definition of that name sits inside a function (a class
+    a factory builds): only the whole file's compile has it. Nothing here runs: the module is only compiled."""
+    def pick(stmts, in_class):
+        out = []
+        for stmt in stmts:
+            if isinstance(stmt, _DEFS):
+                if stmt.name == name:
+                    out.append(_deepcopy(stmt))
+                elif _defines(stmt.body, name):
+                    raise LookupError(name)
+            elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                if not in_class and getattr(stmt, "module", None) != "__future__":
+                    out.append(_deepcopy(stmt))   # 3.11+: a name the module imports is called without LOAD_METHOD
+            elif isinstance(stmt, ast.ClassDef):
+                inner = pick(stmt.body, True)
+                if any(isinstance(s, (_DEFS, ast.ClassDef)) for s in inner):
+                    shell = _copy(stmt)
+                    shell.body, shell.bases, shell.keywords, shell.decorator_list = inner, [], [], []
+                    out.append(shell)
+            elif isinstance(stmt, _BLOCKS):
+                for part in _bodies(stmt):
+                    out += pick(part, in_class)
+            elif _defines([stmt], name):          # any other compound statement (match)
+                raise LookupError(name)
+        return out
+
+    head = []
+    for i, stmt in enumerate(tree.body):
+        value = getattr(stmt, "value", None) if isinstance(stmt, ast.Expr) else None
+        docstring = i == 0 and isinstance(getattr(value, "value", getattr(value, "s", None)), str)  # 3.7-: ast.Str
+        if docstring or (isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__" and not stmt.level):
+            head.append(_deepcopy(stmt))
+        else:
+            break
+    try:
+        body = pick(tree.body, False)
+    except LookupError:
+        return None
+    return ast.Module(body=head + body, type_ignores=[])
+
+
+def _bodies(stmt):
+    """The statement lists directly inside a compound statement."""
+    for field in ("body", "orelse", "finalbody"):
+        part = getattr(stmt, field, None)
+        if isinstance(part, list):
+            yield part
+    for clause in (getattr(stmt, "handlers", None) or []) + (getattr(stmt, "cases", None) or []):
+        yield clause.body
+
+
+def _defines(stmts, name):
+    """Does a definition called `name` occur anywhere in these statements (nested statements included)?"""
+    stack = list(stmts)
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, (_DEFS, ast.ClassDef)) and stmt.name == name and not isinstance(stmt, ast.ClassDef):
+            return True
+        for part in _bodies(stmt):
+            stack.extend(part)
+    return False
 
 
 def codes_named(module_code, name):

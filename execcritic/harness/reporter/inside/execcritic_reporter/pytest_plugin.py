@@ -20,7 +20,8 @@ import pytest
 
 EVENT = "execcritic.reporter"
 _OUTER = {}
-_WATCH = ("pytest", "_pytest", "pluggy", "py", "execcritic_reporter", "unittest")
+_WATCH = ("pytest", "_pytest", "pluggy", "py", "execcritic_reporter", "unittest",
+          "ast")                      # the assertion rewriter builds test code with it
 _CRITICAL_HOOKS = ("pytest_runtest_protocol", "pytest_runtest_setup", "pytest_runtest_call",
                    "pytest_runtest_teardown", "pytest_runtest_makereport", "pytest_runtest_logreport",
                    "pytest_pyfunc_call", "pytest_report_teststatus", "pytest_terminal_summary",
@@ -90,7 +91,6 @@ def pytest_runtest_setup(item):
     if not _ours(item.config):
         yield
         return
-    "\0audit"(EVENT, "check", "setup " + item.nodeid)
     result = yield
     outcome, exc = _phase_outcome(result.excinfo)
     "\0audit"(EVENT, "node", item.nodeid, "setup", outcome, exc, None)
@@ -149,14 +149,16 @@ def _rewrite_compiler(item):
         return cached
     from _pytest.assertion import rewrite
 
-    def compiler(source, path):
-        import ast
-
-        tree = ast.parse(source, filename=path)
+    def compiler(tree, source, path):
         try:
             rewrite.rewrite_asserts(tree, source, path, config)
         except TypeError:                       # pytest < 5.4: rewrite_asserts(mod, module_path, config)
-            rewrite.rewrite_asserts(tree, path, config)
+            try:                                # (a py.path there, as pytest passes it: its warnings read it)
+                import py
+                module_path = py.path.local(path)
+            except ImportError:
+                module_path = path
+            rewrite.rewrite_asserts(tree, module_path, config)
         return compile(tree, path, "exec", dont_inherit=True)
 
     _OUTER[key] = compiler
@@ -224,7 +226,6 @@ def pytest_runtest_call(item):
     outcome, exc = _phase_outcome(result.excinfo)
     # items without a test function (doctests): the hook's outcome; otherwise "not run" if the proxy was bypassed
     "\0audit"(EVENT, "not_called", node, exc, outcome, restore is not None)
-    "\0audit"(EVENT, "check", "after call " + node)
 
 
 def _set_obj(item, value):

@@ -139,7 +139,6 @@ def _run(runner, original, test, result):
     if module is not None and module.__name__ not in _STATE["modules"]:
         _STATE["modules"].add(module.__name__)
         "\0audit"(EVENT, "watch_mapping", "test module %s" % module.__name__, vars(module))
-    "\0audit"(EVENT, "check", "run " + node)
     remove = None
     try:
         remove = instrument(test, node, {"desc": desc})
