@@ -6,7 +6,7 @@ interrupted run resumes where it stopped; summary.json (with the manifest) lists
 the expectation. The local path is the one these tasks use: our runner, the row's log parser and
 swebench's `get_eval_report`.
 
-  python experiments/official_checks.py [--workers 2] [--instance ID ...] [--out results/official_checks]
+  python experiments/official_checks.py [--workers 2] [--instance ID ...] [--patch gold ...] [--out DIR]
 """
 
 from __future__ import annotations
@@ -62,13 +62,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dataset", default="verified-sdist")
     ap.add_argument("--instance", action="append", default=[])
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--patch", action="append", choices=sorted(EXPECTED), default=[],
+                    help="only these patch kinds (repeatable; default: all three)")
     ap.add_argument("--out", default="results/official_checks")
     args = ap.parse_args(argv)
     ts = load_tasks(args.dataset)
     tasks = [t for t in ts if not args.instance or t.instance_id in args.instance]
     out = Path(args.out)
     store = RecordStore(out / "checks.jsonl")
-    units = [Unit(unit_key(t.instance_id, kind), (t, kind)) for t in tasks for kind in EXPECTED]
+    kinds = [k for k in EXPECTED if not args.patch or k in args.patch]
+    units = [Unit(unit_key(t.instance_id, kind), (t, kind)) for t in tasks for kind in kinds]
     run = run_units(units, check_unit, store=store, workers=args.workers, label="official checks",
                     count=lambda r: {"as_expected": r["as_expected"]})
     wanted = {u.key for u in units}

@@ -5,6 +5,7 @@ official test patch; node: the two F2P nodes. Variants, interleaved per round (w
   bare           the bundle's command in a host checkout that already has the test patch applied
   execute-local  execute(task, bundle, sandbox=LocalSandbox)    (reset + apply + run + parse, bwrap)
   execute-docker execute(task, bundle, sandbox=DockerSandbox)   (same, in a container; private dockerd)
+  sandbox-local  the bare command inside the local sandbox, no reset/apply/reporter (isolation's own cost)
 Reports medians, ratios of medians and paired ratios, the phase split, and PYTHONDONTWRITEBYTECODE. The
 sandboxes run with the harness-owned reporter on (every pytest execution does) and with the Base compiled
 once when the sandbox is prepared (checked-hash pycs restored by every reset), as task environments are.
@@ -50,7 +51,11 @@ def main() -> None:
     bare_cmd = bundle.command_line
 
     variants = {"bare": lambda: subprocess.run(bare_cmd, check=False, shell=True, cwd=bare_dir, env=env, capture_output=True),
-                "execute-local": lambda: execute(demo.task, bundle, sandbox=local)}
+                "execute-local": lambda: execute(demo.task, bundle, sandbox=local),
+                # isolation alone: the same command in the same sandbox, tree as the last execute left it
+                # (test patch applied, pytest's cache of the rewritten test module kept) - no reset, apply,
+                # reporter or parse: what bwrap, the cgroups and output capture cost
+                "sandbox-local": lambda: local.run(bare_cmd, timeout=300)}
     docker = dockerd = None
     if not args.no_docker:
         from execcritic.sandbox.docker import DockerSandbox
@@ -64,6 +69,7 @@ def main() -> None:
                                warm_bytecode=True)
         variants["execute-docker"] = lambda: execute(demo.task, bundle, sandbox=docker)
 
+    load_start = os.getloadavg()
     times: dict[str, list[float]] = {k: [] for k in variants}
     phases: dict[str, list[dict]] = {k: [] for k in variants}
     for r in range(args.rounds + 1):
@@ -76,6 +82,8 @@ def main() -> None:
             if hasattr(out, "valid"):
                 assert out.valid and out.verdict.value == "FAIL", out.diagnostic
                 assert out.extra.get("reporter", {}).get("ended"), out.extra.get("reporter")
+            elif hasattr(out, "exit_code"):             # the F2P tests fail on Base: pytest exits 1
+                assert out.exit_code == 1, out.output[-2000:]
             if r > 0:  # round 0 is the warm-up
                 times[name].append(dt)
                 if hasattr(out, "phases"):
@@ -83,7 +91,7 @@ def main() -> None:
     med = {k: statistics.median(v) for k, v in times.items()}
     report = {"rounds": args.rounds, "task": demo.task.instance_id, "command": bare_cmd,
               "PYTHONDONTWRITEBYTECODE_parent": os.environ.get("PYTHONDONTWRITEBYTECODE"),
-              "PYTHONDONTWRITEBYTECODE_children": "unset (bare env, bwrap and docker children)", "loadavg": os.getloadavg(), "variants": {}}
+              "PYTHONDONTWRITEBYTECODE_children": "unset (bare env, bwrap and docker children)", "loadavg_start": load_start, "loadavg": os.getloadavg(), "variants": {}}
     for k, v in times.items():
         paired = [a / b for a, b in zip(v, times["bare"])]
         split = {p: round(statistics.median(d.get(p, 0.0) for d in phases[k]), 3) for p in ("reset", "apply", "run",
