@@ -446,7 +446,7 @@ class Guard:
             if mod is None or id(mod) != mid:
                 out += self._once(("module", name), "runner_tampered", "sys.modules[%r] was replaced" % name)
                 continue
-            out += self._diff("runner_tampered", name, vars(mod), ns)
+            out += self._diff("runner_tampered", name, vars(mod), ns, module=True)
         for (mod, qual), (cls, attrs) in self.classes.items():
             out += self._diff("runner_tampered", "%s.%s" % (mod, qual), vars(cls), attrs)
         for label, (mapping, ns) in self.extra.items():
@@ -463,7 +463,11 @@ class Guard:
         self.check_trace_functions()
         return out
 
-    def _diff(self, what, where, ns, snap):
+    def _diff(self, what, where, ns, snap, module=False):
+        """Changes of namespace `ns` since `snap`. In a module (not a class: a name added there can shadow an
+        inherited one), a name the runner's own code adds is no change (pytest < 5's tmpdir plugin sets
+        `pytest.ensuretemp` at configure): not a dunder, not a builtin's name (a module global shadows the
+        builtin), and nothing in it from the candidate's files; it joins the snapshot."""
         before, keys = snap
         out = []
         for k, ident in before.items():
@@ -477,6 +481,11 @@ class Guard:
                 if k not in keys and not _volatile(where, k):
                     value = ns.get(k)
                     if _behaviour(value) and not isinstance(value, types.ModuleType):
+                        if module and not (k.startswith("__") and k.endswith("__")) and k not in self.builtins \
+                                and self._untrusted_callable(value) is None:
+                            before[k] = _ident(value)
+                            keys.add(k)
+                            continue
                         out += self._once((where, k, "add"), what, "%s.%s was added (%s)" % (where, k, _name(value)))
         return out
 
