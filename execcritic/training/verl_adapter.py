@@ -27,7 +27,8 @@ sample is the same trajectory-level sample the TRL path trains on.
 
 Protocol: the loops and estimators read `ProtocolConfig` from `$EXECCRITIC_PROTOCOL` (a profile name or YAML
 file; unset = the paper's), so one file decides the episode budgets and the reward numbers in every Ray
-process. Sandbox backend: `$EXECCRITIC_SANDBOX_BACKEND` (unset = the task environment's default).
+process. Sandbox backend: `$EXECCRITIC_SANDBOX_BACKEND` (unset = the task environment's default); Repair's
+official evaluations: `$EXECCRITIC_REPAIR_OFFICIAL` (`needed`, default, or `always`).
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ from execcritic.training.policy import LocalSampler, TokenPolicy, TrajectorySamp
 from execcritic.training.verl_config import ADV_ESTIMATOR_NAMES, AGENT_LOOP_NAMES, PROTOCOL_ENV
 
 BACKEND_ENV = "EXECCRITIC_SANDBOX_BACKEND"
+# Repair: run the official evaluation on every usable terminal patch ("always": the resolved rate of rollouts
+# is known too) or only where Eq. 6 depends on it ("needed", default: the same rewards, fewer official runs)
+OFFICIAL_ENV = "EXECCRITIC_REPAIR_OFFICIAL"
 # reward_extra_info keys (verl copies them into the batch; the replay buffer reads them per trajectory)
 REWARD_KEY, MASKED_KEY, TURNS_KEY = "execcritic_reward", "execcritic_masked", "execcritic_turns"
 
@@ -278,7 +282,7 @@ class _EpisodeLoop(AgentLoopBase):
         backend = os.environ.get(BACKEND_ENV) or None
         if self.role == "test":
             return TestEpisode(protocol, backend)
-        return RepairEpisode(protocol, backend)
+        return RepairEpisode(protocol, backend, official=os.environ.get(OFFICIAL_ENV) or "needed")
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         protocol = protocol_from_env()

@@ -368,6 +368,27 @@ def load_verl_yaml(path: str | Path, *, reference: Path | None = None) -> dict[s
     return overrides
 
 
+def composed_config(role: str, protocol: ProtocolConfig = PAPER, *, overrides: dict[str, Any] | None = None,
+                    runtime: EngineRuntime | None = None):
+    """verl's full trainer config (an OmegaConf DictConfig) for one recipe: verl's composed Megatron trainer
+    config from the installed wheel, our launch overrides, then `overrides` (dotted keys, e.g. a local model
+    path). What `main_ppo` would see, for building verl components outside Hydra (tests, the GPU check)."""
+    from omegaconf import OmegaConf  # lazy: verl extra
+
+    ours = verl_config(role, protocol, runtime)
+    extra = {}
+    for key, value in (overrides or {}).items():
+        node = extra
+        *head, last = key.split(".")
+        for part in head:
+            node = node.setdefault(part, {})
+        node[last] = value
+    reference = verl_reference_config()
+    validate_verl_overrides(ours, where=f"verl_config({role!r})", reference=reference)
+    validate_verl_overrides(extra, where="overrides", reference=reference)
+    return OmegaConf.merge(OmegaConf.load(reference), OmegaConf.create(ours), OmegaConf.create(extra))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Generate or check the verl launch configs (Tables 7-8).")
     ap.add_argument("--write", action="store_true", help="rewrite execcritic/training/verl_configs/*.yaml")
@@ -388,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["ADV_ESTIMATOR_NAMES", "AGENT_LOOP_NAMES", "CONFIG_DIR", "EngineRuntime", "PROMPT_BUDGET_TOKENS",
+__all__ = ["ADV_ESTIMATOR_NAMES", "AGENT_LOOP_NAMES", "CONFIG_DIR", "EngineRuntime", "composed_config", "PROMPT_BUDGET_TOKENS",
            "PROTOCOL_ENV", "RUNTIME", "agent_loops_yaml", "config_file", "context_tokens", "load_verl_yaml",
            "render_yaml", "turn_tokens", "validate_verl_overrides", "verl_config", "verl_keys", "write_configs"]
 
