@@ -93,6 +93,23 @@ def test_committed_launch_files_equal_the_derivation_and_mirror_tables_7_8():
     assert r["engine_kwargs"]["sglang"]["enable_dp_attention"] is True
 
 
+def test_launch_files_compose_with_verls_hydra_config_and_pass_its_dataclasses():
+    """What `python -m verl.trainer.main_ppo --config-path ... --config-name test_rl` composes: verl's own config
+    groups (not the flattened reference) plus ours, then verl's dataclass checks of each section."""
+    from hydra import compose, initialize_config_dir
+    from verl.utils.config import omega_conf_to_dataclass
+
+    for role in vc.ROLES:
+        with initialize_config_dir(config_dir=str(vc.CONFIG_DIR), version_base=None):
+            cfg = compose(config_name=vc.config_file(role).stem, overrides=["actor_rollout_ref.model.path=/unused"])
+        assert cfg.algorithm.adv_estimator == vc.ADV_ESTIMATOR_NAMES[role]
+        assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == vc.AGENT_LOOP_NAMES[role]
+        assert list(cfg.actor_rollout_ref.actor.optim.betas) == [0.9, 0.98]
+        for section in (cfg.algorithm, cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.actor.optim,
+                        cfg.actor_rollout_ref.rollout):
+            omega_conf_to_dataclass(section)
+
+
 def test_launch_file_validation_names_the_file_and_the_key(tmp_path):
     good = yaml.safe_load(vc.config_file("repair").read_text())
 
