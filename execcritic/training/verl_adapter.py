@@ -34,7 +34,10 @@ official evaluations: `$EXECCRITIC_REPAIR_OFFICIAL` (`needed`, default, or `alwa
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 import os
+import threading
 import time
 import uuid
 from collections import Counter
@@ -97,20 +100,42 @@ def verl_record(role: str, row: dict[str, Any], task_set: str) -> dict[str, Any]
             "agent_name": AGENT_LOOP_NAMES[role], "extra_info": extra}
 
 
-def row_from_record(role: str, extra_info: dict[str, Any], protocol: ProtocolConfig) -> dict[str, Any]:
-    """The episode row back from a dataset record's `extra_info` (the task reloaded from its task set)."""
+def write_verl_dataset(records: Sequence[dict[str, Any]], path: str | os.PathLike) -> str:
+    """Write `verl_record` rows as the parquet file verl's `RLHFDataset` reads (`data.train_files`); each row's
+    `extra_info.index` is its position (verl uses it to group traces)."""
+    import pandas as pd  # lazy: only for writing datasets
+
+    if not records:
+        raise InputError("no rows to write", file=str(path))
+    rows = [{**r, "extra_info": {**r["extra_info"], "index": i}} for i, r in enumerate(records)]
+    roles = {r["extra_info"]["role"] for r in rows}
+    if len(roles) != 1:
+        raise InputError(f"one role per dataset file (the launch file picks one loop), got {sorted(roles)}",
+                         file=str(path), field="extra_info.role")
+    pd.DataFrame(rows).to_parquet(path, index=False)
+    return str(path)
+
+
+@functools.lru_cache(maxsize=1024)
+def _task(task_set: str, instance_id: str):
+    """One task of a task set, loaded once per process (every rollout of a group asks for it)."""
     from execcritic.tasks.load import load_tasks  # lazy: task sets import the sdist machinery
 
+    tasks = load_tasks(task_set, instance_ids=[instance_id]).tasks
+    return tasks[0] if len(tasks) == 1 else None
+
+
+def row_from_record(role: str, extra_info: dict[str, Any], protocol: ProtocolConfig) -> dict[str, Any]:
+    """The episode row back from a dataset record's `extra_info` (the task reloaded from its task set)."""
     where = f"extra_info of a verl {role} row"
     for key in ("task_set", "instance_id"):
         if not extra_info.get(key):
             raise InputError(f"missing {key!r}", file=where, field=f"extra_info.{key}")
     iid = str(extra_info["instance_id"])
-    tasks = load_tasks(str(extra_info["task_set"]), instance_ids=[iid]).tasks
-    if len(tasks) != 1:
+    task = _task(str(extra_info["task_set"]), iid)
+    if task is None:
         raise InputError(f"task set {extra_info['task_set']!r} has no instance {iid!r}", file=where,
                          field="extra_info.instance_id")
-    task = tasks[0]
     if role == "test":
         cands = []
         for i, c in enumerate(extra_info.get("candidates") or ()):
@@ -190,9 +215,11 @@ class CPUTokenServer:
     servers (`prompt_ids`, `sampling_params` -> `TokenOutput`), sampling with `policy.LocalSampler`. For CPU
     tests and the GPU check's dry run; wrap it with `ray.remote` to serve verl's `LLMServerClient`.
 
-    `processor_factory(request_index) -> (name, logits_processor)`: optional constrained decoding per episode
-    (request ids are sticky per episode); the tests use it as a scripted token policy, named as such - the
-    model still runs and its logprobs are recorded. The name comes back in `TokenOutput.extra_fields`."""
+    `processor_factory(request_index) -> (name, logits_processor)`: optional constrained decoding per episode,
+    keyed by request id; the tests use it as a scripted token policy, named as such - the model still runs and
+    its logprobs are recorded. The name comes back in `TokenOutput.extra_fields`. verl's `LLMServerClient`
+    replaces the request id by a fresh one on every turn unless `rollout.full_determinism` is set, so a scripted
+    run sets it (the agent loops then use verl's deterministic per-sample ids)."""
 
     def __init__(self, model_path: str, *, processor_factory: Callable[[int], tuple[str, Any]] | None = None,
                  seed: int = 0, threads: int = 1):
@@ -227,8 +254,9 @@ class CPUTokenServer:
         return TokenOutput(token_ids=ids, log_probs=lps if p.get("logprobs") else None, stop_reason="completed",
                            extra_fields=extra)
 
-    def served(self) -> int:
-        return self.calls
+    def served(self) -> dict[str, int]:
+        """Turns answered and distinct request ids (episodes, when ids are sticky) seen so far."""
+        return {"turns": self.calls, "requests": len(self.requests)}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -273,16 +301,28 @@ def _placeholder(policy: TokenPolicy, row: dict[str, Any]) -> TrajectorySample:
     return RolloutRunner._placeholder(policy, row)
 
 
+# a turn the rollout server has not answered in this long is an operational failure (the episode is masked)
+TURN_TIMEOUT_S = 1800.0
+_EPISODES: dict[tuple, Any] = {}
+_EPISODES_LOCK = threading.Lock()
+
+
 class _EpisodeLoop(AgentLoopBase):
     """One real episode per `run` (see module docstring)."""
 
     role = ""
 
     def _episode(self, protocol: ProtocolConfig):
+        """The episode object, one per process and setting: the Repair episode caches each instance's frozen
+        Oracle F2P bundle, so every rollout of a group reuses it."""
         backend = os.environ.get(BACKEND_ENV) or None
-        if self.role == "test":
-            return TestEpisode(protocol, backend)
-        return RepairEpisode(protocol, backend, official=os.environ.get(OFFICIAL_ENV) or "needed")
+        official = os.environ.get(OFFICIAL_ENV) or "needed"
+        key = (self.role, protocol.digest(), backend, official)
+        with _EPISODES_LOCK:
+            if key not in _EPISODES:
+                _EPISODES[key] = (TestEpisode(protocol, backend) if self.role == "test"
+                                  else RepairEpisode(protocol, backend, official=official))
+            return _EPISODES[key]
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         protocol = protocol_from_env()
@@ -292,19 +332,31 @@ class _EpisodeLoop(AgentLoopBase):
                              field="extra_info")
         row = await asyncio.to_thread(row_from_record, self.role, extra_info, protocol)
         loop = asyncio.get_running_loop()
-        request_id = uuid.uuid4().hex   # sticky: every turn of this episode goes to one server (prefix cache)
+        # sticky: every turn of this episode goes to one server (prefix cache). Under rollout.full_determinism the
+        # id is the sample's priority, as verl's own loops make it (and verl then passes it on to the server)
+        priority = kwargs.get("priority")
+        if getattr(self.rollout_config, "full_determinism", False) and priority is not None:
+            request_id = f"det-{int(priority)}"
+        else:
+            request_id = uuid.uuid4().hex
 
         def generate(prompt_ids: list[int], params: dict[str, Any]) -> TokenOutput:
             fut = asyncio.run_coroutine_threadsafe(
                 self.server_manager.generate(request_id, prompt_ids=prompt_ids, sampling_params=params), loop)
-            return fut.result()
+            try:
+                return fut.result(timeout=TURN_TIMEOUT_S)
+            except TimeoutError as exc:
+                fut.cancel()
+                raise ModelError(f"the rollout server did not answer within {TURN_TIMEOUT_S:.0f} s") from exc
+            except Exception as exc:  # noqa: BLE001 - a server/Ray failure is operational: mask, never score
+                raise ModelError(f"the rollout server failed: {type(exc).__name__}: {str(exc)[:500]}") from exc
 
         rc = self.rollout_config
         budget = protocol.test_agent.max_output_tokens if self.role == "test" else protocol.repair_rl.max_response_tokens
         policy = ServerPolicy(self.tokenizer, generate, sampling_params=sampling_params,
                               prompt_length=int(rc.prompt_length), response_length=int(rc.response_length),
                               sampling=SamplingConfig.rl_rollout(protocol, max_tokens=budget))
-        seed = int.from_bytes(uuid.UUID(request_id).bytes[:4], "little")
+        seed = int.from_bytes(hashlib.sha256(f"{rc.get('seed', 0)}/{request_id}".encode()).digest()[:4], "little")
         started = time.monotonic()
         result = await asyncio.to_thread(run_episode, self.role, self._episode(protocol), policy, row, seed)
         if policy.server_fields:
@@ -459,4 +511,5 @@ __all__ = [
     "score_verl_group",
     "test_agent_advantages",
     "verl_record",
+    "write_verl_dataset",
 ]

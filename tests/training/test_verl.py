@@ -247,6 +247,38 @@ def test_dapo_keeps_groups_whose_unmasked_rewards_vary():
         va.group_drops("test", {"g": [{va.REWARD_KEY: 1.0, va.MASKED_KEY: 0.0}]})
 
 
+def test_dataset_rows_round_trip_through_verls_rlhfdataset(sympy_task, tiny_model_dir, tmp_path):
+    """Rows written by `write_verl_dataset` come out of verl's RLHFDataset + collate as the kwargs our loops
+    rebuild the episode row from (task reloaded, labeled pool inline); a malformed candidate names its field."""
+    from transformers import AutoTokenizer
+    from verl.protocol import DataProto
+    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+
+    import execcritic.training.verl_adapter as va
+    from execcritic.harness.gate import LabeledPatch
+    from execcritic.training.episodes import test_row
+
+    pool = [LabeledPatch(sympy_task.patch, True, "gold"), LabeledPatch("diff --git a/x b/x\n", False, "mutant:x")]
+    path = va.write_verl_dataset([va.verl_record("test", test_row(sympy_task, pool), "verified-sdist")],
+                                 tmp_path / "test_train.parquet")
+    cfg = vc.composed_config("test", overrides={"actor_rollout_ref.model.path": str(tiny_model_dir)})
+    item = RLHFDataset([path], AutoTokenizer.from_pretrained(str(tiny_model_dir)), cfg.data)[0]
+    batch = DataProto.from_single_dict(collate_fn([item])).repeat(repeat_times=2, interleave=True)
+    kwargs = {k: v[1] for k, v in batch.non_tensor_batch.items()}
+    assert kwargs["agent_name"] == "execcritic_test" and kwargs["raw_prompt"] == test_row(sympy_task, pool)["prompt"]
+    row = va.row_from_record("test", kwargs["extra_info"], PAPER)
+    assert row["task"].instance_id == sympy_task.instance_id and row["task"].patch == sympy_task.patch
+    assert list(row["candidates"]) == pool
+    bad = {**kwargs["extra_info"], "candidates": [{"patch": "x", "resolved": "yes"}]}
+    with pytest.raises(InputError) as err:
+        va.row_from_record("test", bad, PAPER)
+    assert err.value.field == "extra_info.candidates[0]"
+    with pytest.raises(InputError, match="one role per dataset file"):
+        va.write_verl_dataset([va.verl_record("test", row, "verified-sdist"),
+                               va.verl_record("repair", {**row, "feedback_node": "n"}, "verified-sdist")],
+                              tmp_path / "mixed.parquet")
+
+
 # --------------------------------------------------------------------------------------------------
 # one CPU data path on a local Ray cluster
 # --------------------------------------------------------------------------------------------------
@@ -269,6 +301,7 @@ def test_real_repair_episodes_through_verls_agent_loop_worker_on_local_ray(tiny_
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
     from verl.protocol import DataProto
     from verl.trainer.ppo.ray_trainer import compute_advantage
+    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
     from verl.workers.rollout.llm_server import LLMServerClient
     from verl.workers.rollout.router import GlobalRequestLoadBalancer
 
@@ -299,6 +332,8 @@ def test_real_repair_episodes_through_verls_agent_loop_worker_on_local_ray(tiny_
         "actor_rollout_ref.rollout.name": "vllm",           # names the client's server flavour; no vLLM runs here
         "actor_rollout_ref.rollout.prompt_length": 4096, "actor_rollout_ref.rollout.response_length": 4096,
         "actor_rollout_ref.rollout.agent.num_workers": 1,
+        # per-episode request ids reach the server only in verl's deterministic mode (the scripted plans need them)
+        "actor_rollout_ref.rollout.full_determinism": True,
         "actor_rollout_ref.rollout.agent.agent_loop_config_path": str(vc.AGENT_LOOPS_FILE),
         "data.max_prompt_length": 4096, "data.max_response_length": 4096})
 
@@ -313,12 +348,15 @@ def test_real_repair_episodes_through_verls_agent_loop_worker_on_local_ray(tiny_
         balancer = ray.remote(GlobalRequestLoadBalancer).options(num_cpus=0).remote({"cpu-token-server-0": server})
         client = LLMServerClient(cfg, balancer)
         worker = ray.remote(AgentLoopWorker).options(num_cpus=0).remote(cfg, client)
-        record = va.verl_record("repair", repair_row(sympy_task, protocol), "verified-sdist")
+        # the dataset path verl's trainer takes: our parquet rows -> verl's RLHFDataset -> collate -> n rollouts
+        path = va.write_verl_dataset([va.verl_record("repair", repair_row(sympy_task, protocol), "verified-sdist")],
+                                     tmp_path / "repair_train.parquet")
+        dataset = RLHFDataset([path], tok, cfg.data)
         n = 3
-        batch = DataProto(non_tensor_batch={
-            "raw_prompt": _object_array([record["prompt"]] * n), "extra_info": _object_array([record["extra_info"]] * n),
-            "agent_name": _object_array([record["agent_name"]] * n), "index": np.zeros(n, dtype=np.int64),
-            "uid": _object_array(["group-0"] * n)}, meta_info={"global_steps": 0, "validate": False})
+        batch = DataProto.from_single_dict(collate_fn([dataset[0]])).repeat(repeat_times=n, interleave=True)
+        batch.non_tensor_batch["uid"] = _object_array(["group-0"] * n)
+        batch.non_tensor_batch["priority"] = np.arange(n, dtype=np.int64)   # as verl's AgentLoopManager adds it
+        batch.meta_info.update({"global_steps": 0, "validate": False})
         out = ray.get(worker.generate_sequences.remote(batch), timeout=900)
         served = ray.get(server.served.remote())
     finally:
@@ -374,5 +412,7 @@ def test_real_repair_episodes_through_verls_agent_loop_worker_on_local_ray(tiny_
     # and DAPO keeps this group (its unmasked rewards differ)
     infos = [{k: float(nt[k][i]) for k in (va.REWARD_KEY, va.MASKED_KEY, va.TURNS_KEY)} for i in range(n)]
     assert va.group_drops("repair", {"group-0": infos}, protocol) == {}
-    assert served >= 2 + 3 + 3 and math.isfinite(wall)
-    print(f"\n[verl-ray] 3 real Repair episodes through AgentLoopWorker in {wall:.1f} s ({served} server turns)")
+    # one sticky request id per episode, every turn answered by the server (2 + 3 + 3 planned turns)
+    assert served == {"turns": sum(r["turns"] for r in records), "requests": n} and served["turns"] == 8
+    assert math.isfinite(wall)
+    print(f"\n[verl-ray] 3 real Repair episodes through AgentLoopWorker in {wall:.1f} s ({served['turns']} server turns)")
