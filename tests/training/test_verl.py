@@ -283,6 +283,21 @@ def test_dataset_rows_round_trip_through_verls_rlhfdataset(sympy_task, tiny_mode
 # one CPU data path on a local Ray cluster
 # --------------------------------------------------------------------------------------------------
 
+@pytest.fixture(scope="module")
+def local_ray():
+    """One local Ray cluster for this module's Ray tests (2 cores; logical CPUs so that TransferQueue's and verl's
+    actors can be placed, all declared num_cpus=0 or 1). Workers import this checkout (PYTHONPATH)."""
+    ray = pytest.importorskip("ray")
+    env = {"PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+           "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           **{k: os.environ[k] for k in ("EXECCRITIC_VERIFIED", "PYTHONDONTWRITEBYTECODE") if k in os.environ}}
+    ray.init(num_cpus=8, include_dashboard=False, log_to_driver=True, runtime_env={"env_vars": env})
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
 def _object_array(values):
     arr = np.empty(len(values), dtype=object)
     for i, v in enumerate(values):
@@ -292,9 +307,8 @@ def _object_array(values):
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_real_repair_episodes_through_verls_agent_loop_worker_on_local_ray(tiny_model_dir, sympy_task, tmp_path,
-                                                                            monkeypatch):
-    ray = pytest.importorskip("ray")
+def test_real_repair_episodes_through_verls_agent_loop_worker_on_local_ray(local_ray, tiny_model_dir, sympy_task,
+                                                                            tmp_path, monkeypatch):
     import time
 
     from transformers import AutoTokenizer
@@ -337,17 +351,17 @@ def test_real_repair_episodes_through_verls_agent_loop_worker_on_local_ray(tiny_
         "actor_rollout_ref.rollout.agent.agent_loop_config_path": str(vc.AGENT_LOOPS_FILE),
         "data.max_prompt_length": 4096, "data.max_response_length": 4096})
 
-    env = {"PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-           vc.PROTOCOL_ENV: str(proto_file), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           **{k: os.environ[k] for k in ("EXECCRITIC_VERIFIED", "PYTHONDONTWRITEBYTECODE") if k in os.environ}}
+    ray = local_ray
     started = time.monotonic()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=True, runtime_env={"env_vars": env})
+    # the worker process reads the protocol the way every process of a verl run does ($EXECCRITIC_PROTOCOL)
+    worker_env = {"env_vars": {**ray.get_runtime_context().runtime_env.get("env_vars", {}),
+                               vc.PROTOCOL_ENV: str(proto_file)}}
+    server = ray.remote(va.CPUTokenServer).options(num_cpus=0).remote(str(tiny_model_dir),
+                                                                       processor_factory=ServerScript(scripted))
+    balancer = ray.remote(GlobalRequestLoadBalancer).options(num_cpus=0).remote({"cpu-token-server-0": server})
+    worker = ray.remote(AgentLoopWorker).options(num_cpus=0, runtime_env=worker_env).remote(
+        cfg, LLMServerClient(cfg, balancer))
     try:
-        server = ray.remote(va.CPUTokenServer).options(num_cpus=0).remote(str(tiny_model_dir),
-                                                                           processor_factory=ServerScript(scripted))
-        balancer = ray.remote(GlobalRequestLoadBalancer).options(num_cpus=0).remote({"cpu-token-server-0": server})
-        client = LLMServerClient(cfg, balancer)
-        worker = ray.remote(AgentLoopWorker).options(num_cpus=0).remote(cfg, client)
         # the dataset path verl's trainer takes: our parquet rows -> verl's RLHFDataset -> collate -> n rollouts
         path = va.write_verl_dataset([va.verl_record("repair", repair_row(sympy_task, protocol), "verified-sdist")],
                                      tmp_path / "repair_train.parquet")
@@ -360,7 +374,8 @@ def test_real_repair_episodes_through_verls_agent_loop_worker_on_local_ray(tiny_
         out = ray.get(worker.generate_sequences.remote(batch), timeout=900)
         served = ray.get(server.served.remote())
     finally:
-        ray.shutdown()
+        for actor in (worker, balancer, server):
+            ray.kill(actor)
     wall = time.monotonic() - started
 
     # verl's batch format: padded prompts/responses, masks, rollout logprobs, the reward on the last token
@@ -416,3 +431,60 @@ def test_real_repair_episodes_through_verls_agent_loop_worker_on_local_ray(tiny_
     assert served == {"turns": sum(r["turns"] for r in records), "requests": n} and served["turns"] == 8
     assert math.isfinite(wall)
     print(f"\n[verl-ray] 3 real Repair episodes through AgentLoopWorker in {wall:.1f} s ({served['turns']} server turns)")
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_replay_buffer_evicts_and_refills_by_the_papers_rule_on_a_live_transferqueue(local_ray, monkeypatch):
+    """`ExecCriticReplayBuffer.sample` (verl's sync replay buffer with our classification) on a real TransferQueue:
+    trajectories are stored exactly as verl's TQ agent loop stores them (`AgentLoopOutput.as_dict`, keys
+    `{uid}_{session}_{index}`, a finished prompt tag); the generator behind `refill_fn` is scripted (named as such:
+    it stores finished groups at once instead of running episodes)."""
+    tq = pytest.importorskip("transfer_queue")
+    from omegaconf import OmegaConf
+    from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+    import execcritic.training.verl_adapter as va
+    from execcritic.training.episodes import EpisodeResult
+    from execcritic.training.policy import TrajectorySample
+    from execcritic.training.verl_sampler import ExecCriticReplayBuffer
+
+    monkeypatch.delenv(vc.PROTOCOL_ENV, raising=False)
+
+    def put_group(uid, specs):
+        keys, fields = [], []
+        for i, (reward, masked) in enumerate(specs):
+            mask = [1, 1, 0, 0, 1, 1]
+            sample = TrajectorySample([1, 2, 3], list(range(10, 16)), [-0.5] * 6, mask, 2)
+            out = va.loop_output(EpisodeResult(sample, reward, masked, None, {}, "repair", object()), sample,
+                                 seconds=0.0)
+            keys.append(f"{uid}_{i}_0")
+            fields.append({**out.as_dict(), "uid": uid})
+        tq.kv_batch_put(keys=keys, fields=list_of_dict_to_tensordict(fields), partition_id="train",
+                        tags=[{"status": "success", "global_steps": 0}] * len(keys))
+        tq.kv_put(key=uid, partition_id="train", tag={"is_prompt": True, "status": "finished", "global_steps": 0})
+
+    tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
+    try:
+        put_group("keep", [(1.5, False), (0.1, False), (0.0, True)])
+        put_group("maskonly", [(0.1, False), (0.1, False), (1.5, True)])   # verl's own filter would keep it
+        refills: list[int] = []
+
+        def refill(k: int) -> None:   # scripted generator: k new finished groups whose rewards vary
+            refills.append(k)
+            for j in range(k):
+                put_group(f"new{len(refills)}x{j}", [(1.0, False), (0.1, False), (0.2, False)])
+
+        buffer = ExecCriticReplayBuffer("sync", OmegaConf.create({}), 8, "drop",
+                                        OmegaConf.create({"role": "repair", "train_batch_size": 2}), refill_fn=refill)
+        buffer.poll_interval = 0.2
+        meta, metrics = buffer.sample(global_steps=0, partition_id="train", batch_size=2)
+    finally:
+        tq.close()
+    groups = {k.split("_")[0] for k in meta.keys}
+    # 3 sampleable groups for 2 slots (verl picks among equally old ones in no set order): 1 surplus discarded
+    assert "maskonly" not in groups and groups < {"keep", "new1x0", "new1x1"} and len(meta.keys) == 6
+    assert metrics["training/filter_groups/evicted_samples"] == 1
+    assert metrics["training/filter_groups/discarded_surplus_samples"] == 1
+    assert metrics["_dapo_filtered_reward_counts"] == {"all_equal_rewards": 1}
+    assert refills == [2]                                   # verl's sync rule: 2 refills per evicted group
