@@ -364,7 +364,8 @@ class _EpisodeLoop(AgentLoopBase):
             result.info["server"] = {k: v for k, v in policy.server_fields[0].items() if k != "global_steps"}
         else:
             steps = []
-        out = loop_output(result, _placeholder(policy, row), seconds=time.monotonic() - started)
+        placeholder = _placeholder(policy, row) if result.sample is None else result.sample
+        out = loop_output(result, placeholder, seconds=time.monotonic() - started)
         if steps:   # verl's off-policy accounting reads these (its own tool loop sets them the same way)
             out.extra_fields["min_global_steps"], out.extra_fields["max_global_steps"] = min(steps), max(steps)
         return out

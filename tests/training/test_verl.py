@@ -288,6 +288,8 @@ def local_ray():
     """One local Ray cluster for this module's Ray tests (2 cores; logical CPUs so that TransferQueue's and verl's
     actors can be placed, all declared num_cpus=0 or 1). Workers import this checkout (PYTHONPATH)."""
     ray = pytest.importorskip("ray")
+    if ray.is_initialized():   # a session another test left behind would not carry this module's runtime env
+        ray.shutdown()
     env = {"PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
            "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
            **{k: os.environ[k] for k in ("EXECCRITIC_VERIFIED", "PYTHONDONTWRITEBYTECODE") if k in os.environ}}
