@@ -54,7 +54,14 @@ from execcritic.agents.models.base import ContextWindowExceeded, ModelError, Sam
 from execcritic.config import PAPER, ProtocolConfig, load_protocol
 from execcritic.errors import InputError
 from execcritic.harness.gate import LabeledPatch
-from execcritic.rewards import DropReason, GroupAdvantages, TestLevel, drop_reason, group_advantages, turn_slack
+from execcritic.rewards import (
+    DropReason,
+    GroupAdvantages,
+    TestLevel,
+    drop_reason,
+    group_advantages,
+    turn_slack,
+)
 from execcritic.training.episodes import (
     EpisodeResult,
     RepairEpisode,
@@ -348,7 +355,7 @@ class _EpisodeLoop(AgentLoopBase):
             except TimeoutError as exc:
                 fut.cancel()
                 raise ModelError(f"the rollout server did not answer within {TURN_TIMEOUT_S:.0f} s") from exc
-            except Exception as exc:  # noqa: BLE001 - a server/Ray failure is operational: mask, never score
+            except Exception as exc:  # a server/Ray failure is operational: mask the rollout, never score it
                 raise ModelError(f"the rollout server failed: {type(exc).__name__}: {str(exc)[:500]}") from exc
 
         rc = self.rollout_config
@@ -434,13 +441,15 @@ def batch_facts(token_level_rewards: torch.Tensor, response_mask: torch.Tensor) 
     return [float(r) for r in rewards], [bool(m) for m in masked], turns
 
 
-def _estimate(role: str, token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: np.ndarray,
+def _estimate(role: str, token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: np.ndarray | None,
               config: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
     protocol = protocol_from_env()
     if config is not None and bool(getattr(config, "norm_adv_by_std_in_grpo", False)) != protocol.grpo.std_normalization:
         raise InputError(f"algorithm.norm_adv_by_std_in_grpo={config.norm_adv_by_std_in_grpo} contradicts "
                          f"grpo.std_normalization={protocol.grpo.std_normalization} of the protocol",
                          field="algorithm.norm_adv_by_std_in_grpo")
+    if index is None:
+        raise InputError("the batch has no 'uid' column: GRPO groups cannot be formed", field="uid")
     rewards, masked, turns = batch_facts(token_level_rewards, response_mask)
     groups: dict[Any, list[int]] = {}
     for i, uid in enumerate(index):
@@ -456,15 +465,17 @@ def _estimate(role: str, token_level_rewards: torch.Tensor, response_mask: torch
 
 
 @register_adv_est(ADV_ESTIMATOR_NAMES["test"])
-def test_agent_advantages(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: np.ndarray,
-                          config: Any = None, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+def test_agent_advantages(token_level_rewards: torch.Tensor, response_mask: torch.Tensor,
+                          index: np.ndarray | None = None, config: Any = None,
+                          **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """verl estimator of the Test agent (§4.1): Eq. 5's turn slack, masked rollouts out of the mean, 0."""
     return _estimate("test", token_level_rewards, response_mask, index, config)
 
 
 @register_adv_est(ADV_ESTIMATOR_NAMES["repair"])
-def repair_agent_advantages(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: np.ndarray,
-                            config: Any = None, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+def repair_agent_advantages(token_level_rewards: torch.Tensor, response_mask: torch.Tensor,
+                            index: np.ndarray | None = None, config: Any = None,
+                          **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """verl estimator of the Repair agent (App. A.2): masked rollouts in the mean, then advantage 0."""
     return _estimate("repair", token_level_rewards, response_mask, index, config)
 

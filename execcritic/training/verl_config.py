@@ -409,9 +409,26 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["ADV_ESTIMATOR_NAMES", "AGENT_LOOP_NAMES", "CONFIG_DIR", "EngineRuntime", "composed_config", "PROMPT_BUDGET_TOKENS",
-           "PROTOCOL_ENV", "RUNTIME", "agent_loops_yaml", "config_file", "context_tokens", "load_verl_yaml",
-           "render_yaml", "turn_tokens", "validate_verl_overrides", "verl_config", "verl_keys", "write_configs"]
+__all__ = [
+    "ADV_ESTIMATOR_NAMES",
+    "AGENT_LOOP_NAMES",
+    "CONFIG_DIR",
+    "PROMPT_BUDGET_TOKENS",
+    "PROTOCOL_ENV",
+    "RUNTIME",
+    "EngineRuntime",
+    "agent_loops_yaml",
+    "composed_config",
+    "config_file",
+    "context_tokens",
+    "load_verl_yaml",
+    "render_yaml",
+    "turn_tokens",
+    "validate_verl_overrides",
+    "verl_config",
+    "verl_keys",
+    "write_configs",
+]
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -21,17 +21,17 @@ import yaml
 
 pytest.importorskip("verl", reason="the verl extra is not installed (make venv installs it)")
 
-import torch  # noqa: E402
+import torch
 
-from execcritic.config import PAPER, load_protocol  # noqa: E402
-from execcritic.errors import InputError  # noqa: E402
-from execcritic.rewards import (  # noqa: E402
+from execcritic.config import PAPER, load_protocol
+from execcritic.errors import InputError
+from execcritic.rewards import (
     TestRollout,
     advantages_for_repair_agent,
     advantages_for_test_agent,
     group_test_rewards,
 )
-from execcritic.training import verl_config as vc  # noqa: E402
+from execcritic.training import verl_config as vc
 
 REPO = Path(__file__).resolve().parents[2]
 
