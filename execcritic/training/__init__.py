@@ -8,6 +8,10 @@
 - `trl_adapter`: TRL 1.16 `SFTTrainer`/`GRPOTrainer` wiring; GRPO rollouts are agent-loop episodes
   (`episode(policy, row) -> (sample, reward_or_None, info)`).
 
+- `verl_adapter`, `verl_sampler`, `verl_config`: the same episodes as verl 0.9.1 agent loops, the masking rules
+  as verl advantage estimators, the DAPO filter as verl's replay buffer, and the launch files of Tables 7-8
+  (`docs/training_engines.md`; the `verl` extra).
+
 The engine modules import torch/transformers/trl (the `train` extra) and are not imported here, so that
 `import execcritic.training` stays cheap.
 """

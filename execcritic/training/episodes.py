@@ -24,16 +24,19 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import sys
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from execcritic.agents.models.base import ModelError
 from execcritic.agents.repair import RepairController, RepairResult
 from execcritic.agents.test_agent import run_test_agent
 from execcritic.bundle.model import TestBundle
 from execcritic.config import PAPER, ProtocolConfig
+from execcritic.errors import SandboxError
 from execcritic.evaluation.official import evaluate_official
 from execcritic.harness.execute import base_reader
 from execcritic.harness.execution import Execution, FailureKind
@@ -101,6 +104,22 @@ class EpisodeResult:
 def aborted_result(role: str, sample: TrajectorySample | None, why: str, **info: Any) -> EpisodeResult:
     """An episode that could not be scored (an operational failure): masked, no reward."""
     return EpisodeResult(sample, None, True, None, {"aborted": why, **info}, role, None)
+
+
+def run_episode(role: str, episode, policy: TokenPolicy, row: dict[str, Any], seed: int | None) -> EpisodeResult:
+    """One episode with a fresh turn record; an operational failure (`ModelError`, `SandboxError`) becomes a
+    masked, aborted result. Anything else (a `TemplateDriftError`, a bug) propagates: a broken sample must
+    stop training, not be trained on. Shared by the TRL runner and the verl agent loops."""
+    policy.begin_episode(seed=seed)
+    try:
+        return episode(policy, row)
+    except (ModelError, SandboxError) as exc:
+        sample = policy.assemble_sample() if policy.turns else None
+        notes = "; ".join(getattr(exc, "__notes__", []))
+        why = f"{type(exc).__name__}: {exc}" + (f" ({notes})" if notes else "")
+        print(f"[{role}-rl] episode of {row.get('instance_id')} aborted (masked): {why[:500]}",
+              file=sys.stderr, flush=True)
+        return aborted_result(role, sample, why, instance_id=row.get("instance_id"))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -408,6 +427,7 @@ __all__ = [
     "oracle_node_bundle",
     "repair_prompt",
     "repair_row",
+    "run_episode",
     "score_group",
     "test_prompt",
     "test_row",

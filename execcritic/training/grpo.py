@@ -39,11 +39,10 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from execcritic.agents.models.base import ModelError, SamplingConfig
+from execcritic.agents.models.base import SamplingConfig
 from execcritic.config import PAPER, ProtocolConfig, RepairRLConfig, TestRLConfig
-from execcritic.errors import SandboxError
 from execcritic.rewards import DynamicSampler
-from execcritic.training.episodes import EpisodeResult, GroupScore, aborted_result, score_group
+from execcritic.training.episodes import EpisodeResult, GroupScore, run_episode, score_group
 from execcritic.training.policy import HFPolicy, TrajectorySample
 from execcritic.training.trl_adapter import (
     RolloutRunner,
@@ -134,17 +133,7 @@ class GroupRolloutRunner:
         return int.from_bytes(digest[:8], "little") & 0x7FFFFFFFFFFFFFFF
 
     def _run_one(self, row: dict[str, Any], seed: int) -> EpisodeResult:
-        policy = self._policy()
-        policy.begin_episode(seed=seed)
-        try:
-            return self.episode(policy, row)
-        except (ModelError, SandboxError) as exc:
-            sample = policy.assemble_sample() if policy.turns else None
-            notes = "; ".join(getattr(exc, "__notes__", []))
-            why = f"{type(exc).__name__}: {exc}" + (f" ({notes})" if notes else "")
-            print(f"[{self.role}-rl] episode of {row.get('instance_id')} aborted (masked): {why[:500]}",
-                  file=sys.stderr, flush=True)
-            return aborted_result(self.role, sample, why, instance_id=row.get("instance_id"))
+        return run_episode(self.role, self.episode, self._policy(), row, seed)
 
     def run_groups(self, rows: list[dict[str, Any]], g: int, step: int, first_index: int) -> list[list[EpisodeResult]]:
         """Run `g` episodes for each row (all episodes of all rows in the worker pool); results in row order."""

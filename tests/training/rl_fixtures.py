@@ -115,6 +115,20 @@ class ScriptedTokenPolicy:
         return run
 
 
+class ServerScript:
+    """The scripted token plans of a `ScriptedTokenPolicy` for a rollout *server* (`verl_adapter.CPUTokenServer`):
+    the k-th episode (request id) the server sees gets plan k's forced turns (named as scripted; the model still
+    runs and its logprobs are recorded). Picklable, so it can be shipped to a Ray actor."""
+
+    def __init__(self, scripted: "ScriptedTokenPolicy"):
+        self.plans = scripted.plans
+        self.stop = scripted.stop
+
+    def __call__(self, index: int):
+        name, turns = self.plans[index % len(self.plans)]
+        return name, ForcedTurns(turns, self.stop)
+
+
 def requirements() -> str | None:
     if not VERIFIED.exists():
         return "SWE-bench Verified rows not found in shared/"

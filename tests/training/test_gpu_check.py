@@ -1,0 +1,46 @@
+"""experiments/gpu_check.py as far as a CPU allows: the dry run prepares and validates without measuring, and a
+non-dry run on a machine without CUDA says it did not run (exit 2) instead of reporting numbers."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "gpu_check.py"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_gpu_check_dry_run_prepares_without_measuring(tiny_model_dir, tmp_path):
+    pytest.importorskip("trl")
+    gc = _module()
+    out = tmp_path / "gpu_check.json"
+    assert gc.main(["--dry-run", "--model-dir", str(tiny_model_dir), "--out", str(out),
+                    "--work-dir", str(tmp_path / "w")]) == 0
+    report = json.loads(out.read_text())
+    assert report["ran"] is False and report["dry_run"] is True and "nothing was measured" in report["note"]
+    assert "results" not in report and "error" not in report
+    args = report["trl_args"]
+    assert args["use_vllm"] is True and args["vllm_mode"] == "colocate" and args["num_generations"] == 8
+    assert (args["epsilon"], args["epsilon_high"], args["beta"], args["scale_rewards"]) == (0.2, 0.28, 0.0, "none")
+    if importlib.util.find_spec("verl"):
+        assert set(report["verl_launch_files"]) == {"test", "repair"}
+
+
+def test_gpu_check_without_cuda_says_it_did_not_run(tiny_model_dir, tmp_path):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present: this test is about machines without one")
+    gc = _module()
+    out = tmp_path / "gpu_check.json"
+    assert gc.main(["--model-dir", str(tiny_model_dir), "--out", str(out), "--work-dir", str(tmp_path / "w")]) == 2
+    report = json.loads(out.read_text())
+    assert report["ran"] is False and report["not_run"] == "no CUDA device" and "results" not in report

@@ -1,0 +1,492 @@
+"""verl 0.9.1: our agent loops and estimators in verl's registries, the launch files (Tables 7-8) against verl's own
+config tree, each agent's masking rule through verl's `compute_advantage`, and one CPU data path on a local Ray
+cluster: real Repair episodes of a `verified-sdist` task (sympy__sympy-24443) run by verl's own `AgentLoopWorker`
+(a Ray actor), sampled through verl's `LLMServerClient` and load balancer from a CPU token server actor, batched
+into verl's `DataProto`, then scored by our estimator.
+
+The random tiny model cannot write an action, so a scripted *token* plan (`rl_fixtures.ServerScript`, named as
+such) constrains which tokens the server samples on the planned turns; episodes, sandboxes, harness, official
+evaluator, rewards, masks and advantages are the real ones."""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+pytest.importorskip("verl", reason="the verl extra is not installed (make venv installs it)")
+
+import torch
+
+from execcritic.config import PAPER, load_protocol
+from execcritic.errors import InputError
+from execcritic.rewards import (
+    TestRollout,
+    advantages_for_repair_agent,
+    advantages_for_test_agent,
+    group_test_rewards,
+)
+from execcritic.training import verl_config as vc
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+# --------------------------------------------------------------------------------------------------
+# registration and launch files
+# --------------------------------------------------------------------------------------------------
+
+def test_agent_loops_and_estimators_are_in_verls_registries():
+    from verl.experimental.agent_loop.agent_loop import AgentLoopBase, _agent_loop_registry
+    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+    from verl.utils.import_utils import load_class_from_fqn
+
+    import execcritic.training.verl_adapter as va
+
+    for role, name in vc.AGENT_LOOP_NAMES.items():
+        cls = load_class_from_fqn(_agent_loop_registry[name]["_target_"])
+        assert issubclass(cls, AgentLoopBase) and cls.role == role
+    assert get_adv_estimator_fn("execcritic_test_grpo") is va.test_agent_advantages
+    assert get_adv_estimator_fn("execcritic_repair_grpo") is va.repair_agent_advantages
+    # the agent-loop file verl's workers load names the same classes
+    entries = yaml.safe_load(vc.AGENT_LOOPS_FILE.read_text())
+    assert {e["name"]: e["_target_"] for e in entries} == {n: _agent_loop_registry[n]["_target_"]
+                                                           for n in vc.AGENT_LOOP_NAMES.values()}
+    assert (REPO / vc.AGENT_LOOPS_RELPATH).resolve() == vc.AGENT_LOOPS_FILE.resolve()
+    pytest.importorskip("transfer_queue", reason="verl's v1 replay buffer needs TransferQueue (the verl extra)")
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+    from verl.utils.import_utils import load_extern_type
+
+    sampler = load_extern_type(f"pkg://{vc.SAMPLER_MODULE}", vc.SAMPLER_CLASS)
+    assert issubclass(sampler, ReplayBuffer)
+
+
+def test_committed_launch_files_equal_the_derivation_and_mirror_tables_7_8():
+    for role in vc.ROLES:
+        assert vc.config_file(role).read_text() == vc.render_yaml(role), \
+            f"{vc.config_file(role)} is stale: python -m execcritic.training.verl_config --write"
+    assert vc.AGENT_LOOPS_FILE.read_text() == vc.agent_loops_yaml()
+    test, repair = (vc.load_verl_yaml(vc.config_file(r)) for r in vc.ROLES)
+    for cfg, rl, ctx in ((test, PAPER.test_rl, 48_000), (repair, PAPER.repair_rl, 65_536)):
+        actor, rollout = cfg["actor_rollout_ref"]["actor"], cfg["actor_rollout_ref"]["rollout"]
+        assert (actor["clip_ratio_low"], actor["clip_ratio_high"], actor["kl_loss_coef"]) == (0.2, 0.28, 0.0)
+        assert actor["optim"]["lr"] == 1e-6 and actor["optim"]["betas"] == [0.9, 0.98]
+        assert actor["optim"]["weight_decay"] == 0.1 and not actor["use_kl_loss"]
+        m = actor["megatron"]
+        assert (m["tensor_model_parallel_size"], m["context_parallel_size"], m["expert_model_parallel_size"]) == (2, 4, 4)
+        assert cfg["data"]["train_batch_size"] == 16 and rollout["n"] == 8 and rollout["name"] == "sglang"
+        assert rollout["prompt_length"] + rollout["response_length"] == ctx == rollout["max_model_len"]
+        assert cfg["trainer"]["total_training_steps"] == rl.steps
+        assert actor["ppo_mini_batch_size"] * 8 == rl.global_batch_size
+        assert cfg["algorithm"]["norm_adv_by_std_in_grpo"] is False
+        assert cfg["trainer"]["v1"]["sampler"]["custom_sampler"]["name"] == "ExecCriticReplayBuffer"
+    assert test["actor_rollout_ref"]["actor"]["optim"]["lr_decay_style"] == "constant"
+    assert repair["actor_rollout_ref"]["actor"]["optim"]["lr_decay_style"] == "cosine"
+    assert repair["actor_rollout_ref"]["actor"]["loss_agg_mode"] == "token-mean"      # per-token loss
+    # Table 8c: 2 GPUs per SGLang engine with DP-attention 2 = verl's tensor 1 x data 2, expert 2
+    r = repair["actor_rollout_ref"]["rollout"]
+    assert (r["tensor_model_parallel_size"], r["data_parallel_size"], r["expert_parallel_size"]) == (1, 2, 2)
+    assert r["engine_kwargs"]["sglang"]["enable_dp_attention"] is True
+
+
+def test_launch_files_compose_with_verls_hydra_config_and_pass_its_dataclasses():
+    """What `python -m verl.trainer.main_ppo --config-path ... --config-name test_rl` composes: verl's own config
+    groups (not the flattened reference) plus ours, then verl's dataclass checks of each section."""
+    from hydra import compose, initialize_config_dir
+    from verl.utils.config import omega_conf_to_dataclass
+
+    for role in vc.ROLES:
+        with initialize_config_dir(config_dir=str(vc.CONFIG_DIR), version_base=None):
+            cfg = compose(config_name=vc.config_file(role).stem, overrides=["actor_rollout_ref.model.path=/unused"])
+        assert cfg.algorithm.adv_estimator == vc.ADV_ESTIMATOR_NAMES[role]
+        assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == vc.AGENT_LOOP_NAMES[role]
+        assert list(cfg.actor_rollout_ref.actor.optim.betas) == [0.9, 0.98]
+        for section in (cfg.algorithm, cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.actor.optim,
+                        cfg.actor_rollout_ref.rollout):
+            omega_conf_to_dataclass(section)
+
+
+def test_launch_file_validation_names_the_file_and_the_key(tmp_path):
+    good = yaml.safe_load(vc.config_file("repair").read_text())
+
+    def write(doc, name="bad.yaml") -> Path:
+        p = tmp_path / name
+        p.write_text(yaml.safe_dump(doc))
+        return p
+
+    assert vc.load_verl_yaml(write(good, "good.yaml"))["algorithm"]["adv_estimator"] == "execcritic_repair_grpo"
+    cases = [
+        (("actor_rollout_ref", "actor", "clip_ratio_hgh"), 0.28, "actor_rollout_ref.actor.clip_ratio_hgh"),
+        (("trainer", "v1", "sampler", "custom_sampler", "module"), "x", "trainer.v1.sampler.custom_sampler.module"),
+        (("actor_rollout_ref", "rollout", "name"), "hf", "actor_rollout_ref.rollout.name"),
+        (("actor_rollout_ref", "actor", "loss_agg_mode"), "per-token", "actor_rollout_ref.actor.loss_agg_mode"),
+        (("algorithm", "adv_estimator"), "grpo_opmask", "algorithm.adv_estimator"),
+        (("algorithm", "rollout_correction", "rollout_rs"), "token_k1", "algorithm.rollout_correction.rollout_rs"),
+    ]
+    for path, value, key in cases:
+        doc = yaml.safe_load(yaml.safe_dump(good))
+        node = doc
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+        bad = write(doc)
+        with pytest.raises(InputError) as err:
+            vc.load_verl_yaml(bad)
+        assert err.value.file == str(bad) and err.value.field == key, (key, str(err.value))
+        assert str(bad) in str(err.value) and key in str(err.value)
+    # sampler_kwargs is one of verl's free-form mappings: any key below it is the sampler's own
+    doc = yaml.safe_load(yaml.safe_dump(good))
+    doc["trainer"]["v1"]["sampler"]["sampler_kwargs"]["anything"] = 1
+    vc.load_verl_yaml(write(doc, "free.yaml"))
+    (tmp_path / "broken.yaml").write_text("algorithm: [unclosed\n")
+    with pytest.raises(InputError, match="not valid YAML") as err:
+        vc.load_verl_yaml(tmp_path / "broken.yaml")
+    assert err.value.file == str(tmp_path / "broken.yaml")
+    # protocol values verl cannot express are refused at generation, naming the knob
+    for values, key in (({"grpo.max_groups_offered": 4}, "grpo.max_groups_offered"),
+                        ({"repair_rl.loss_reduction": "per-batch"}, "repair_rl.loss_reduction"),
+                        ({"repair_rl.global_batch_size": 12}, "repair_rl.global_batch_size")):
+        with pytest.raises(InputError) as err:
+            vc.verl_config("repair", load_protocol(values=values))
+        assert err.value.field == key
+
+
+# --------------------------------------------------------------------------------------------------
+# estimators and the DAPO filter, through verl's own compute_advantage
+# --------------------------------------------------------------------------------------------------
+
+def _batch(rewards, masks):
+    """A verl batch: reward on the last response token, the given response masks, one group."""
+    from verl.protocol import DataProto
+
+    width = max(len(m) for m in masks)
+    mask = torch.tensor([m + [0] * (width - len(m)) for m in masks], dtype=torch.int64)
+    scores = torch.zeros(len(masks), width)
+    for i, (r, m) in enumerate(zip(rewards, masks)):
+        scores[i, len(m) - 1] = r
+    data = DataProto.from_dict(tensors={"token_level_rewards": scores, "response_mask": mask})
+    data.non_tensor_batch["uid"] = np.array(["g"] * len(masks), dtype=object)
+    return data
+
+
+def _advantages(name, rewards, masks):
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    data = compute_advantage(_batch(rewards, masks), adv_estimator=name, norm_adv_by_std_in_grpo=False, config=None)
+    out = data.batch["advantages"]
+    assert float(out[data.batch["response_mask"] == 0].abs().sum()) == 0.0    # tool/feedback/padding: no advantage
+    first = [m.index(1) if 1 in m else 0 for m in masks]
+    return [float(out[i, j]) for i, j in enumerate(first)], out
+
+
+def _turns(n, masked=False):
+    """A response mask with n model turns (each a run of 1s, separated by tool-output tokens), or masked."""
+    mask = []
+    for _ in range(n):
+        mask += [1, 1, 1, 0, 0]
+    return [0] * len(mask) if masked else mask
+
+
+def test_estimators_apply_each_agents_masking_rule_through_verl_compute_advantage(monkeypatch):
+    monkeypatch.delenv(vc.PROTOCOL_ENV, raising=False)
+    import execcritic.training.verl_adapter as va
+
+    # Test agent: Eq. 5 levels 1.0 (3 turns), 1.0 (14 turns: > 8 more than the shortest -> halved), -0.2, and a
+    # masked rollout with level 1.0 that must be out of the mean
+    rollouts = [TestRollout(True, True, True, tp=1, tn=1, turns=3), TestRollout(True, True, True, tp=1, tn=1, turns=14),
+                TestRollout(False, turns=2), TestRollout(True, True, True, tp=1, tn=1, operational_errors=1, turns=3)]
+    ours = group_test_rewards(rollouts)
+    expected = advantages_for_test_agent(ours).advantages
+    masks = [_turns(3), _turns(14), _turns(2), _turns(3, masked=True)]
+    got, full = _advantages("execcritic_test_grpo", [b.level_reward for b in ours], masks)
+    assert got == pytest.approx(list(expected)) and ours[1].turn_penalized
+    assert float(full[3].abs().sum()) == 0.0                                  # masked: exactly 0 everywhere
+    assert got[0] == pytest.approx(1.0 - statistics.fmean([1.0, 0.5, -0.2]))  # masked 1.0 not in the mean
+
+    # Repair agent: the masked rollout's raw reward IS in the mean, then its advantage is 0
+    class B:
+        def __init__(self, reward, masked):
+            self.reward, self.masked = reward, masked
+
+    raw, masked = [1.5, 0.1, 0.2, 0.0], [False, False, True, False]
+    masks = [_turns(2, masked=m) for m in masked]
+    got, full = _advantages("execcritic_repair_grpo", raw, masks)
+    assert got == pytest.approx(list(advantages_for_repair_agent([B(r, m) for r, m in zip(raw, masked)]).advantages))
+    assert got[0] == pytest.approx(1.5 - statistics.fmean(raw)) and got[2] == 0.0
+    assert float(full[2].abs().sum()) == 0.0
+
+    # the estimator refuses std normalization the protocol does not have
+    from verl.trainer.config import AlgoConfig
+
+    with pytest.raises(InputError, match="norm_adv_by_std_in_grpo"):
+        va.repair_agent_advantages(_batch(raw, masks).batch["token_level_rewards"], _batch(raw, masks).batch["response_mask"],
+                                   np.array(["g"] * 4), config=AlgoConfig(norm_adv_by_std_in_grpo=True))
+
+
+def test_dapo_keeps_groups_whose_unmasked_rewards_vary():
+    import execcritic.training.verl_adapter as va
+
+    def info(r, m=False, t=3):
+        return {va.REWARD_KEY: r, va.MASKED_KEY: float(m), va.TURNS_KEY: float(t)}
+
+    groups = {
+        "varies": [info(1.0), info(0.0)],
+        "only_masked_differs": [info(0.0), info(0.0), info(1.0, True)],   # verl's own filter would keep this
+        "slack_makes_it_vary": [info(1.0, t=3), info(1.0, t=20)],         # Eq. 5's turn slack: 1.0 vs 0.5
+        "all_masked": [info(1.0, True), info(0.0, True)],
+        "one_live": [info(1.0), info(0.0, True)],
+    }
+    drops = va.group_drops("test", groups)
+    assert {k: v.value for k, v in drops.items()} == {"only_masked_differs": "all_equal_rewards",
+                                                      "all_masked": "all_masked", "one_live": "too_few_unmasked"}
+    with pytest.raises(InputError, match="execcritic_turns"):
+        va.group_drops("test", {"g": [{va.REWARD_KEY: 1.0, va.MASKED_KEY: 0.0}]})
+
+
+def test_dataset_rows_round_trip_through_verls_rlhfdataset(sympy_task, tiny_model_dir, tmp_path):
+    """Rows written by `write_verl_dataset` come out of verl's RLHFDataset + collate as the kwargs our loops
+    rebuild the episode row from (task reloaded, labeled pool inline); a malformed candidate names its field."""
+    from transformers import AutoTokenizer
+    from verl.protocol import DataProto
+    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+
+    import execcritic.training.verl_adapter as va
+    from execcritic.harness.gate import LabeledPatch
+    from execcritic.training.episodes import test_row
+
+    pool = [LabeledPatch(sympy_task.patch, True, "gold"), LabeledPatch("diff --git a/x b/x\n", False, "mutant:x")]
+    path = va.write_verl_dataset([va.verl_record("test", test_row(sympy_task, pool), "verified-sdist")],
+                                 tmp_path / "test_train.parquet")
+    cfg = vc.composed_config("test", overrides={"actor_rollout_ref.model.path": str(tiny_model_dir)})
+    item = RLHFDataset([path], AutoTokenizer.from_pretrained(str(tiny_model_dir)), cfg.data)[0]
+    batch = DataProto.from_single_dict(collate_fn([item])).repeat(repeat_times=2, interleave=True)
+    kwargs = {k: v[1] for k, v in batch.non_tensor_batch.items()}
+    assert kwargs["agent_name"] == "execcritic_test" and kwargs["raw_prompt"] == test_row(sympy_task, pool)["prompt"]
+    row = va.row_from_record("test", kwargs["extra_info"], PAPER)
+    assert row["task"].instance_id == sympy_task.instance_id and row["task"].patch == sympy_task.patch
+    assert list(row["candidates"]) == pool
+    bad = {**kwargs["extra_info"], "candidates": [{"patch": "x", "resolved": "yes"}]}
+    with pytest.raises(InputError) as err:
+        va.row_from_record("test", bad, PAPER)
+    assert err.value.field == "extra_info.candidates[0]"
+    with pytest.raises(InputError, match="one role per dataset file"):
+        va.write_verl_dataset([va.verl_record("test", row, "verified-sdist"),
+                               va.verl_record("repair", {**row, "feedback_node": "n"}, "verified-sdist")],
+                              tmp_path / "mixed.parquet")
+
+
+# --------------------------------------------------------------------------------------------------
+# one CPU data path on a local Ray cluster
+# --------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One local Ray cluster for this module's Ray tests (2 cores; logical CPUs so that TransferQueue's and verl's
+    actors can be placed, all declared num_cpus=0 or 1). Workers import this checkout (PYTHONPATH)."""
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():   # a session another test left behind would not carry this module's runtime env
+        ray.shutdown()
+    env = {"PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+           "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           **{k: os.environ[k] for k in ("EXECCRITIC_VERIFIED", "PYTHONDONTWRITEBYTECODE") if k in os.environ}}
+    ray.init(num_cpus=8, include_dashboard=False, log_to_driver=True, runtime_env={"env_vars": env})
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def _object_array(values):
+    arr = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        arr[i] = v
+    return arr
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_real_repair_episodes_through_verls_agent_loop_worker_on_local_ray(local_ray, tiny_model_dir, sympy_task,
+                                                                            tmp_path, monkeypatch):
+    import time
+
+    from transformers import AutoTokenizer
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+    from verl.protocol import DataProto
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+    from verl.workers.rollout.llm_server import LLMServerClient
+    from verl.workers.rollout.router import GlobalRequestLoadBalancer
+
+    import execcritic.training.verl_adapter as va
+    from execcritic.training.episodes import repair_row
+    from tests.training.rl_fixtures import EXPORT, SUBMIT_FIX, ScriptedTokenPolicy, ServerScript, heredoc
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    target = "sympy/combinatorics/homomorphisms.py"
+    gold = heredoc("/tmp/gold.patch", sympy_task.patch, "EOF_GOLD") + f"\ncd /testbed && git apply /tmp/gold.patch && {EXPORT}"
+    wrong = f"cd /testbed && printf '\\n# looked at it\\n' >> {target} && {EXPORT}"
+    broken = f"cd /testbed && printf '\\ndef broken(:\\n' >> {target} && {EXPORT}"
+    scripted = ScriptedTokenPolicy(tok, [
+        ("round0_fix", [gold, SUBMIT_FIX]),            # passes the Oracle F2P node at Round 0: 1.5
+        ("wrong", [wrong, SUBMIT_FIX, "ls"]),          # usable, the selected test fails: 0.1
+        ("broken", [broken, SUBMIT_FIX, "ls"]),        # the terminal test cannot run: masked
+    ])
+    profile = yaml.safe_load((REPO / "execcritic/profiles/cpu-train.yaml").read_text())
+    profile["repair"].update({"round0_turns": 2, "revision_rounds": 1, "turns_per_round": 1})
+    profile["repair_rl"].update({"max_response_tokens": scripted.max_turn_tokens, "global_batch_size": 3})
+    profile["grpo"].update({"rollouts_per_group": 3, "groups_per_step": 1, "max_groups_offered": 0})
+    proto_file = tmp_path / "protocol.yaml"
+    proto_file.write_text(yaml.safe_dump(profile))
+    protocol = load_protocol(str(proto_file))
+    monkeypatch.setenv(vc.PROTOCOL_ENV, str(proto_file))
+    cfg = vc.composed_config("repair", protocol, overrides={
+        "actor_rollout_ref.model.path": str(tiny_model_dir),
+        "actor_rollout_ref.rollout.name": "vllm",           # names the client's server flavour; no vLLM runs here
+        "actor_rollout_ref.rollout.prompt_length": 4096, "actor_rollout_ref.rollout.response_length": 4096,
+        "actor_rollout_ref.rollout.agent.num_workers": 1,
+        # per-episode request ids reach the server only in verl's deterministic mode (the scripted plans need them)
+        "actor_rollout_ref.rollout.full_determinism": True,
+        "actor_rollout_ref.rollout.agent.agent_loop_config_path": str(vc.AGENT_LOOPS_FILE),
+        "data.max_prompt_length": 4096, "data.max_response_length": 4096})
+
+    ray = local_ray
+    started = time.monotonic()
+    # the worker process reads the protocol the way every process of a verl run does ($EXECCRITIC_PROTOCOL)
+    worker_env = {"env_vars": {**ray.get_runtime_context().runtime_env.get("env_vars", {}),
+                               vc.PROTOCOL_ENV: str(proto_file)}}
+    server = ray.remote(va.CPUTokenServer).options(num_cpus=0).remote(str(tiny_model_dir),
+                                                                       processor_factory=ServerScript(scripted))
+    balancer = ray.remote(GlobalRequestLoadBalancer).options(num_cpus=0).remote({"cpu-token-server-0": server})
+    worker = ray.remote(AgentLoopWorker).options(num_cpus=0, runtime_env=worker_env).remote(
+        cfg, LLMServerClient(cfg, balancer))
+    try:
+        # the dataset path verl's trainer takes: our parquet rows -> verl's RLHFDataset -> collate -> n rollouts
+        path = va.write_verl_dataset([va.verl_record("repair", repair_row(sympy_task, protocol), "verified-sdist")],
+                                     tmp_path / "repair_train.parquet")
+        dataset = RLHFDataset([path], tok, cfg.data)
+        n = 3
+        batch = DataProto.from_single_dict(collate_fn([dataset[0]])).repeat(repeat_times=n, interleave=True)
+        batch.non_tensor_batch["uid"] = _object_array(["group-0"] * n)
+        batch.non_tensor_batch["priority"] = np.arange(n, dtype=np.int64)   # as verl's AgentLoopManager adds it
+        batch.meta_info.update({"global_steps": 0, "validate": False})
+        out = ray.get(worker.generate_sequences.remote(batch), timeout=900)
+        served = ray.get(server.served.remote())
+    finally:
+        for actor in (worker, balancer, server):
+            ray.kill(actor)
+    wall = time.monotonic() - started
+
+    # verl's batch format: padded prompts/responses, masks, rollout logprobs, the reward on the last token
+    b, nt = out.batch, out.non_tensor_batch
+    assert b["prompts"].shape == (n, 4096) and b["responses"].shape == (n, 4096)
+    assert b["input_ids"].shape == (n, 8192) and b["rollout_log_probs"].shape == (n, 4096)
+    records = list(nt["execcritic"])
+    plans = [r["info"]["server"]["scripted_plan"] for r in records]
+    assert sorted(plans) == ["broken", "round0_fix", "wrong"], records
+    at = {p: i for i, p in enumerate(plans)}
+    fix, wrong_, broken_ = (records[at[p]] for p in ("round0_fix", "wrong", "broken"))
+    assert fix["info"]["final_reason"] == "round0_pass" and fix["reward"] == 1.5 and not fix["masked"]
+    assert fix["info"]["official"]["resolved"] is True                      # a fresh official evaluation
+    assert wrong_["reward"] == pytest.approx(0.1) and not wrong_["masked"] and wrong_["turns"] == 3
+    assert broken_["masked"] and broken_["breakdown"]["mask_reason"].startswith("terminal_test_invalid")
+    rm = b["rm_scores"].sum(-1).tolist()
+    assert [rm[at[p]] for p in ("round0_fix", "wrong")] == pytest.approx([1.5, 0.1])
+    assert list(nt[va.MASKED_KEY]) == [float(r["masked"]) for r in records]
+
+    # masks: a masked rollout trains nothing; model tokens 1, tool output and harness feedback 0
+    mask = b["response_mask"]
+    assert int(mask[at["broken"]].sum()) == 0
+    for i in (at["round0_fix"], at["wrong"]):
+        resp, m = b["responses"][i], mask[i].bool()
+        length = int(b["attention_mask"][i, 4096:].sum())
+        trained, untrained = tok.decode(resp[m].tolist()), tok.decode(resp[:length][~m[:length]].tolist())
+        assert "<function=bash>" in trained and "<tool_response>" not in trained and "<tool_response>" in untrained
+        assert "<returncode>" in untrained and "<returncode>" not in trained
+        lp = b["rollout_log_probs"][i][m]
+        assert int(m.sum()) == records[i]["model_tokens"] and bool((lp <= 0).all()) and bool(lp.ne(0).any())
+        assert va.response_turns(m.tolist()) == records[i]["turns"]
+    w = at["wrong"]
+    length = int(b["attention_mask"][w, 4096:].sum())
+    assert "<failing_test_output>" in tok.decode(b["responses"][w][:length][~mask[w][:length].bool()].tolist())
+
+    # verl's compute_advantage with our estimator: the Repair rule over the group
+    out.batch["token_level_rewards"] = out.batch["rm_scores"]
+    scored = compute_advantage(out, adv_estimator="execcritic_repair_grpo", norm_adv_by_std_in_grpo=False,
+                               config=cfg.algorithm)
+    adv = scored.batch["advantages"]
+    raw = [r["reward"] for r in records]
+    mean = statistics.fmean(raw)
+    assert mean != pytest.approx(statistics.fmean([fix["reward"], wrong_["reward"]]))   # the two rules differ here
+    for p in ("round0_fix", "wrong"):
+        i = at[p]
+        live = adv[i][mask[i].bool()]
+        assert torch.allclose(live, torch.full_like(live, raw[i] - mean)) and float(adv[i][~mask[i].bool()].abs().sum()) == 0
+    assert float(adv[at["broken"]].abs().sum()) == 0.0
+    # and DAPO keeps this group (its unmasked rewards differ)
+    infos = [{k: float(nt[k][i]) for k in (va.REWARD_KEY, va.MASKED_KEY, va.TURNS_KEY)} for i in range(n)]
+    assert va.group_drops("repair", {"group-0": infos}, protocol) == {}
+    # one sticky request id per episode, every turn answered by the server (2 + 3 + 3 planned turns)
+    assert served == {"turns": sum(r["turns"] for r in records), "requests": n} and served["turns"] == 8
+    assert math.isfinite(wall)
+    print(f"\n[verl-ray] 3 real Repair episodes through AgentLoopWorker in {wall:.1f} s ({served['turns']} server turns)")
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_replay_buffer_evicts_and_refills_by_the_papers_rule_on_a_live_transferqueue(local_ray, monkeypatch):
+    """`ExecCriticReplayBuffer.sample` (verl's sync replay buffer with our classification) on a real TransferQueue:
+    trajectories are stored exactly as verl's TQ agent loop stores them (`AgentLoopOutput.as_dict`, keys
+    `{uid}_{session}_{index}`, a finished prompt tag); the generator behind `refill_fn` is scripted (named as such:
+    it stores finished groups at once instead of running episodes)."""
+    tq = pytest.importorskip("transfer_queue")
+    from omegaconf import OmegaConf
+    from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+    import execcritic.training.verl_adapter as va
+    from execcritic.training.episodes import EpisodeResult
+    from execcritic.training.policy import TrajectorySample
+    from execcritic.training.verl_sampler import ExecCriticReplayBuffer
+
+    monkeypatch.delenv(vc.PROTOCOL_ENV, raising=False)
+
+    def put_group(uid, specs):
+        keys, fields = [], []
+        for i, (reward, masked) in enumerate(specs):
+            mask = [1, 1, 0, 0, 1, 1]
+            sample = TrajectorySample([1, 2, 3], list(range(10, 16)), [-0.5] * 6, mask, 2)
+            out = va.loop_output(EpisodeResult(sample, reward, masked, None, {}, "repair", object()), sample,
+                                 seconds=0.0)
+            keys.append(f"{uid}_{i}_0")
+            fields.append({**out.as_dict(), "uid": uid})
+        tq.kv_batch_put(keys=keys, fields=list_of_dict_to_tensordict(fields), partition_id="train",
+                        tags=[{"status": "success", "global_steps": 0}] * len(keys))
+        tq.kv_put(key=uid, partition_id="train", tag={"is_prompt": True, "status": "finished", "global_steps": 0})
+
+    tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
+    try:
+        put_group("keep", [(1.5, False), (0.1, False), (0.0, True)])
+        put_group("maskonly", [(0.1, False), (0.1, False), (1.5, True)])   # verl's own filter would keep it
+        refills: list[int] = []
+
+        def refill(k: int) -> None:   # scripted generator: k new finished groups whose rewards vary
+            refills.append(k)
+            for j in range(k):
+                put_group(f"new{len(refills)}x{j}", [(1.0, False), (0.1, False), (0.2, False)])
+
+        buffer = ExecCriticReplayBuffer("sync", OmegaConf.create({}), 8, "drop",
+                                        OmegaConf.create({"role": "repair", "train_batch_size": 2}), refill_fn=refill)
+        buffer.poll_interval = 0.2
+        meta, metrics = buffer.sample(global_steps=0, partition_id="train", batch_size=2)
+    finally:
+        tq.close()
+    groups = {k.split("_")[0] for k in meta.keys}
+    # 3 sampleable groups for 2 slots (verl picks among equally old ones in no set order): 1 surplus discarded
+    assert "maskonly" not in groups and groups < {"keep", "new1x0", "new1x1"} and len(meta.keys) == 6
+    assert metrics["training/filter_groups/evicted_samples"] == 1
+    assert metrics["training/filter_groups/discarded_surplus_samples"] == 1
+    assert metrics["_dapo_filtered_reward_counts"] == {"all_equal_rewards": 1}
+    assert refills == [2]                                   # verl's sync rule: 2 refills per evicted group
