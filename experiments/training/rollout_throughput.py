@@ -2,8 +2,10 @@
 with 2 worker threads, each worker an `HFPolicy` on the shared weights (`training.grpo.GroupRolloutRunner`).
 
 Reports wall time, episodes per minute, the process's CPU time (self + sandboxed children), model tokens and
-tokens per second, per-episode rollout/scoring seconds, and the machine's load average before and after (the
-development machines are shared: wall times there are inflated by other tenants; CPU time is not).
+tokens per second, per-episode rollout/generation/scoring seconds (generation = time inside the model's sampling;
+the rest of an episode is sandboxes, tool commands, the Base gate and the Gold audit), and the machine's load
+average before, during (sampled every 5 s) and after (the development machines are shared: wall times there are
+inflated by other tenants; CPU time is not).
 
   python experiments/training/rollout_throughput.py --model smollm2 --instance sympy__sympy-24443 \
       --out results/training/cpu-smoke-throughput.json
@@ -93,7 +95,16 @@ def main(argv: list[str]) -> int:
                "episodes_per_min": round(60 * len(eps) / wall, 3), "model_tokens": tokens,
                "model_tokens_per_s": round(tokens / wall, 2),
                "rollout_s_median": statistics.median(r.info.get("rollout_s", 0.0) for r in eps),
+               "generate_s_median": statistics.median(r.info.get("generate_s", 0.0) for r in eps),
                "score_s_median": statistics.median(r.info.get("score_s", 0.0) for r in eps),
+               "generate_share": round(sum(r.info.get("generate_s", 0.0) for r in eps)
+                                       / max(1e-9, sum(r.info.get("rollout_s", 0.0) + r.info.get("score_s", 0.0)
+                                                       for r in eps)), 4),
+               "episodes_detail": [{k: r.info.get(k) for k in ("instance_id", "exit_status", "turns", "rollout_s",
+                                                                "generate_s", "score_s", "aborted")}
+                                   | {"model_tokens": r.sample.model_tokens if r.sample else 0,
+                                      "sequence_tokens": len(r.sample.prompt_ids) + len(r.sample.completion_ids)
+                                      if r.sample else 0} for r in eps],
                "exit_statuses": [r.info.get("exit_status") for r in eps],
                "load_avg_before": [round(x, 2) for x in load0], "load_avg_after": [round(x, 2) for x in os.getloadavg()],
                "load_during": load.summary(),
