@@ -27,9 +27,9 @@ from execcritic.harness.gate import LabeledPatch
 from execcritic.results.manifest import build_manifest, write_result
 from execcritic.tasks.sdist import load_verified_sdist
 from execcritic.training.episodes import TestEpisode, test_row
-from execcritic.training.grpo import GroupRolloutRunner
+from execcritic.training.grpo import GroupRolloutRunner, role_config
 from execcritic.training.run import load_model
-from execcritic.training.trl_adapter import peak_rss_mb
+from execcritic.training.trl_adapter import peak_rss_mb, rollout_sampling
 
 
 def cpu_seconds() -> float:
@@ -82,7 +82,10 @@ def main(argv: list[str]) -> int:
     out: dict = {"model": facts, "instances": args.instance, "rollouts_per_instance": args.rollouts, "runs": []}
     t_start, timings = time.monotonic(), {}
     for w in args.workers:
-        runner = GroupRolloutRunner("test", TestEpisode(proto), rows, protocol=proto, workers=w)
+        # the sampling GRPO training uses (`make_trainer`): Table 7c's temperature with the Test agent's per-turn
+        # response budget; without it a turn may run to the context window and the episodes are not training's
+        runner = GroupRolloutRunner("test", TestEpisode(proto), rows, protocol=proto, workers=w,
+                                    sampling=rollout_sampling(role_config("test", proto), proto))
         runner._model, runner._tokenizer = model, tok
         model.eval()
         load0, cpu0, t0 = os.getloadavg(), cpu_seconds(), time.monotonic()
@@ -110,6 +113,7 @@ def main(argv: list[str]) -> int:
                "load_during": load.summary(),
                "peak_rss_mb": round(peak_rss_mb(), 1)}
         print(run, flush=True)
+        run["sampling"] = runner.sampling.to_dict()
         out["runs"].append(run)
         timings[f"workers_{w}_wall_s"] = run["wall_s"]
     timings["total_wall_s"] = round(time.monotonic() - t_start, 2)
