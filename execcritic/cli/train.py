@@ -43,6 +43,8 @@ PRESET = typer.Option("custom", "--preset", help="a name for this run's setting,
 MODEL = typer.Option("smollm2", "--model", help="HF checkpoint dir, or 'tiny' / 'smollm2'")
 RUN_ID = typer.Option(None, "--run-id", help="run id (default: <UTC time>-<kind>-<preset>)")
 RESUME = typer.Option(False, "--resume", help="continue run --run-id from its last checkpoint")
+INIT = typer.Option(None, "--init", help="what --model is, as Figure 6b names the curve: base | sft | ... (default: "
+                    "base for tiny/smollm2, the kind of run that wrote a checkpoint of this CLI, else 'checkpoint')")
 
 
 def _run_id(kind: str, preset: str, run_id: str | None) -> str:
@@ -68,8 +70,8 @@ def _rl(kind: str):
         dataset: str = DATASET_ARG, instance: list[str] | None = INSTANCE, limit: int | None = LIMIT,
         candidates: str | None = CANDIDATES, preset: str = PRESET, model: str = MODEL, run_id: str | None = RUN_ID,
         resume: bool = RESUME, workers: int = WORKERS, threads: int = THREADS, seed: int = SEED,
-        official: str = OFFICIAL, label: str = LABEL, backend: str | None = BACKEND, as_json: bool = JSON_OPTION,
-        *, protocol: ProtocolConfig,
+        official: str = OFFICIAL, label: str = LABEL, backend: str | None = BACKEND, init: str | None = INIT,
+        as_json: bool = JSON_OPTION, *, protocol: ProtocolConfig,
     ) -> None:
         from execcritic.training.run import TrainRun, train  # lazy: torch/transformers/trl (train extra)
 
@@ -78,7 +80,7 @@ def _rl(kind: str):
             run = TrainRun(kind=kind, preset=preset, model=model, run_id=_run_id(kind, preset, run_id),
                            protocol=protocol, tasks=tasks, candidates=candidates, workers=workers, seed=seed,
                            resume=resume, backend=backend, threads=threads, official=official, label=label,
-                           datasets=[ts.manifest()], command=sys.argv)
+                           init=init, datasets=[ts.manifest()], command=sys.argv)
             result = train(run)
         _emit(result, as_json)
 
@@ -97,7 +99,8 @@ app.command("repair-rl")(_rl("repair-rl"))
 def sft_cmd(
     data: list[str] = DATA, preset: str = PRESET, model: str = MODEL, run_id: str | None = RUN_ID,
     resume: bool = RESUME, reasoning: bool = REASONING, teacher: str | None = TEACHER, threads: int = THREADS,
-    seed: int = SEED, label: str = LABEL, as_json: bool = JSON_OPTION, *, protocol: ProtocolConfig,
+    seed: int = SEED, label: str = LABEL, init: str | None = INIT, as_json: bool = JSON_OPTION, *,
+    protocol: ProtocolConfig,
 ) -> None:
     """Test-agent SFT (Table 7a) on admitted teacher trajectories (protocol-valid, clean Base failure)."""
     from execcritic.training.run import TrainRun, train  # lazy: torch/transformers/trl (train extra)
@@ -105,7 +108,7 @@ def sft_cmd(
     with guarded(as_json):
         run = TrainRun(kind="sft", preset=preset, model=model, run_id=_run_id("sft", preset, run_id),
                        protocol=protocol, sft_data=list(data), reasoning_visible=reasoning, teacher=teacher,
-                       seed=seed, resume=resume, threads=threads, label=label, command=sys.argv)
+                       seed=seed, resume=resume, threads=threads, label=label, init=init, command=sys.argv)
         result = train(run)
     _emit(result, as_json)
 

@@ -64,7 +64,8 @@ def checkpoint(role: str, preset: Preset) -> tuple[Binding | None, str]:
 def curve(role: str, init: str, preset: Preset) -> tuple[None, str]:
     """A training curve (Figure 6b/6c) under `preset`: (None, why it is not run here) until training lands."""
     recipe = CURVE_RECIPES.get((role, init), "train")
-    why = _engine_reason(preset) or "the training CLI publishes no metrics under the adapter's contract yet"
+    why = _engine_reason(preset) or (f"no complete training run with role {role}, init {init} under "
+                                     "results/training/ (Figure 6 draws the curves from there)")
     return None, f"{why} (needs `execcritic {recipe}`)"
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from execcritic.figures.tables import ArtifactView, build_view, md_table, to_latex, to_markdown
 from execcritic.results import paper
 from execcritic.results.schemas import PAPER_ARTIFACTS, stand_in_name
-from execcritic.results.store import Run, latest_run, list_runs, load_run
+from execcritic.results.store import Run, latest_run, list_runs, load_run, training_curve, training_init
 
 
 @dataclass
@@ -56,12 +56,13 @@ def select_runs(results: Path, runs: Mapping[str, str] | None, report: BuildRepo
 
 
 def training_runs(results: Path, report: BuildReport) -> list[Run]:
-    """The latest complete training run per (role, init)."""
+    """The latest complete training run per (role, init) (`training_init`: runs written before the init label
+    existed count as `base` when they started from an embedded base model)."""
     idx = list_runs("training", root=results)
     latest: dict[tuple[str, str], Run] = {}
     for run_id in idx[idx["status"] == "complete"]["run_id"]:
         run = load_run("training", run_id, root=results)
-        latest[(str(run.manifest["role"]), str(run.manifest["init"]))] = run
+        latest[(str(run.manifest["role"]), training_init(run.manifest))] = run
     report.training = [f"training/{r.run_id} ({k[0]}, init {k[1]})" for k, r in sorted(latest.items())]
     return [latest[k] for k in sorted(latest)]
 
@@ -72,18 +73,23 @@ def _training_section(runs: list[Run]) -> str:
         return (head + "\nNo training run under `results/training/` (schema: `execcritic.results.schemas`, "
                 "artifact `training`, one row per GRPO step in `metrics.jsonl`). The paper reports these curves "
                 "only qualitatively, so there is no reported number to show.\n")
-    header = ["Run", "Role", "Init", "Preset", "Steps", "Reward (first -> last, max)", "Masked share (mean)",
-              "Kept / dropped groups (mean)"]
+    header = ["Run", "What", "Role", "Init", "Steps", "Reward (first -> last, max)", "Reward over",
+              "Masked share (mean)", "Kept / dropped groups (mean)"]
     body = []
     for r in runs:
-        s = dict(zip(r.summary["metric"], r.summary["value"]))
-        body.append([f"training/{r.run_id}", str(r.manifest["role"]), str(r.manifest["init"]), r.preset,
-                     f"{int(s['n_steps'])}" if "n_steps" in s else "0",
-                     (f"{s.get('reward_mean_first', float('nan')):.3f} -> {s.get('reward_mean_last', float('nan')):.3f}"
-                     f" ({s.get('reward_mean_max', float('nan')):.3f})"),
+        c = training_curve(r)
+        s = dict(zip(r.summary["metric"], r.summary["value"])) if r.summary is not None else {}
+        rewards = c["reward"].dropna()
+        over = ", ".join(f"{k} {n}" for k, n in c["over"].value_counts().sort_index().items())
+        body.append([f"training/{r.run_id}", str(r.manifest.get("label") or f"preset {r.preset}"),
+                     str(r.manifest["role"]), training_init(r.manifest), str(len(c)),
+                     (f"{rewards.iloc[0]:.3f} -> {rewards.iloc[-1]:.3f} ({rewards.max():.3f})" if len(rewards)
+                      else "none (every rollout masked)"), over,
                      f"{s.get('masked_share_mean', float('nan')):.3f}",
                      f"{s.get('kept_groups_mean', float('nan')):.1f} / {s.get('dropped_groups_mean', float('nan')):.1f}"])
-    return head + "\nMeasured (this suite); the paper reports these curves only qualitatively.\n\n" + md_table(header, body)
+    return (head + "\nMeasured (this suite); the paper reports these curves only qualitatively. *Reward over*: "
+            "steps whose mean is over the kept rollouts (DAPO) vs over the offered rollouts of a step that kept "
+            "no group (it trained on nothing).\n\n" + md_table(header, body))
 
 
 def build_all(results: str | Path = "results", out: str | Path = "paper_figures", *,

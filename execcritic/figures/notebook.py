@@ -18,7 +18,7 @@ from execcritic.figures.tables import ArtifactView, build_view, delta_rows, fmt,
 from execcritic.results import paper
 from execcritic.results.schemas import paper_part, stand_in_name
 from execcritic.results.stats import is_null
-from execcritic.results.store import Run, list_runs, load_run
+from execcritic.results.store import Run, list_runs, load_run, training_curve, training_init
 
 
 def view(run: Run | None, artifact: str | None = None, *, reported_path: str | Path | None = None) -> ArtifactView:
@@ -75,6 +75,32 @@ def figure(run: Run | None, artifact: str | None = None, *, results: str | Path 
     raise ValueError(f"{v.artifact} is a table, not a figure")
 
 
+#: per-step columns shown beside the curve points when a run has them (costs: `results/training/README.md`)
+CURVE_EXTRA = ("kept_groups", "dropped_groups", "masked_share", "episodes", "rollout_s", "optimizer_s", "wall_s",
+               "peak_rss_mb")
+
+
+def training_curves(run: Run | None = None, *, results: str | Path | None = None) -> pd.DataFrame:
+    """Figure 6b/6c's points as a table: one row per training run x GRPO step (`training_curve`: the mean reward
+    and what it is over), with the run's label (e.g. CPU smoke run) and its measured per-step costs."""
+    root = Path(results) if results else (run.path.parents[1] if run is not None else Path("results"))
+    runs = training_runs(root, BuildReport(root)) if (root / "index.csv").is_file() else []
+    frames = []
+    for r in runs:
+        c = training_curve(r)
+        extra = r.records.sort_values("step").reset_index(drop=True)
+        for col in CURVE_EXTRA:
+            if col in extra.columns:
+                c[col] = extra[col].to_numpy()
+        c.insert(0, "init", training_init(r.manifest))
+        c.insert(0, "role", r.manifest["role"])
+        c.insert(0, "label", str(r.manifest.get("label") or f"preset {r.preset}"))
+        c.insert(0, "run", f"training/{r.run_id}")
+        frames.append(c)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["run", "label", "role", "init", "step", "reward", "reward_sd", "over"])
+
+
 def png(fig: Figure, dpi: int = 110) -> bytes:
     """The figure as PNG bytes (a notebook shows them with IPython.display.Image)."""
     buf = io.BytesIO()
@@ -117,4 +143,5 @@ def latest_runs(results: str | Path, artifacts: Sequence[str]) -> dict[str, Run 
     return out
 
 
-__all__ = ["banner", "deltas", "figure", "latest_runs", "measured_rows", "png", "table", "view"]
+__all__ = ["CURVE_EXTRA", "banner", "deltas", "figure", "latest_runs", "measured_rows", "png", "table",
+           "training_curves", "view"]

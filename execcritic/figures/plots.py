@@ -15,13 +15,15 @@ from typing import Any
 
 import matplotlib
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
 from execcritic.figures.reasons import not_run_curve
 from execcritic.figures.tables import ArtifactView
 from execcritic.results.schemas import paper_part, stand_in_name
 from execcritic.results.stats import is_null
-from execcritic.results.store import Run
+from execcritic.results.store import Run, training_curve, training_init
 
 RC = {"font.family": "DejaVu Sans", "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9,
       "legend.fontsize": 7.5, "xtick.labelsize": 8, "ytick.labelsize": 8, "svg.hashsalt": "execcritic",
@@ -29,9 +31,9 @@ RC = {"font.family": "DejaVu Sans", "font.size": 9, "axes.titlesize": 10, "axes.
 REPORTED_STYLE = {"facecolor": "#d9d9d9", "edgecolor": "#555555", "hatch": "///", "linewidth": 0.6}
 MEASURED_COLOR = "#1f5fa8"
 STAND_IN_COLOR = "#d95f02"          # measured with another model in the paper's role (smoke, ci)
-QUALITATIVE = {"b": "paper (qualitative only): reward stays low\nand oscillates from Base, rises steadily\n"
+QUALITATIVE = {"b": "reported (paper, qualitative only): reward stays low\nand oscillates from Base, rises steadily\n"
                     "from the SFT checkpoint (axis about 0.15-0.75)",
-               "c": "paper (qualitative only): Repair training\nreward increases overall (axis about 0.2-0.8)"}
+               "c": "reported (paper, qualitative only): Repair training\nreward increases overall (axis about 0.2-0.8)"}
 
 
 def _footnote_lines(lines: Sequence[str], width: int) -> list[str]:
@@ -199,34 +201,65 @@ def fmt1(v: Any) -> str:
     return f"{float(v):.1f}"
 
 
+def _curve_label(run: Run) -> str:
+    """Legend text of a measured curve: what run it is (its own label, e.g. 'CPU smoke run (...)') and its init."""
+    what = str(run.manifest.get("label") or f"preset {run.preset}")
+    return f"measured, {what}: from {training_init(run.manifest)} ({run.run_id})"
+
+
 def _curve_panel(ax, runs: Sequence[Run], role: str, panel: str, xmax: int, ylim: tuple[float, float],
-                 inits: Sequence[str], title: str, missing: list[tuple[str, str]],
-                 reasons: dict[str, str] | None = None) -> None:
+                 inits: Sequence[str], title: str, missing: list[tuple[str, str]]) -> None:
+    """A panel of Figure 6b/6c: each training run's mean reward per GRPO step (`training_curve`: over the kept
+    rollouts; a step without a kept group shows the offered rollouts' reward as a hollow marker), +/-1 sd band,
+    and the paper's reported description beside them (the paper gives these curves only qualitatively)."""
     mine = [r for r in runs if r.manifest.get("role") == role]
-    for run in sorted(mine, key=lambda r: (str(r.manifest.get("init")), r.run_id)):
-        m = run.records.sort_values("step")
-        init = str(run.manifest.get("init"))
-        label = f"measured: init {init} ({run.preset}, {run.run_id})"
-        (line,) = ax.plot(m["step"], m["reward_mean"], linewidth=1.2, label=label)
+    offered_any = banded = False
+    for run in sorted(mine, key=lambda r: (training_init(r.manifest), r.run_id)):
+        c = training_curve(run)
+        init = training_init(run.manifest)
+        (line,) = ax.plot(c["step"], c["reward"], linewidth=1.2, marker="o", markersize=4,
+                          label=_curve_label(run))
         line.set_gid(f"measured|{panel}|{init}|{run.run_id}")
-        ax.fill_between(m["step"], m["reward_mean"] - m["reward_std"], m["reward_mean"] + m["reward_std"],
-                        alpha=0.15, color=line.get_color(), linewidth=0)
-    have = {str(r.manifest.get("init")) for r in mine}
+        color = line.get_color()
+        hollow = c[c["over"] == "offered"]
+        if len(hollow):
+            offered_any = True
+            (pts,) = ax.plot(hollow["step"], hollow["reward"], linestyle="none", marker="o", markersize=6,
+                             markerfacecolor="white", markeredgecolor=color, zorder=3)
+            pts.set_gid(f"measured-offered|{panel}|{init}|{run.run_id}")
+        band = c.dropna(subset=["reward", "reward_sd"])
+        if len(band):
+            banded = True
+            ax.fill_between(band["step"], band["reward"] - band["reward_sd"], band["reward"] + band["reward_sd"],
+                            alpha=0.15, color=color, linewidth=0)
+    have = {training_init(r.manifest) for r in mine}
     for init in inits:
         if init not in have:
-            own = (reasons or {}).get(f"{role} RL from {init}")
-            missing.append((f"({panel}) {role} RL from {init}", f"not run here: {own}" if own else not_run_curve(role, init)))
+            missing.append((f"({panel}) {role} RL from {init}", f"{not_run_curve(role, init)} (no complete run with "
+                            f"role {role}, init {init} under results/training/)"))
+    reported = ax.text(0.5, 0.40 if not mine else 0.97, QUALITATIVE[panel], transform=ax.transAxes, ha="center", va="center" if not mine else "top",
+                       fontsize=7 if not mine else 6.5, color="#333333", style="italic")
+    reported.set_gid(f"reported|{panel}|qualitative")
     if not mine:
         ax.set_xlim(0, xmax)
         ax.set_ylim(*ylim)
         ax.text(0.5, 0.62, "measured: not run here", transform=ax.transAxes, ha="center", va="center",
                 fontsize=8, color="#777777")
-        ax.text(0.5, 0.40, QUALITATIVE[panel], transform=ax.transAxes, ha="center", va="center", fontsize=7,
-                color="#333333", style="italic")
     else:
+        values = [v for r in mine for v in training_curve(r)["reward"].dropna()]
+        lo, hi = min([ylim[0], *values]) - 0.1, max([ylim[1], *values]) + 0.1
+        ax.set_ylim(lo, hi + 0.45 * (hi - lo))    # the paper's axis range, the measured points, and room above
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         handles = ax.get_legend_handles_labels()[0]
-        handles.append(Patch(facecolor="#999999", alpha=0.3, label="band: +/-1 sd across the step's rollouts"))
-        ax.legend(handles=handles, loc="best", frameon=False, fontsize=6.5)
+        if banded:
+            handles.append(Patch(facecolor="#999999", alpha=0.3, label="band: +/-1 sd across the step's rollouts"))
+        if offered_any:
+            handles.append(Line2D([], [], linestyle="none", marker="o", markersize=6, markerfacecolor="white",
+                                  markeredgecolor="#555555", label="hollow: no group kept; mean of the offered "
+                                  "rollouts (trained nothing)"))
+        for h in handles:
+            h.set_label(textwrap.fill(h.get_label(), 62))
+        ax.legend(handles=handles, loc="center", frameon=False, fontsize=6.0)
     ax.set_xlabel("GRPO step")
     ax.set_ylabel("mean training reward")
     ax.set_title(title)
@@ -313,11 +346,10 @@ def figure6(view: ArtifactView, training: Sequence[Run]) -> Figure:
         ax.set_title("(a) Test agent: Base-to-Gold vs SFT data")
         ax.grid(linewidth=0.3, alpha=0.6)
         ax.legend(loc="upper left", bbox_to_anchor=(-0.12, -0.15), ncol=1, frameon=False, fontsize=6.5)
-        reasons = dict((view.run.manifest.get("not_run_curves") or {}) if view.run is not None else {})
         _curve_panel(bx, training, "test", "b", 200, (0.15, 0.75), ("base", "sft"),
-                     "(b) Test agent RL reward (from Base / SFT)", missing, reasons)
+                     "(b) Test agent RL reward (from Base / SFT)", missing)
         _curve_panel(cx, training, "repair", "c", 100, (0.2, 0.8), ("base",), "(c) Repair agent RL reward",
-                     missing, reasons)
+                     missing)
         own = [r for r in rows if not is_null(r["measured"]) and not stand_in_name(r["checkpoint"])]
         if not own:
             ax.text(0.97, 0.03, "measured, the paper's models: not run here" if stand else "measured: not run here", transform=ax.transAxes, ha="right", va="bottom",

@@ -474,7 +474,64 @@ def _read_manifest(path: Path, artifact: str, run_id: str) -> dict[str, Any]:
         raise InputError("manifest.instances must list the run's instance ids", file=str(path), field="instances")
     if not isinstance(m["runs"], int) or m["runs"] < 1:
         raise InputError("manifest.runs must be an integer >= 1", file=str(path), field="runs")
+    if artifact == "training":
+        if m["role"] not in TRAINING_ROLES:
+            raise InputError(f"manifest.role must be one of {list(TRAINING_ROLES)}, got {m['role']!r}",
+                             file=str(path), field="role")
+        if not (isinstance(m["init"], str) and m["init"]) and not (isinstance(m["init"], dict)
+                                                                  and isinstance(m["init"].get("spec"), str)):
+            raise InputError("manifest.init must be the initialization's label (base, sft, ...) or, in runs written "
+                             f"before labels, the model facts with a 'spec'; got {m['init']!r}", file=str(path),
+                             field="init")
     return m
+
+
+# ---- training runs (Figure 6b, 6c) -----------------------------------------------------------------------
+
+TRAINING_ROLES = ("test", "repair")
+#: model aliases that are the base (untrained) policy: training from them is "RL from Base"
+BASE_MODEL_ALIASES = ("tiny", "smollm2")
+
+
+def training_init(manifest: Mapping[str, Any]) -> str:
+    """The initialization label of a training run (`base`, `sft`, ...), as Figure 6b groups curves by it.
+
+    The manifest's `init` is that label. Runs written before the label existed (e.g. the committed CPU smoke
+    runs) carry the model facts there instead (`{"spec": ..., "path": ...}`); their label is `base` for an
+    embedded base alias (tiny, smollm2) and the spec itself otherwise - never a guess that it was SFT."""
+    init = manifest.get("init")
+    if isinstance(init, str):
+        return init
+    if isinstance(init, Mapping):
+        spec = str(init.get("spec"))
+        return "base" if spec in BASE_MODEL_ALIASES else spec
+    return str(init)
+
+
+def training_curve(run: Run) -> pd.DataFrame:
+    """The points of a training run's reward curve, one row per GRPO step: `step`, `reward`, `reward_sd`, `over`.
+
+    `over` says which rollouts the mean is over: `kept` (the groups DAPO dynamic sampling kept - the rollouts
+    that trained), `offered` (no group was kept: the offered rollouts' mean reward; that step trained on
+    nothing), `none` (every rollout masked or aborted: no reward; the point is NaN, a gap in the curve).
+    Rows written before `reward_over` existed flag a step without a kept group with `reward_mean_undefined`
+    (their `reward_mean` is a 0.0 placeholder) and keep the offered mean in `reward_mean_offered`."""
+    rows = []
+    for r in run.records.sort_values("step").to_dict("records"):
+        over = r.get("reward_over")
+        mean, sd = r.get("reward_mean"), r.get("reward_std")
+        if stats.is_null(over):
+            over = "kept"
+            undefined = r.get("reward_mean_undefined")
+            if not stats.is_null(undefined) and bool(undefined):
+                off = r.get("reward_mean_offered")
+                over, mean = ("none", math.nan) if stats.is_null(off) else ("offered", off)
+                sd = r.get("reward_std_offered")
+        if over == "none":
+            mean, sd = math.nan, math.nan
+        rows.append({"step": int(r["step"]), "reward": math.nan if stats.is_null(mean) else float(mean),
+                     "reward_sd": math.nan if stats.is_null(sd) else float(sd), "over": str(over)})
+    return pd.DataFrame(rows, columns=["step", "reward", "reward_sd", "over"])
 
 
 def _read_records(path: Path, sch: ArtifactSchema, m: dict[str, Any]) -> list[dict[str, Any]]:
@@ -671,8 +728,10 @@ def remove_run(artifact: str, run_id: str, *, root: str | Path | None = None) ->
 
 
 __all__ = [
+    "BASE_MODEL_ALIASES",
     "DEFAULT_ROOT",
     "INDEX_COLUMNS",
+    "TRAINING_ROLES",
     "Run",
     "RunWriter",
     "attach_notebook",
@@ -683,5 +742,7 @@ __all__ = [
     "rebuild_index",
     "record_key",
     "remove_run",
+    "training_curve",
+    "training_init",
     "validate_record",
 ]

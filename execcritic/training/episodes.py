@@ -176,6 +176,11 @@ def _sample(policy: TokenPolicy) -> TrajectorySample | None:
     return policy.assemble_sample() if policy.turns else None
 
 
+def _generate_s(policy: TokenPolicy) -> float:
+    """Seconds the episode spent sampling from the model (the rest of `rollout_s` is sandboxes, tools, gate)."""
+    return round(sum(t.generate_s for t in policy.turns), 3)
+
+
 def _task(row: dict[str, Any]) -> Task:
     task = row.get("task")
     if not isinstance(task, Task):
@@ -222,7 +227,7 @@ class TestEpisode:
             rollout_s = time.monotonic() - started
             info: dict[str, Any] = {"instance_id": task.instance_id, "exit_status": res.exit_status,
                                     "qualified": res.qualified, "turns": res.turns, "attempts": len(res.attempts),
-                                    "rollout_s": round(rollout_s, 3)}
+                                    "rollout_s": round(rollout_s, 3), "generate_s": _generate_s(policy)}
             if res.exit_status == "workspace_error":
                 return aborted_result("test", sample, "workspace_error: the Gold-free workspace could not be "
                                       "sanitized", **info)
@@ -327,7 +332,8 @@ class RepairEpisode:
             info: dict[str, Any] = {"instance_id": task.instance_id, "final_reason": res.final_reason,
                                     "revision_rounds": res.revision_rounds, "total_turns": res.total_turns,
                                     "revision_turns": res.revision_turns, "checks": len(res.checks),
-                                    "feedback": facts, "rollout_s": round(time.monotonic() - started, 3)}
+                                    "feedback": facts, "rollout_s": round(time.monotonic() - started, 3),
+                                    "generate_s": _generate_s(policy)}
             scored = time.monotonic()
             kind, excluded, source = self._terminal(res, verifier)
             info["terminal"] = {"failure_kind": kind.value if kind else None, "source": source}

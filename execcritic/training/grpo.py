@@ -110,7 +110,9 @@ class GroupRolloutRunner:
                                  "tell them apart")
             self.rows[key] = row
         self.order = list(self.rows.values())
-        self.sampling = sampling or SamplingConfig.rl_rollout(protocol)
+        # default: the role's rollout sampling with its per-turn response budget (as make_trainer passes it); a
+        # bare rl_rollout() would let a turn run to the context window
+        self.sampling = sampling or _rollout_sampling(role, protocol)
         self.seed, self.workers = seed, max(1, int(workers))
         self.policy_kwargs = dict(policy_kwargs or {})
         self._local = threading.local()

@@ -201,6 +201,7 @@ class TurnRecord:
     assistant_message: dict[str, Any] | None = None   # as returned in ModelResponse
     history_message: dict[str, Any] | None = None     # as a FormatError asks the loop to append it
     format_error: str | None = None
+    generate_s: float = 0.0            # wall seconds the backend spent sampling this turn (measurement only)
 
     @property
     def loss_mask(self) -> list[int]:
@@ -523,12 +524,14 @@ class TokenPolicy(ChatModel):
         budget = self.sampling.max_tokens if self.sampling.max_tokens is not None else (window or 4096)
         if window is not None:
             budget = min(budget, window - len(prompt_ids))
+        t_gen = time.monotonic()
         completion, logprobs, finish = self._generate(prompt_ids, budget)
+        generate_s = time.monotonic() - t_gen
         body = completion[:-1] if finish == "stop" else completion
         text = self.renderer.decode(body)
         record = TurnRecord(index=len(self.turns), prompt_ids=prompt_ids, completion_ids=completion,
                             logprobs=logprobs, env_ids=env_ids, continues=continues, finish_reason=finish,
-                            messages=list(messages), tools=tools, text=text)
+                            messages=list(messages), tools=tools, text=text, generate_s=generate_s)
         self.turns.append(record)
         content, reasoning, tool_calls = parse_completion(text)
         usage = {"prompt_tokens": len(prompt_ids), "completion_tokens": len(completion)}

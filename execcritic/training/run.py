@@ -116,6 +116,7 @@ class TrainRun:
     results_root: Path | None = None
     official: str = "always"                    # Repair: when to run the official evaluator (episodes.OFFICIAL_WHEN)
     label: str = ""                             # e.g. "CPU smoke run" (in the manifest and every progress line)
+    init: str | None = None                     # what the policy starts from (Figure 6b): base | sft | ...; None: derived
     datasets: list[dict[str, Any]] = field(default_factory=list)
     command: list[str] | str | None = None
     policy_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -148,12 +149,33 @@ def _prepare_home(run: TrainRun) -> str | None:
     return get_last_checkpoint(str(ckpts))
 
 
+TRAINING_META = "execcritic-training.json"
+
+
+def init_label(run: TrainRun) -> str:
+    """The run's initialization as Figure 6b names it: `--init` when given; `base` for an embedded base alias;
+    for a checkpoint this CLI wrote, the kind of run that wrote it (`sft`, `test-rl`, ...); else `checkpoint`."""
+    if run.init:
+        return run.init
+    if run.model in MODEL_ALIASES:
+        return "base"
+    meta = Path(run.model) / TRAINING_META
+    if meta.is_file():
+        try:
+            return str(json.loads(meta.read_text())["kind"])
+        except (ValueError, KeyError, TypeError):
+            raise InputError("not a training record (needs a 'kind')", file=str(meta), field="kind") from None
+    return "checkpoint"
+
+
 def _save_final(trainer, tokenizer, run: TrainRun) -> Path:
     final = run.home / "final"
     tmp = run.home / "final.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     trainer.save_model(str(tmp))
     tokenizer.save_pretrained(str(tmp))
+    (tmp / TRAINING_META).write_text(json.dumps({"kind": run.kind, "run_id": run.run_id, "init": init_label(run),
+                                                 "model": run.model}, indent=2) + "\n")
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     return final
@@ -193,7 +215,8 @@ def train_rl(run: TrainRun) -> dict[str, Any]:
     rc = role_config(run.role, p)
     writer = new_run("training", run.preset, run_id=run.run_id, root=run.results_root, config=p,
                      models={"policy": run.model}, command=run.command, datasets=run.datasets, seeds=[run.seed],
-                     extra={"role": run.role, "init": facts, "engine": "trl", "label": run.label,
+                     extra={"role": run.role, "init": init_label(run), "init_model": facts, "engine": "trl",
+                            "label": run.label,
                             "instances_trained": [t.instance_id for t in run.tasks], "batch_shape": shape,
                             "workers": run.workers, "runs_dir": str(run.home), "official": run.official,
                             "candidates": run.candidates})
@@ -260,7 +283,7 @@ def train_sft(run: TrainRun) -> dict[str, Any]:
     trainer.train(resume_from_checkpoint=last)
     final = _save_final(trainer, tokenizer, run)
     manifest = build_manifest(command=run.command, config=p, datasets=run.datasets, seeds=[run.seed],
-                              model={"policy": run.model, "init": facts}, extra={
+                              model={"policy": run.model, "init": facts, "init_label": init_label(run)}, extra={
                                   "artifact": "sft", "run_id": run.run_id, "preset": run.preset, "label": run.label,
                                   "data": run.sft_data, "admitted": len(rows), "rejected": rejected,
                                   "reasoning_visible": run.reasoning_visible, "final_checkpoint": str(final),
@@ -286,5 +309,5 @@ def summary_line(result: dict[str, Any]) -> str:
     return json.dumps({k: v for k, v in result.items() if k != "steps"}, default=str)
 
 
-__all__ = ["KINDS", "MODEL_ALIASES", "TrainRun", "load_model", "model_dir", "rl_rows", "summary_line", "train",
-           "train_rl", "train_sft"]
+__all__ = ["KINDS", "MODEL_ALIASES", "TRAINING_META", "TrainRun", "init_label", "load_model", "model_dir", "rl_rows",
+           "summary_line", "train", "train_rl", "train_sft"]

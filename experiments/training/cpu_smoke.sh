@@ -9,7 +9,8 @@
 #   EXECCRITIC_VERIFIED=/path/to/verified_test.parquet experiments/training/cpu_smoke.sh
 # Outputs: results/candidates/cpu-smoke-sympy/, results/sft/cpu-smoke-sft-smollm2.json,
 #          results/training/cpu-smoke-{test,repair}-rl-smollm2/, runs/eval/cpu-smoke-test-rl-smollm2/,
-#          results/training/cpu-smoke-throughput.json; checkpoints under runs/train/ (not in git).
+#          results/training/cpu-smoke-throughput.json, results/training/cpu-smoke-extrapolation.json; checkpoints
+#          under runs/train/ (not in git).
 set -euo pipefail
 PY=${PY:-python}
 X="$PY -m execcritic.cli"
@@ -55,4 +56,6 @@ cp runs/eval/cpu-smoke-test-rl-smollm2/evaluation.json results/training/cpu-smok
 step "6. rollout throughput: the same episodes with 1 and 2 workers"
 $PY experiments/training/rollout_throughput.py --model smollm2 --out results/training/cpu-smoke-throughput.json \
    "${INST[@]}"
+step "7. extrapolation of the paper's recipe from the measured parts (labeled; assumptions are flags)"
+$PY experiments/training/extrapolate_cost.py --out results/training/cpu-smoke-extrapolation.json
 step "done"

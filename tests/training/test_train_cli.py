@@ -56,6 +56,9 @@ def test_sft_on_pipeline_trajectories(sympy_task, tiny_model_dir, tmp_path):
     saved = json.loads(Path(result["results"]).read_text())
     assert saved["manifest"]["admitted"] == 1 and saved["manifest"]["deviations_from_paper"]
     assert saved["steps"][0]["optimizer_step_s"] > 0 and saved["peak_rss_mb"] > 0
+    assert saved["manifest"]["model"]["init_label"] == "checkpoint"      # a foreign HF dir is not guessed
+    meta = json.loads((final / "execcritic-training.json").read_text())
+    assert meta["kind"] == "sft" and meta["run_id"] == "sft-test"        # RL from it is "from sft"
     print(f"\n[sft] 1 trajectory, {len(result['steps'])} step(s): {wall:.1f} s, peak RSS {saved['peak_rss_mb']:.0f} MB, "
           f"optimizer.step {saved['steps'][0]['optimizer_step_s'] * 1000:.1f} ms")
 
@@ -101,6 +104,7 @@ def test_train_cli_resumes_after_kill(sympy_task, tiny_model_dir, tmp_path):
     manifest = json.loads(metrics.with_name("manifest.json").read_text())
     assert manifest["status"] == "complete" and len(manifest["sessions"]) == 2
     assert manifest["resumed_from"][0].endswith("checkpoint-1") and manifest["role"] == "repair"
+    assert manifest["init"] == "checkpoint" and manifest["init_model"]["path"] == str(tiny_model_dir)
     assert manifest["deviations_from_paper"]["repair_rl.steps"] == {"paper": 100, "used": 2}
     assert (tmp_path / "runs" / "train" / "resume-test" / "final" / "config.json").is_file()
 

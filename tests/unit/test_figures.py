@@ -231,3 +231,65 @@ def test_the_repository_results_build_with_reported_values_only(tmp_path):
         assert reported_cells == sorted(rep.query("artifact == @artifact")["value"].round(1))
     assert (tmp_path / "pf" / "figure5.png").is_file() and (tmp_path / "pf" / "figure6.pdf").is_file()
     assert not (results / "index.csv").exists() or have     # building never writes into results/
+
+
+def _curve_artists(fig):
+    lines = {ln.get_gid(): ln for ax in fig.axes for ln in ax.get_lines() if ln.get_gid()}
+    texts = {t.get_gid(): t.get_text() for ax in fig.axes for t in ax.texts if t.get_gid()}
+    return lines, texts
+
+
+def test_figure6_curves_of_the_committed_training_runs_are_their_metrics(tmp_path):
+    """Panels (b) and (c) from results/training/: each line's points are the run's metrics.jsonl (the offered
+    rollouts' mean where no group was kept, drawn hollow), labeled with the run's own label (CPU smoke), and
+    the paper's curve beside it as reported (qualitative only: the paper gives no numbers)."""
+    import json
+
+    from execcritic.figures.build import BuildReport, training_runs
+    from execcritic.results.store import training_init
+
+    results = REPO / "results"
+    runs = training_runs(results, BuildReport(results))
+    if not runs:
+        pytest.skip("no training run committed under results/training/")
+    from execcritic.figures.notebook import training_curves
+
+    view = build_view("figure6", None, paper.reported())
+    fig = figure6(view, runs)
+    table = training_curves(results=results)                 # the notebook's table of the same points
+    lines, texts = _curve_artists(fig)
+    assert texts["reported|b|qualitative"].startswith("reported (paper, qualitative only)")
+    assert texts["reported|c|qualitative"].startswith("reported (paper, qualitative only)")
+    for run in runs:
+        panel = "b" if run.manifest["role"] == "test" else "c"
+        rows = sorted((json.loads(x) for x in (run.path / "metrics.jsonl").read_text().splitlines()),
+                      key=lambda r: r["step"])
+        offered = [r for r in rows if r.get("reward_mean_undefined") or r.get("reward_over") == "offered"]
+        want = [r["reward_mean_offered"] if r.get("reward_mean_undefined") else r["reward_mean"] for r in rows]
+        key = f"{panel}|{training_init(run.manifest)}|{run.run_id}"
+        line = lines[f"measured|{key}"]
+        assert list(line.get_xdata()) == [r["step"] for r in rows]
+        assert list(line.get_ydata()) == pytest.approx(want)
+        mine = table[table["run"] == f"training/{run.run_id}"]
+        assert list(mine["reward"]) == pytest.approx(want) and list(mine["step"]) == [r["step"] for r in rows]
+        assert list(mine["optimizer_s"]) == pytest.approx([r["optimizer_s"] for r in rows])
+        if offered:
+            hollow = lines[f"measured-offered|{key}"]
+            assert list(hollow.get_xdata()) == [r["step"] for r in offered]
+            assert hollow.get_markerfacecolor() == "white"
+        label = " ".join(line.get_label().split())          # the legend wraps long labels
+        assert label.startswith("measured, ") and str(run.manifest.get("label") or run.preset) in label
+        if "smoke" in run.run_id:
+            assert "CPU smoke" in label
+
+
+def test_figure6_names_each_missing_curve_and_draws_no_number_for_it(built):
+    _, runs, _ = built
+    view = build_view("figure6", runs["figure6"], paper.reported())
+    fig = figure6(view, [runs["train_repair"]])          # panel (b) has no run
+    lines, texts = _curve_artists(fig)
+    assert not [g for g in lines if g.startswith("measured|b|")]
+    assert texts["reported|b|qualitative"].startswith("reported (paper, qualitative only)")
+    foot = fig.texts[-1].get_text().replace("\n", " ")
+    assert "(b) test RL from base" in foot and "(b) test RL from sft" in foot
+    assert "no complete run with role test, init sft under results/training/" in foot

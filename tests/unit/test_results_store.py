@@ -24,6 +24,8 @@ from execcritic.results.store import (
     new_run,
     rebuild_index,
     remove_run,
+    training_curve,
+    training_init,
 )
 from tests.paths import SHARED
 from tests.synthetic_results import (
@@ -381,3 +383,70 @@ def test_reported_loader_refuses_unknown_keys_and_a_missing_source(tmp_path):
     p.write_text(json.dumps({k: v for k, v in raw.items() if k != "_source"}))
     with pytest.raises(InputError, match="_source"):
         paper.reported(p)
+
+
+# ---- training runs: init label, curve points, manifest check ---------------------------------------------
+
+
+def test_training_init_label_and_legacy_model_facts():
+    assert training_init({"init": "sft"}) == "sft"
+    # runs written before the label: the model facts; an embedded base alias is the base model, never "sft"
+    assert training_init({"init": {"spec": "smollm2", "path": "/x"}}) == "base"
+    assert training_init({"init": {"spec": "tiny"}}) == "base"
+    assert training_init({"init": {"spec": "/ckpt/final"}}) == "/ckpt/final"
+
+
+def _legacy_and_new_training(tmp_path: Path):
+    w = new_run("training", PRESET, root=tmp_path, runs=1, instances=[], run_id="curve-points",
+                extra={"role": "test", "init": {"spec": "smollm2", "path": "/m"}})
+    base = {"masked_share": 0.0, "kept_groups": 0, "dropped_groups": 1, "n_rollouts": 0}
+    w.extend([
+        # legacy rows: no kept group -> a 0.0 placeholder flagged undefined, the offered mean beside it
+        {**base, "step": 0, "reward_mean": 0.0, "reward_std": 0.0, "reward_mean_undefined": True,
+         "reward_mean_offered": -0.2},
+        {**base, "step": 1, "reward_mean": 0.0, "reward_std": 0.0, "reward_mean_undefined": True,
+         "reward_mean_offered": None},
+        # current rows: reward_over says what the mean is over
+        {**base, "step": 2, "reward_mean": 0.35, "reward_std": 0.1, "reward_over": "kept", "kept_groups": 1},
+        {**base, "step": 3, "reward_mean": -0.1, "reward_std": 0.05, "reward_over": "offered"},
+        {**base, "step": 4, "reward_mean": 0.0, "reward_std": 0.0, "reward_over": "none", "masked_share": 1.0},
+    ])
+    return w.finalize()
+
+
+def test_training_curve_points_say_what_each_mean_is_over(tmp_path):
+    run = _legacy_and_new_training(tmp_path)
+    c = training_curve(run)
+    assert list(c["step"]) == [0, 1, 2, 3, 4]
+    assert list(c["over"]) == ["offered", "none", "kept", "offered", "none"]
+    assert c["reward"].iloc[0] == pytest.approx(-0.2) and c["reward"].iloc[2] == pytest.approx(0.35)
+    assert c["reward"].iloc[3] == pytest.approx(-0.1) and c["reward_sd"].iloc[2] == pytest.approx(0.1)
+    assert math.isnan(c["reward"].iloc[1]) and math.isnan(c["reward"].iloc[4])   # no reward: a gap, not 0.0
+    assert training_init(run.manifest) == "base"
+
+
+@pytest.mark.parametrize(("edit", "field"), [({"role": "critic"}, "role"), ({"init": 3}, "init"),
+                                             ({"init": {"path": "/no/spec"}}, "init"), ({"init": ""}, "init")])
+def test_a_training_manifest_with_a_bad_role_or_init_is_rejected(tmp_path, edit, field):
+    run = make_training(tmp_path, "repair", "base", steps=2)
+    path = run.path / "manifest.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **edit}))
+    with pytest.raises(InputError) as e:
+        load_run("training", run.run_id, root=tmp_path)
+    assert e.value.field == field and e.value.file == str(path)
+
+
+def test_the_committed_training_runs_load_and_their_curves_are_their_metrics():
+    """results/training/*: every run in the index loads through the schema check; its curve points are the
+    metrics.jsonl values (the offered rollouts' mean where a legacy row flags the kept mean undefined)."""
+    root = Path(__file__).resolve().parents[2] / "results"
+    idx = list_runs("training", root=root)
+    for run_id in idx["run_id"]:
+        run = load_run("training", run_id, root=root)
+        rows = [json.loads(x) for x in (run.path / "metrics.jsonl").read_text().splitlines()]
+        want = [r["reward_mean_offered"] if r.get("reward_mean_undefined") else r["reward_mean"]
+                for r in sorted(rows, key=lambda r: r["step"])]
+        got = training_curve(run)
+        assert list(got["step"]) == sorted(r["step"] for r in rows)
+        assert list(got["reward"]) == pytest.approx(want, nan_ok=True)
+        assert run.manifest["role"] in ("test", "repair") and training_init(run.manifest)
