@@ -314,7 +314,8 @@ def evaluate_local(task: Task, patch: str, env: TaskEnvironment, *, harness: Har
             if runner is not None:
                 result, report = run_reported(sandbox, script, timeout=timeout, cwd="/testbed",
                                               facts={"runner": runner.reporter,
-                                                     **candidate_facts(patch, task.test_patch)})
+                                                     **candidate_facts(patch, task.test_patch)},
+                                              script_writes_tests=True)
             else:
                 result = sandbox.run(script, timeout=timeout, cwd="/testbed")
         except (SandboxError, OSError) as exc:

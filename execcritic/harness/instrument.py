@@ -100,14 +100,19 @@ def new_hashseed() -> int:
     return secrets.randbelow(2**32)
 
 
-def run_reported(sandbox: Sandbox, command: str, *, timeout: float, facts: dict[str, Any], cwd: str | None = None
-                 ) -> tuple[CommandResult, ReporterReport]:
+def run_reported(sandbox: Sandbox, command: str, *, timeout: float, facts: dict[str, Any], cwd: str | None = None,
+                 script_writes_tests: bool = False) -> tuple[CommandResult, ReporterReport]:
     """Run `command` with the reporter's channel open; read the stream only after the sandbox ended the
     run and killed its process tree. The test files and the candidate's files must leave the run as they
-    entered it: code that rewrites them on disk (and maybe back) is tampering, whatever it printed."""
+    entered it: code that rewrites them on disk (and maybe back) is tampering, whatever it printed.
+    `script_writes_tests`: the command is an eval script that itself checks the test files out, patches and
+    restores them around its test command (swebench's; its final `git checkout` of several paths fails as a
+    whole when the test patch adds a file, leaving them patched). Then only the candidate's files are
+    compared here; the test files the test command ran are still the reporter's reference, read when its
+    interpreter started, so code rewriting them on disk still fails the test-code check."""
     if sandbox.channel_dir is None:
         raise RuntimeError(f"the {sandbox.backend} sandbox has no reporter channel directory")
-    watched = sorted(set(facts.get("test_files", ())) | set(facts.get("changed", ())))
+    watched = sorted(set(() if script_writes_tests else facts.get("test_files", ())) | set(facts.get("changed", ())))
     before = _contents(sandbox, watched)
     channel = ReporterChannel(sandbox.channel_dir, {"workdir": sandbox.workdir, **facts})
     try:

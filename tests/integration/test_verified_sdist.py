@@ -52,6 +52,35 @@ def test_gold_resolved_empty_unresolved(tasks, instance_id):
     assert sorted(empty.f2p_fail) == sorted(task.fail_to_pass)
 
 
+ADDED = "sympy/combinatorics/tests/added_by_the_test_patch.txt"
+NEW_FILE = (f"diff --git a/{ADDED} b/{ADDED}\nnew file mode 100644\n--- /dev/null\n+++ b/{ADDED}\n"
+            "@@ -0,0 +1 @@\n+data a test reads\n")
+
+
+def test_a_test_patch_that_adds_a_file_keeps_gold_resolved(tasks):
+    """swebench's eval script restores the test files with one `git checkout BASE files...`, which fails as a
+    whole when the test patch added one of them: the test files stay patched after the run. That is the
+    script's doing, not the candidate's (django__django-15525's Gold was refused as tree_modified for it);
+    Gold stays resolved, under the reporter."""
+    import dataclasses
+    import re
+
+    from execcritic.evaluation.official import evaluate_official
+
+    if "sympy__sympy-24443" not in tasks:
+        pytest.skip("sympy__sympy-24443 is not in the recipe")
+    task = tasks["sympy__sympy-24443"]
+    old = task.test_patch.rstrip("\n")
+    assert old in task.eval_script
+    script = task.eval_script.replace(old, (task.test_patch + NEW_FILE).rstrip("\n"))
+    script = re.sub(r"^(git checkout [0-9a-f]{40} .*)$", lambda m: m.group(1) + " " + ADDED, script, flags=re.M)
+    assert script.count(ADDED) == 5          # diff header, ---/+++ lines, both checkouts
+    variant = dataclasses.replace(task, test_patch=task.test_patch + NEW_FILE, eval_script=script)
+    gold = evaluate_official(variant, task.patch)
+    assert gold.valid and gold.resolved, gold.error
+    assert isinstance(gold.reporter, dict) and gold.reporter.get("ended") and not gold.reporter.get("tampers")
+
+
 def test_non_applying_patch_is_invalid_with_diagnostic(tasks):
     from execcritic.evaluation.official import evaluate_official
 
