@@ -37,7 +37,7 @@ from execcritic.harness.instrument import (candidate_facts, declared_paths, inst
 from execcritic.harness.reporter.stream import ReporterReport
 from execcritic.runners.base import Runner
 from execcritic.runners.registry import runner_for_command, runner_for_task
-from execcritic.sandbox.base import CommandResult, Limits
+from execcritic.sandbox.base import CommandResult, Limits, Sandbox
 from execcritic.swebench_compat import grading
 from execcritic.tasks.environment import TaskEnvironment, environment_for
 from execcritic.tasks.model import Task
@@ -334,7 +334,8 @@ def evaluate_local(task: Task, patch: str, env: TaskEnvironment, *, harness: Har
         if report is not None and runner is not None:
             # the script's own exit status is not the test command's: compare the one the script recorded
             tested = dataclasses.replace(result, exit_code=res.exit_code if res.exit_code is not None else -1)
-            refused = cross_check(task, runner, tested, report)
+            refused = cross_check(task, runner, tested, report,
+                                  unbacked=outside_tree(sandbox, runner, [*task.fail_to_pass, *task.pass_to_pass]))
             if refused is not None:
                 res.valid, res.resolved = False, False
                 res.failure_kind, why = refused
@@ -376,11 +377,33 @@ def instrument_eval_script(task: Task, script: str, hashseed: int) -> tuple[str,
                      instance=task.instance_id, field="eval_script")
 
 
-def cross_check(task: Task, runner: Runner, result: CommandResult, report: ReporterReport
-                ) -> tuple[str, str] | None:
+def outside_tree(sandbox: Sandbox, runner: Runner, names: list[str]) -> set[str]:
+    """The FAIL_TO_PASS/PASS_TO_PASS names whose test file is not in the checkout: results a test's own inner
+    session printed (pytester writes its files to a temporary directory; SWE-bench lists some, e.g.
+    pytest-dev__pytest-7521's `test_capsysbinary.py::test_hello`). No record of the run can back them; the log
+    alone grades them, as in swebench."""
+    out: set[str] = set()
+    exists: dict[str, bool] = {}
+    for name in names:
+        path = runner.parse_node(name).path
+        if not path:
+            continue
+        if path not in exists:
+            try:
+                sandbox.read_file(f"{sandbox.workdir.rstrip('/')}/{path}")
+                exists[path] = True
+            except (FileNotFoundError, IsADirectoryError):
+                exists[path] = False
+        if not exists[path]:
+            out.add(name)
+    return out
+
+
+def cross_check(task: Task, runner: Runner, result: CommandResult, report: ReporterReport,
+                unbacked: set[str] = frozenset()) -> tuple[str, str] | None:
     """(failure kind, why) when the harness-owned records cannot back swebench's grading: the stream is
     missing, incomplete or forged, the run tampered with its runner, or a FAIL_TO_PASS/PASS_TO_PASS test's
-    recorded outcome disagrees with what the log says."""
+    recorded outcome disagrees with what the log says (`unbacked`: names no record can have)."""
     problem = reporter_problem(report, result)
     if problem is not None:
         return problem[0].value, problem[1]
@@ -388,6 +411,8 @@ def cross_check(task: Task, runner: Runner, result: CommandResult, report: Repor
     logged = runner.parse_results(result.output)
     disagree = []
     for name in list(task.fail_to_pass) + list(task.pass_to_pass):
+        if name in unbacked:
+            continue
         node = runner.parse_node(name)
         rec, log = runner.result_for(node, recorded), runner.result_for(node, logged)
         if not agree(runner, rec, log):

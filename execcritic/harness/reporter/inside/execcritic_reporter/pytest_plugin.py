@@ -30,7 +30,8 @@ _CRITICAL_HOOKS = ("pytest_runtest_protocol", "pytest_runtest_setup", "pytest_ru
 
 def install(config):
     """pytest loads this module as a plugin by name while it configures (before conftest files)."""
-    names = [p for p in os.environ.get("PYTEST_PLUGINS", "").split(",") if p.strip()]
+    _OUTER["env_plugins"] = os.environ.get("PYTEST_PLUGINS")
+    names = [p for p in (_OUTER["env_plugins"] or "").split(",") if p.strip()]
     os.environ["PYTEST_PLUGINS"] = ",".join([__name__] + names)
     workdir = os.path.abspath(config.get("workdir", "/testbed")) + os.sep
     # pytest-dev/pytest: the runner is the product (decided now, before any code of the checkout has run)
@@ -43,6 +44,14 @@ def _ours(config):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
+    if "env_plugins" in _OUTER:
+        # pytest read PYTEST_PLUGINS while it started; a pytest the tests start in a child process (pytester's
+        # runpytest_subprocess) must not load this plugin: the child has no reporter
+        before = _OUTER.pop("env_plugins")
+        if before is None:
+            os.environ.pop("PYTEST_PLUGINS", None)
+        else:
+            os.environ["PYTEST_PLUGINS"] = before
     if "config" in _OUTER:
         return
     box = []
@@ -169,7 +178,8 @@ def _node_target(item):
     """(file, function name) as the node id names them - never the item's own attributes, which code that
     reaches the item could point at another test. The file is the one defining the function (a test method
     may be inherited from a class in another module)."""
-    parts = [p for p in item.nodeid.split("::") if p != "()"]
+    # a parameter id may hold "::" itself (an IPv6 URL): split what precedes it
+    parts = [p for p in item.nodeid.split("[", 1)[0].split("::") if p != "()"]
     rootdir = str(getattr(item.config, "rootpath", None) or item.config.rootdir)
     path = os.path.abspath(os.path.join(rootdir, parts[0]))
     name = parts[-1].split("[")[0]
@@ -208,9 +218,19 @@ def pytest_runtest_call(item):
         if testcase is not None and hasattr(testcase, "_testMethodName"):          # unittest.TestCase item
             fn = getattr(testcase, testcase._testMethodName)
             xfail = (bool(getattr(fn, "__unittest_expecting_failure__", False)), True, None)
-            token = _register(item, fn, name, path, xfail, "unittest")
-            setattr(testcase, testcase._testMethodName, _recording(token, fn))
-            restore = lambda: testcase.__dict__.pop(testcase._testMethodName, None)    # noqa: E731
+            # the module is still pytest's to compile (its asserts rewritten), whatever runs its tests
+            token = _register(item, fn, name, path, xfail, "unittest", _rewrite_compiler(item))
+            proxy = _recording(token, fn)
+            # pytest >= 6 sets the instance attribute to `item.obj` right before calling the case: both
+            setattr(testcase, testcase._testMethodName, proxy)
+            obj = item.__dict__.get("_obj")
+            if obj is not None:
+                _set_obj(item, proxy)
+
+            def restore():
+                testcase.__dict__.pop(testcase._testMethodName, None)
+                if obj is not None:
+                    _set_obj(item, obj)
         elif hasattr(item, "obj") and callable(getattr(item, "obj", None)) and hasattr(item, "_fixtureinfo"):
             fn = item.obj
             token = _register(item, fn, name, path, _xfail(item), "pytest", _rewrite_compiler(item))
