@@ -215,7 +215,8 @@ def test_figure6_stand_in_point_is_the_results_table(session):
     assert lines[f"measured|a|{s['checkpoint']}"].get_ydata()[0] == pytest.approx(s["value"])
     assert list(lines["reported|a|sft"].get_ydata()) == pytest.approx([22.0, 27.0, 35.0, 39.0, 39.0])
     notes = "\n".join(t.get_text() for t in fig.texts)
-    assert "training entry point `execcritic train`" in notes and "(b) test RL from base" in notes
+    # panels (b)/(c) without a training run of the session's preset say where the curves would come from
+    assert "under results/training/" in notes and "(b) test RL from base" in notes, notes
 
 
 def test_tables_label_every_value(session):
