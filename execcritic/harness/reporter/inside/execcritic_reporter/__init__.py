@@ -20,6 +20,7 @@ record only from a frame running sealed code. The guard (guard.py) watches for t
 
 Python 3.6+ (audit hooks from 3.8), standard library only.
 """
+import functools
 import sys
 import types
 
@@ -150,6 +151,21 @@ def arm(config):
     _guard_signals()
     atexit.register(_end)          # registered first: runs after every handler the code under test adds
     "\0audit"(EVENT, "boot_done")
+
+
+def recording(token, fn, extra=None):
+    """The proxy a runner hook puts where the runner will call test `fn` (registered as `token`): only the
+    call's own outcome leaves it, straight to the core (which checks `token` and `fn`). `extra` (unittest:
+    the subtests that failed, filled while the call runs) goes with the record."""
+    def run_test(*args, **kwargs):
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as exc:
+            "\0audit"("execcritic.reporter", "call_raised", token, fn, exc, extra)
+            raise
+        "\0audit"("execcritic.reporter", "call_returned", token, fn, result, extra)
+        return result
+    return functools.wraps(fn)(run_test)
 
 
 def _end():

@@ -12,11 +12,12 @@ process (pytester) are ignored.
 
 `"\\0audit"(...)` is `sys.audit(...)`, sealed into the code at boot (see __init__.seal).
 """
-import functools
 import os
 import sys
 
 import pytest
+
+from execcritic_reporter import recording as _recording  # the one sealed proxy, bound here
 
 EVENT = "execcritic.reporter"
 _OUTER = {}
@@ -130,19 +131,6 @@ def _xfail(item):
     if xf is None:
         return False, False, None
     return True, bool(xf.strict), xf.raises
-
-
-def _recording(token, fn):
-    """The proxy: only the call's own outcome leaves it, straight to the core (which checks `token` and `fn`)."""
-    def run_test(*args, **kwargs):
-        try:
-            result = fn(*args, **kwargs)
-        except BaseException as exc:
-            "\0audit"("execcritic.reporter", "call_raised", token, fn, exc, None)
-            raise
-        "\0audit"("execcritic.reporter", "call_returned", token, fn, result, None)
-        return result
-    return functools.wraps(fn)(run_test)
 
 
 def _rewrite_compiler(item):

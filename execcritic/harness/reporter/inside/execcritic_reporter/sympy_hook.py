@@ -10,10 +10,11 @@ the runner's name, source-file and `_slow` checks see the test itself). The reco
 outcome of the function the runner calls - what its reporter then prints or counts is checked against it.
 """
 import builtins
-import functools
 import importlib.abc
 import os
 import sys
+
+from execcritic_reporter import recording as _recording  # the one sealed proxy, bound here
 
 EVENT = "execcritic.reporter"
 RUNNER_MODULES = ("sympy.testing.runtests", "sympy.utilities.runtests")
@@ -90,16 +91,3 @@ def _instrument(gl, workdir):
         "\0audit"(EVENT, "register", box, node, fn, False, False, None, "sympy", name, path, None, {"key": name})
         gl[name] = _recording(box[0] if box else None, fn)
     "\0audit"(EVENT, "watch_mapping", "test module %s (instrumented)" % rel, gl)
-
-
-def _recording(token, fn):
-    """The proxy: only the call's own outcome leaves it, straight to the core (which checks `token` and `fn`)."""
-    def run_test(*args, **kwargs):
-        try:
-            result = fn(*args, **kwargs)
-        except BaseException as exc:
-            "\0audit"("execcritic.reporter", "call_raised", token, fn, exc, None)
-            raise
-        "\0audit"("execcritic.reporter", "call_returned", token, fn, result, None)
-        return result
-    return functools.wraps(fn)(run_test)

@@ -14,6 +14,8 @@ import functools
 import os
 import sys
 
+from execcritic_reporter import recording as _recording  # the one sealed proxy, bound here
+
 EVENT = "execcritic.reporter"
 _WATCH = ("unittest", "execcritic_reporter")
 _STATE = {"first": True, "modules": set()}
@@ -49,19 +51,6 @@ def node_ids(test):
     except Exception:
         desc = test.id()
     return test.id(), desc
-
-
-def _recording(token, fn, sub_failures, extra):
-    """The proxy: only the call's own outcome leaves it, straight to the core (which checks `token` and `fn`)."""
-    def test_method(*args, **kwargs):
-        try:
-            result = fn(*args, **kwargs)
-        except BaseException as exc:
-            "\0audit"("execcritic.reporter", "call_raised", token, fn, exc, {"subtests_failed": sub_failures})
-            raise
-        "\0audit"("execcritic.reporter", "call_returned", token, fn, result, {"subtests_failed": sub_failures})
-        return result
-    return functools.wraps(fn)(test_method)
 
 
 def instrument(test, node, extra):
@@ -108,7 +97,7 @@ def instrument(test, node, extra):
                           dict(extra, params=repr((args, kwargs))[:200]))
                 raise
 
-    added = {name: _recording(box[0] if box else None, fn, sub_failures, extra),
+    added = {name: _recording(box[0] if box else None, fn, {"subtests_failed": sub_failures}),
              "setUp": phase("setUp", "setup"), "tearDown": phase("tearDown", "teardown"), "subTest": sub_test}
     for attr, value in added.items():
         setattr(test, attr, value)
