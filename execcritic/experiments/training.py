@@ -1,13 +1,14 @@
 """A thin adapter to the training entry points, so the training-based artifacts (Tables 3, 4, 6, the
 trained rows of Tables 1, 2, 5 and Figure 6) call training the same way on every preset.
 
-Contract with the training CLI (built separately in `execcritic/cli/train.py`):
-  execcritic train sft|test-rl|repair-rl -c <protocol profile> --engine verl|cpu --out DIR --json
-  execcritic candidates build ... --out DIR --json
-each printing one JSON object with `checkpoint` (a model spec that serves the trained policy) and, for
-the RL commands, `metrics` (a metrics.jsonl with one row per GRPO step, the `training` schema).
-Until that entry point is in this checkout, and wherever the preset's engine cannot run here (verl
-needs GPUs), every trained role and every training curve is "not run here: <reason>" - never a number.
+The training CLI (`execcritic/cli/train.py`): `execcritic train sft|test-rl|repair-rl ... --json` prints
+one JSON object with `final_checkpoint` (a HF checkpoint directory, served as the model spec
+`hf:<dir>`) and writes the RL runs' per-step metrics under `results/training/<run_id>/` (the `training`
+schema), where Figure 6's curves are drawn from. `reproduce` does not train checkpoints itself (the paper's
+recipes are GPU-days; a CPU SFT on a few trajectories says nothing about them): a trained role is
+evaluated when a notebook binds it to a checkpoint (`models={"test_sft": "hf:<final_checkpoint>"}`), and is
+otherwise "not run here: <reason>" - never a number. Wherever the preset's engine cannot run here (verl
+needs GPUs) the reason says so.
 """
 
 from __future__ import annotations
@@ -56,13 +57,14 @@ def checkpoint(role: str, preset: Preset) -> tuple[Binding | None, str]:
     recipe = RECIPES.get(role)
     if recipe is None:
         return None, f"role {role} is not produced by training"
-    why = _engine_reason(preset) or ("the training CLI is present but publishes no servable checkpoint spec "
-                                     "under the adapter's contract yet (bind the role with models={...})")
+    why = _engine_reason(preset) or ("`reproduce` does not train checkpoints: train one "
+                                     "and bind the role to it, e.g. models={'%s': 'hf:<final_checkpoint>'}" % role)
     return None, f"{why} (needs `execcritic {recipe}`)"
 
 
 def curve(role: str, init: str, preset: Preset) -> tuple[None, str]:
-    """A training curve (Figure 6b/6c) under `preset`: (None, why it is not run here) until training lands."""
+    """A training curve (Figure 6b/6c) under `preset`: (None, why it is not run here); the curves themselves are
+    drawn from the runs under results/training/."""
     recipe = CURVE_RECIPES.get((role, init), "train")
     why = _engine_reason(preset) or (f"no complete training run with role {role}, init {init} under "
                                      "results/training/ (Figure 6 draws the curves from there)")
