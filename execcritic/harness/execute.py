@@ -22,6 +22,7 @@ from execcritic.config import PAPER, HarnessConfig
 from execcritic.errors import SandboxError
 from execcritic.harness.apply import SOURCE, TEST, apply_patch, sha256
 from execcritic.harness.classify import classify
+from execcritic.harness import rewrite_cache
 from execcritic.harness.execution import Execution, FailureKind
 from execcritic.harness.instrument import (
     candidate_facts,
@@ -128,10 +129,14 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
             return invalid(FailureKind.TREE_MISMATCH, mismatch, runner=runner.name, command=observed)
         t = time.monotonic()
         report = None
+        pinned = None
         if runner.reporter:
-            result, report = run_reported(sandbox, run_text, timeout=config.test_timeout_s,
-                                          facts={"runner": runner.reporter,
-                                                 **candidate_facts(source_patch, bundle.test_patch)})
+            facts = {"runner": runner.reporter, **candidate_facts(source_patch, bundle.test_patch)}
+            if runner.reporter == "pytest":
+                pinned = rewrite_cache.prepare(sandbox, facts["test_files"],
+                                               candidate_paths | declared_paths(bundle.test_patch))
+                extra["rewrite_cache"] = {"served": pinned.served}
+            result, report = run_reported(sandbox, run_text, timeout=config.test_timeout_s, facts=facts)
             extra.update(hashseed=seed, reporter=report.summary())
         else:
             result = sandbox.run(run_text, timeout=config.test_timeout_s)
@@ -143,6 +148,11 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
     t = time.monotonic()
     c = classify(runner, declared, result, report)
     phases["parse"] = time.monotonic() - t
+    if pinned is not None and source_patch is None and c.valid:
+        try:                 # a clean run of Base + the bundle alone compiled the test modules: keep them
+            extra["rewrite_cache"]["captured"] = rewrite_cache.capture(sandbox, pinned)
+        except SandboxError:
+            pass             # no cache is only slower; the verdict above stands
     return Execution(valid=c.valid, verdict=c.verdict, failure_kind=c.failure_kind, diagnostic=c.diagnostic,
                      nodes=c.nodes, exit_code=result.exit_code, timed_out=result.timed_out,
                      oom_killed=result.oom_killed, runner=runner.name, command=run_text,

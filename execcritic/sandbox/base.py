@@ -71,8 +71,9 @@ class Sandbox(ABC):
         """Run `bash -c command`. Raises SandboxError only when the sandbox itself fails."""
 
     @abstractmethod
-    def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
-        """Write a file at an absolute sandbox path (under /testbed or /tmp)."""
+    def write_file(self, path: str, data: bytes | str, mode: int = 0o644, *, mtime: int | None = None) -> None:
+        """Write a file at an absolute sandbox path (under /testbed or /tmp); `mtime` (seconds) pins its
+        modification time (default: now)."""
 
     @abstractmethod
     def read_file(self, path: str) -> bytes:

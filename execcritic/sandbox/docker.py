@@ -598,7 +598,7 @@ class DockerSandbox(Sandbox):
     def _kill_all(self) -> str:
         return self._exec_simple(["bash", "-c", KILL_SCRIPT], what="killing the command's processes")
 
-    def _put(self, path: str, data: bytes, mode: int) -> None:
+    def _put(self, path: str, data: bytes, mode: int, mtime: int | None = None) -> None:
         errors, req_errors = _docker_errors()
         parent, base = posixpath.split(posixpath.normpath(path))
         buf = io.BytesIO()
@@ -606,7 +606,7 @@ class DockerSandbox(Sandbox):
             ti = tarfile.TarInfo(base)
             ti.size = len(data)
             ti.mode = mode
-            ti.mtime = int(time.time())
+            ti.mtime = int(time.time()) if mtime is None else int(mtime)
             ti.uid = ti.gid = 0
             tf.addfile(ti, io.BytesIO(data))
         payload = buf.getvalue()
@@ -627,11 +627,11 @@ class DockerSandbox(Sandbox):
             except req_errors.ConnectionError as exc:
                 raise self._gone(exc) from exc
 
-    def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
+    def write_file(self, path: str, data: bytes | str, mode: int = 0o644, *, mtime: int | None = None) -> None:
         self._check_open()
         if not path.startswith("/") or path.endswith("/"):
             raise ValueError(f"write_file needs an absolute file path (got {path!r})")
-        self._put(path, data.encode() if isinstance(data, str) else bytes(data), mode)
+        self._put(path, data.encode() if isinstance(data, str) else bytes(data), mode, mtime)
 
     def read_file(self, path: str) -> bytes:
         self._check_open()

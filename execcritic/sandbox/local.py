@@ -509,7 +509,7 @@ class LocalSandbox(Sandbox):
                 return host / spath[len(root) + 1:]
         return None
 
-    def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
+    def write_file(self, path: str, data: bytes | str, mode: int = 0o644, *, mtime: int | None = None) -> None:
         self._check_open()
         host = self._host_path(path, follow_last=True)
         if isinstance(data, str):
@@ -524,6 +524,8 @@ class LocalSandbox(Sandbox):
         try:
             os.write(fd, data)
             os.fchmod(fd, mode)
+            if mtime is not None:
+                os.utime(fd, (mtime, mtime))
         finally:
             os.close(fd)
 

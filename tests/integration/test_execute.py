@@ -14,7 +14,7 @@ from execcritic.sandbox.base import Limits
 from execcritic.config import HarnessConfig
 from execcritic.harness.execute import execute
 from execcritic.harness.execution import FailureKind, Verdict
-from tests.bundles import ScenarioKit
+from tests.bundles import ScenarioKit, diff_after
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -203,4 +203,46 @@ def test_a_run_cannot_change_what_the_next_run_imports(kit):
     assert (base.valid, base.verdict, base.failure_kind) == (True, Verdict.FAIL, FailureKind.BEHAVIORAL_FAILURE), \
         base.diagnostic + base.output_tail
     gold = execute(kit.task, kit.official_bundle(), kit.task.patch, sandbox=kit.sandbox, check_source_patch=False)
+    assert (gold.valid, gold.verdict) == (True, Verdict.PASS), gold.diagnostic + gold.output_tail
+
+
+def test_rewritten_test_modules_are_served_and_a_run_cannot_poison_them(kit):
+    """pytest's rewrite of the bundle's test module is compiled by a clean Base run and served by the harness
+    to later runs (pytest then reads it instead of rewriting: the served pyc keeps the pinned mtime). A
+    candidate that overwrites the served pyc with forged test code changes its own run at most: the next run
+    gets the harness's copy, and Base still FAILs, Gold still PASSes."""
+    from execcritic.harness import rewrite_cache
+
+    bundle = kit.official_bundle()
+    test_file = kit.demo.spec.test_file
+    for _ in range(2):
+        base = execute(kit.task, bundle, sandbox=kit.sandbox)
+        assert (base.valid, base.verdict) == (True, Verdict.FAIL), base.diagnostic + base.output_tail
+    assert test_file in base.extra["rewrite_cache"]["served"]
+    pycache = f"{kit.test_dir}/__pycache__"
+    root = kit.sandbox.workdir
+    listing = kit.sandbox.run(f"cd {root} && stat -c '%Y %n' {pycache}/*-pytest-*.pyc", timeout=30).output.split()
+    assert set(listing[::2]) == {str(rewrite_cache.MTIME)}, listing      # served and read, none rewritten
+    served = {rel: kit.sandbox.read_file(f"{root}/{rel}") for rel in listing[1::2]}
+    cache = dict(rewrite_cache._CACHES[kit.sandbox])
+
+    names = [n.split("::")[-1] for n in kit.task.fail_to_pass]
+    forged = "".join(f"def {n}():\n    pass\n" for n in names)
+    forge = ("\nimport glob as _glob, marshal as _marshal\n"
+             f"for _p in _glob.glob({pycache + '/*-pytest-*.pyc'!r}):\n"
+             "    with open(_p, 'rb') as _f:\n        _head = _f.read(16)\n"
+             "    with open(_p, 'wb') as _f:\n"
+             f"        _f.write(_head + _marshal.dumps(compile({forged!r}, 'forged', 'exec')))\n")
+    poison = diff_after(kit.demo.repo, lambda w: (w / kit.demo.spec.source_file).write_text(
+        (w / kit.demo.spec.source_file).read_text() + forge))
+    ran = execute(kit.task, bundle, poison, sandbox=kit.sandbox)
+    assert ran.verdict is not Verdict.PASS, ran.diagnostic + ran.output_tail
+    for pyc_rel, pyc in served.items():
+        planted = kit.sandbox.read_file(f"{kit.sandbox.workdir}/{pyc_rel}")
+        assert planted != pyc, f"the candidate did not overwrite the served {pyc_rel}"
+    assert rewrite_cache._CACHES[kit.sandbox] == cache          # a candidate's run is never captured
+    after = execute(kit.task, bundle, sandbox=kit.sandbox)
+    assert (after.valid, after.verdict) == (True, Verdict.FAIL), after.diagnostic + after.output_tail
+    assert after.extra["rewrite_cache"]["served"] == base.extra["rewrite_cache"]["served"]
+    gold = execute(kit.task, bundle, kit.task.patch, sandbox=kit.sandbox, check_source_patch=False)
     assert (gold.valid, gold.verdict) == (True, Verdict.PASS), gold.diagnostic + gold.output_tail

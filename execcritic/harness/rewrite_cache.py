@@ -1,0 +1,105 @@
+"""pytest's rewritten test modules, compiled once by a Base run and served to every later run of the sandbox.
+
+Why: an exact reset restores the Base tree, so every run's pytest rewrites the bundle's test modules and the
+conftests afresh (assertion rewriting: parse, rewrite, compile) - about a third of a short run. The bare command does not pay
+this: pytest keeps the rewritten module in `__pycache__/<name>.<tag>-pytest-<version>.pyc`, valid while the
+source's mtime and size match.
+
+Why it cannot be poisoned: the cache lives in the harness (on the Sandbox object), not in the tree; a run
+only ever sees a copy the harness writes after the reset, which the next reset removes. It is filled only
+from a run of Base with nothing but the bundle applied (no source patch: no candidate's or Gold's code ran),
+and only from a run the reporter found clean. A test file's entry is keyed by its content, so its pyc is
+served only beside the very source it was compiled from; a Base file's (a conftest) is served only when no
+patch of the run changes that file. The test files get one fixed mtime after every
+apply (`MTIME`), so that pytest's own staleness check (mtime + size) accepts the copy; a candidate that
+writes its own pyc during a run affects that run only, where the reporter compares the test functions that
+run with the code it compiles itself from the source.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import shlex
+import weakref
+from dataclasses import dataclass
+
+from execcritic.sandbox.base import Sandbox
+
+#: the mtime every applied test file gets (2001-09-09): the same on every run, so a pyc stays valid
+MTIME = 1_000_000_000
+
+_CACHES: "weakref.WeakKeyDictionary[Sandbox, dict[tuple[str, str], tuple[str, bytes]]]" = weakref.WeakKeyDictionary()
+BASE = "base"       # the key of a file no patch touches: its content (and mtime) is the Base's on every run
+
+
+@dataclass
+class Served:
+    """What `prepare` did for one run: the test files it pinned (with their content), the paths the patches
+    change, and the sources it served a cached pyc for."""
+    contents: dict[str, bytes]
+    changed: frozenset[str]
+    served: list[str]
+
+
+def _key(path: str, data: bytes) -> tuple[str, str]:
+    return path, hashlib.sha256(data).hexdigest()
+
+
+def prepare(sandbox: Sandbox, test_files: list[str], changed: set[str]) -> Served:
+    """After the patches are applied (and the tree judged), before the run: pin each test file's mtime and
+    write the cached pycs - of the test files by their content, of the Base's own files (conftests) unless a
+    patch changes them."""
+    cache = _CACHES.setdefault(sandbox, {})
+    root = sandbox.workdir.rstrip("/")
+    contents: dict[str, bytes] = {}
+    hits: list[tuple[str, str, bytes]] = []
+    for path in test_files:
+        try:
+            data = sandbox.read_file(f"{root}/{path}")
+        except (FileNotFoundError, IsADirectoryError):
+            continue
+        contents[path] = data
+        sandbox.write_file(f"{root}/{path}", data, mode=0o644, mtime=MTIME)
+        hit = cache.get(_key(path, data))
+        if hit is not None:
+            hits.append((path, *hit))
+    hits += [(path, *hit) for (path, key), hit in cache.items()
+             if key == BASE and path not in changed and path not in contents]
+    for _path, pyc_rel, pyc in hits:
+        sandbox.write_file(f"{root}/{pyc_rel}", pyc, mode=0o644, mtime=MTIME)   # (a rewrite would show)
+    return Served(contents, frozenset(changed), sorted(h[0] for h in hits))
+
+
+def capture(sandbox: Sandbox, served: Served, *, timeout: float = 60.0) -> list[str]:
+    """After a clean run of Base + the bundle: keep every pyc pytest wrote (test modules, conftests) whose
+    source is a test file of the bundle or a file no patch changes. Returns the sources captured."""
+    root = sandbox.workdir.rstrip("/")
+    listing = sandbox.run(f"cd {shlex.quote(root)} && find . -path '*/__pycache__/*-pytest-*.pyc' -type f "
+                          "-not -path './.git/*' 2>/dev/null; true", timeout=timeout)
+    cache = _CACHES.setdefault(sandbox, {})
+    out = []
+    for line in listing.output.splitlines():
+        pyc_rel = posixpath.normpath(line.strip())
+        pycache, name = posixpath.split(pyc_rel)
+        if posixpath.basename(pycache) != "__pycache__" or "." not in name:
+            continue
+        source = posixpath.join(posixpath.dirname(pycache), name.split(".", 1)[0] + ".py")
+        if source in served.served:
+            continue
+        if source in served.contents:
+            key = _key(source, served.contents[source])
+        elif source not in served.changed:
+            key = (source, BASE)
+        else:
+            continue
+        try:
+            cache[key] = (pyc_rel, sandbox.read_file(f"{root}/{pyc_rel}"))
+        except (FileNotFoundError, IsADirectoryError):
+            continue
+        out.append(source)
+    return sorted(out)
+
+
+def clear(sandbox: Sandbox) -> None:
+    _CACHES.pop(sandbox, None)
