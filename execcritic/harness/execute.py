@@ -136,7 +136,8 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
                 pinned = rewrite_cache.prepare(sandbox, facts["test_files"],
                                                candidate_paths | declared_paths(bundle.test_patch))
                 extra["rewrite_cache"] = {"served": pinned.served}
-            result, report = run_reported(sandbox, run_text, timeout=config.test_timeout_s, facts=facts)
+            result, report = run_reported(sandbox, run_text, timeout=config.test_timeout_s, facts=facts,
+                                          known=pinned.contents if pinned else None)
             extra.update(hashseed=seed, reporter=report.summary())
         else:
             result = sandbox.run(run_text, timeout=config.test_timeout_s)

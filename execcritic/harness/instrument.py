@@ -101,7 +101,8 @@ def new_hashseed() -> int:
 
 
 def run_reported(sandbox: Sandbox, command: str, *, timeout: float, facts: dict[str, Any], cwd: str | None = None,
-                 script_writes_tests: bool = False) -> tuple[CommandResult, ReporterReport]:
+                 script_writes_tests: bool = False,
+                 known: dict[str, bytes] | None = None) -> tuple[CommandResult, ReporterReport]:
     """Run `command` with the reporter's channel open; read the stream only after the sandbox ended the
     run and killed its process tree. The test files and the candidate's files must leave the run as they
     entered it: code that rewrites them on disk (and maybe back) is tampering, whatever it printed.
@@ -109,11 +110,13 @@ def run_reported(sandbox: Sandbox, command: str, *, timeout: float, facts: dict[
     restores them around its test command (swebench's; its final `git checkout` of several paths fails as a
     whole when the test patch adds a file, leaving them patched). Then only the candidate's files are
     compared here; the test files the test command ran are still the reporter's reference, read when its
-    interpreter started, so code rewriting them on disk still fails the test-code check."""
+    interpreter started, so code rewriting them on disk still fails the test-code check.
+    `known`: contents of some watched files the caller has just read or written (not read again)."""
     if sandbox.channel_dir is None:
         raise RuntimeError(f"the {sandbox.backend} sandbox has no reporter channel directory")
     watched = sorted(set(() if script_writes_tests else facts.get("test_files", ())) | set(facts.get("changed", ())))
-    before = _contents(sandbox, watched)
+    before = {**_contents(sandbox, [p for p in watched if p not in (known or {})]),
+              **{p: data for p, data in (known or {}).items() if p in watched}}
     channel = ReporterChannel(sandbox.channel_dir, {"workdir": sandbox.workdir, **facts})
     try:
         result = sandbox.run(command, timeout=timeout, env=channel.env, cwd=cwd)

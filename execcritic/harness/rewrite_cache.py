@@ -60,20 +60,23 @@ def prepare(sandbox: Sandbox, test_files: list[str], changed: set[str]) -> Serve
         except (FileNotFoundError, IsADirectoryError):
             continue
         contents[path] = data
-        sandbox.write_file(f"{root}/{path}", data, mode=0o644, mtime=MTIME)
         hit = cache.get(_key(path, data))
         if hit is not None:
             hits.append((path, *hit))
     hits += [(path, *hit) for (path, key), hit in cache.items()
              if key == BASE and path not in changed and path not in contents]
-    for _path, pyc_rel, pyc in hits:
-        sandbox.write_file(f"{root}/{pyc_rel}", pyc, mode=0o644, mtime=MTIME)   # (a rewrite would show)
+    # the pycs keep the pinned mtime too: a rewrite by pytest would show
+    sandbox.write_files([(f"{root}/{path}", data, 0o644, MTIME) for path, data in contents.items()] +
+                        [(f"{root}/{pyc_rel}", pyc, 0o644, MTIME) for _path, pyc_rel, pyc in hits])
     return Served(contents, frozenset(changed), sorted(h[0] for h in hits))
 
 
 def capture(sandbox: Sandbox, served: Served, *, timeout: float = 60.0) -> list[str]:
     """After a clean run of Base + the bundle: keep every pyc pytest wrote (test modules, conftests) whose
-    source is a test file of the bundle or a file no patch changes. Returns the sources captured."""
+    source is a test file of the bundle or a file no patch changes. Returns the sources captured. Nothing to
+    do when every test file was served (the run that compiled them captured the conftests too)."""
+    if not set(served.contents) - set(served.served):
+        return []
     root = sandbox.workdir.rstrip("/")
     listing = sandbox.run(f"cd {shlex.quote(root)} && find . -path '*/__pycache__/*-pytest-*.pyc' -type f "
                           "-not -path './.git/*' 2>/dev/null; true", timeout=timeout)

@@ -75,6 +75,12 @@ class Sandbox(ABC):
         """Write a file at an absolute sandbox path (under /testbed or /tmp); `mtime` (seconds) pins its
         modification time (default: now)."""
 
+    def write_files(self, files: list[tuple[str, bytes, int, int | None]]) -> None:
+        """Write several files at once: (absolute path, data, mode, mtime or None). A backend where each write
+        is a round trip (Docker) writes them in one."""
+        for path, data, mode, mtime in files:
+            self.write_file(path, data, mode, mtime=mtime)
+
     @abstractmethod
     def read_file(self, path: str) -> bytes:
         """Read a file at an absolute sandbox path; FileNotFoundError if absent."""

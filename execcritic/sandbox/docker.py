@@ -599,16 +599,33 @@ class DockerSandbox(Sandbox):
         return self._exec_simple(["bash", "-c", KILL_SCRIPT], what="killing the command's processes")
 
     def _put(self, path: str, data: bytes, mode: int, mtime: int | None = None) -> None:
+        self._put_many([(path, data, mode, mtime)])
+
+    def write_files(self, files: list[tuple[str, bytes, int, int | None]]) -> None:
+        self._check_open()
+        for path, _data, _mode, _mtime in files:
+            if not path.startswith("/") or path.endswith("/"):
+                raise ValueError(f"write_files needs absolute file paths (got {path!r})")
+        if files:
+            self._put_many([(p, bytes(d), m, t) for p, d, m, t in files])
+
+    def _put_many(self, files: list[tuple[str, bytes, int, int | None]]) -> None:
+        """One put_archive: a tar rooted at the files' common directory (missing directories inside it are
+        created by the extraction)."""
         errors, req_errors = _docker_errors()
-        parent, base = posixpath.split(posixpath.normpath(path))
+        paths = [posixpath.normpath(p) for p, *_ in files]
+        parent = posixpath.commonpath([posixpath.dirname(p) for p in paths])
+        path = paths[0] if len(paths) == 1 else parent
         buf = io.BytesIO()
+        now = int(time.time())
         with tarfile.open(fileobj=buf, mode="w") as tf:
-            ti = tarfile.TarInfo(base)
-            ti.size = len(data)
-            ti.mode = mode
-            ti.mtime = int(time.time()) if mtime is None else int(mtime)
-            ti.uid = ti.gid = 0
-            tf.addfile(ti, io.BytesIO(data))
+            for full, (_p, data, mode, mtime) in zip(paths, files):
+                ti = tarfile.TarInfo(posixpath.relpath(full, parent))
+                ti.size = len(data)
+                ti.mode = mode
+                ti.mtime = now if mtime is None else int(mtime)
+                ti.uid = ti.gid = 0
+                tf.addfile(ti, io.BytesIO(data))
         payload = buf.getvalue()
         for attempt in (1, 2):
             try:

@@ -156,6 +156,17 @@ def test_write_and_read_files(clean):
         clean.read_file("/etc/hostname")
 
 
+def test_write_files_at_once_with_pinned_mtimes(clean):
+    """Several files in one write (one put_archive in Docker), a missing directory created, mtimes as given."""
+    clean.write_files([("/testbed/w/a.py", b"A = 1\n", 0o644, 1_000_000_000),
+                       ("/testbed/w/__pycache__/a.tag.pyc", b"\0pyc", 0o600, None)])
+    r = clean.run("cd /testbed/w && stat -c '%n %a %Y' a.py __pycache__/a.tag.pyc", timeout=10)
+    lines = r.output.splitlines()
+    assert lines[0] == "a.py 644 1000000000", r.output
+    name, mode, mtime = lines[1].split()
+    assert (name, mode) == ("__pycache__/a.tag.pyc", "600") and int(mtime) > 1_700_000_000, r.output
+    assert clean.read_file("/testbed/w/__pycache__/a.tag.pyc") == b"\0pyc"
+
 def test_stdin(clean):
     r = clean.run("wc -c", timeout=10, stdin=b"x" * 1000)
     assert r.output.strip() == "1000"
