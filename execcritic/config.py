@@ -53,6 +53,9 @@ class HarnessConfig:
     max_contract_field_chars: int = knob(4000, "a longer test_contract.json field is rejected")
     official_timeout_s: float = knob(1800.0, "wall-clock limit of one official evaluation (all F2P + P2P)",
                                      source="swebench run_evaluation's default timeout")
+    reuse_rewritten_tests: bool = knob(True, "serve pytest's rewritten test modules, compiled by a clean Base "
+                                       "run and kept by the harness outside the tree, to later runs "
+                                       "(harness/rewrite_cache.py); off: every run rewrites them")
 
 
 @dataclass(frozen=True)

@@ -132,7 +132,7 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
         pinned = None
         if runner.reporter:
             facts = {"runner": runner.reporter, **candidate_facts(source_patch, bundle.test_patch)}
-            if runner.reporter == "pytest":
+            if runner.reporter == "pytest" and config.reuse_rewritten_tests:
                 pinned = rewrite_cache.prepare(sandbox, facts["test_files"],
                                                candidate_paths | declared_paths(bundle.test_patch))
                 extra["rewrite_cache"] = {"served": pinned.served}

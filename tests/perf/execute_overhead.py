@@ -4,6 +4,8 @@ Task: the toolz demo task (tests/demo_tasks.py: toolz 1.0.0 sdist, a re-introduc
 official test patch; node: the two F2P nodes. Variants, interleaved per round (warm-up dropped):
   bare           the bundle's command in a host checkout that already has the test patch applied
   execute-local  execute(task, bundle, sandbox=LocalSandbox)    (reset + apply + run + parse, bwrap)
+  execute-local-rewrite  the same with harness.reuse_rewritten_tests off: pytest rewrites the test module on
+                 every run (what execute cost before harness/rewrite_cache.py)
   execute-docker execute(task, bundle, sandbox=DockerSandbox)   (same, in a container; private dockerd)
   sandbox-local  the bare command inside the local sandbox, no reset/apply/reporter (isolation's own cost)
 Reports medians, ratios of medians and paired ratios, the phase split, and PYTHONDONTWRITEBYTECODE. The
@@ -16,6 +18,7 @@ once when the sandbox is prepared (checked-hash pycs restored by every reset), a
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -26,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from execcritic.config import PAPER
 from execcritic.sandbox.base import Limits
 from execcritic.harness.execute import execute
 from tests.bundles import ScenarioKit
@@ -49,9 +53,11 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.update(PATH=f"{demo.venv}/bin:{env['PATH']}", PYTHONPATH=str(bare_dir))
     bare_cmd = bundle.command_line
+    no_cache = dataclasses.replace(PAPER.harness, reuse_rewritten_tests=False)
 
     variants = {"bare": lambda: subprocess.run(bare_cmd, check=False, shell=True, cwd=bare_dir, env=env, capture_output=True),
                 "execute-local": lambda: execute(demo.task, bundle, sandbox=local),
+                "execute-local-rewrite": lambda: execute(demo.task, bundle, sandbox=local, config=no_cache),
                 # isolation alone: the same command in the same sandbox, tree as the last execute left it
                 # (test patch applied, pytest's cache of the rewritten test module kept) - no reset, apply,
                 # reporter or parse: what bwrap, the cgroups and output capture cost
