@@ -122,8 +122,8 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
                            "the test patch does not apply" + (" on top of the source patch" if source_patch else
                                                               " to Base") + ":\n" + applied.diagnostic,
                            runner=runner.name, command=observed)
-        candidate_paths = declared_paths(source_patch)
-        mismatch = tree_problem(sandbox.changed_paths(), candidate_paths | declared_paths(bundle.test_patch))
+        changed = declared_paths(source_patch) | declared_paths(bundle.test_patch)
+        mismatch = tree_problem(sandbox.changed_paths(), changed)
         phases["apply"] = time.monotonic() - t
         if mismatch:
             return invalid(FailureKind.TREE_MISMATCH, mismatch, runner=runner.name, command=observed)
@@ -132,9 +132,9 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
         pinned = None
         if runner.reporter:
             facts = {"runner": runner.reporter, **candidate_facts(source_patch, bundle.test_patch)}
-            if runner.reporter == "pytest" and config.reuse_rewritten_tests:
-                pinned = rewrite_cache.prepare(sandbox, facts["test_files"],
-                                               candidate_paths | declared_paths(bundle.test_patch))
+            if runner.reporter == "pytest" and config.reuse_rewritten_tests and \
+                    rewrite_cache.serves(changed, facts["test_files"]):
+                pinned = rewrite_cache.prepare(sandbox, facts["test_files"], changed)
                 extra["rewrite_cache"] = {"served": pinned.served}
             result, report = run_reported(sandbox, run_text, timeout=config.test_timeout_s, facts=facts,
                                           known=pinned.contents if pinned else None)

@@ -10,7 +10,8 @@ only ever sees a copy the harness writes after the reset, which the next reset r
 from a run of Base with nothing but the bundle applied (no source patch: no candidate's or Gold's code ran),
 and only from a run the reporter found clean. A test file's entry is keyed by its content, so its pyc is
 served only beside the very source it was compiled from; a Base file's (a conftest) is served only when no
-patch of the run changes that file. The test files get one fixed mtime after every
+patch of the run changes that file; and a run whose patches touch the rewriter or pytest's configuration (a
+pytest-dev Gold patch, a test patch adding a conftest) gets nothing served and rewrites as pytest would. The test files get one fixed mtime after every
 apply (`MTIME`), so that pytest's own staleness check (mtime + size) accepts the copy; a candidate that
 writes its own pyc during a run affects that run only, where the reporter compares the test functions that
 run with the code it compiles itself from the source.
@@ -26,6 +27,11 @@ from dataclasses import dataclass
 
 from execcritic.sandbox.base import Sandbox
 
+#: what decides how pytest rewrites a test module besides its source: the rewriter itself (the runner's own
+#: packages, in the checkout on pytest-dev tasks) and the configuration (conftests, ini files)
+RUNNER_PACKAGES = frozenset({"pytest", "_pytest", "py", "pluggy"})
+CONFIG_FILES = frozenset({"conftest.py", "setup.cfg", "tox.ini", "pytest.ini", ".pytest.ini", "pyproject.toml"})
+
 #: the mtime every applied test file gets (2001-09-09): the same on every run, so a pyc stays valid
 MTIME = 1_000_000_000
 
@@ -40,6 +46,18 @@ class Served:
     contents: dict[str, bytes]
     changed: frozenset[str]
     served: list[str]
+
+
+def may_change_rewrite(path: str) -> bool:
+    """Could a patch to `path` change what pytest compiles a test module to? Then nothing is served to that
+    run (a Gold patch of pytest's assertion rewriter must rewrite the tests itself)."""
+    parts = path.split("/")
+    return parts[-1] in CONFIG_FILES or any(p in RUNNER_PACKAGES for p in parts[:-1])
+
+
+def serves(paths: set[str], test_files: list[str]) -> bool:
+    """Whether a run whose patches change `paths` may use the cache."""
+    return not any(may_change_rewrite(p) for p in paths - set(test_files))
 
 
 def _key(path: str, data: bytes) -> tuple[str, str]:
