@@ -1,6 +1,6 @@
 """verl 0.9.1: our agent loops and estimators in verl's registries, the launch files (Tables 7-8) against verl's own
 config tree, each agent's masking rule through verl's `compute_advantage`, and one CPU data path on a local Ray
-cluster: real Repair episodes of a `verified-sdist` task (sympy__sympy-24443) run by verl's own `AgentLoopWorker`
+cluster: real Repair and Test episodes of a `verified-sdist` task (sympy__sympy-24443) run by verl's own `AgentLoopWorker`
 (a Ray actor), sampled through verl's `LLMServerClient` and load balancer from a CPU token server actor, batched
 into verl's `DataProto`, then scored by our estimator.
 
@@ -307,43 +307,29 @@ def _object_array(values):
     return arr
 
 
-@pytest.mark.integration
-@pytest.mark.slow
-def test_real_repair_episodes_through_verls_agent_loop_worker_on_local_ray(local_ray, tiny_model_dir, sympy_task,
-                                                                            tmp_path, monkeypatch):
+def _agent_loop_rollouts(ray, role, make_row, scripted, updates, tiny_model_dir, tmp_path, monkeypatch, n=3):
+    """`n` rollouts of one group of `role` through verl's own AgentLoopWorker (a Ray actor), sampled through
+    verl's LLMServerClient and load balancer from a CPU token server actor: (batch, served, protocol, cfg, wall).
+    `make_row(protocol)`: the episode row; `updates`: {protocol section: {knob: value}} over the cpu-train profile."""
     import time
 
-    from transformers import AutoTokenizer
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
     from verl.protocol import DataProto
-    from verl.trainer.ppo.ray_trainer import compute_advantage
     from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
     from verl.workers.rollout.llm_server import LLMServerClient
     from verl.workers.rollout.router import GlobalRequestLoadBalancer
 
     import execcritic.training.verl_adapter as va
-    from execcritic.training.episodes import repair_row
-    from tests.training.rl_fixtures import EXPORT, SUBMIT_FIX, ScriptedTokenPolicy, ServerScript, heredoc
+    from tests.training.rl_fixtures import ServerScript
 
-    tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))
-    target = "sympy/combinatorics/homomorphisms.py"
-    gold = heredoc("/tmp/gold.patch", sympy_task.patch, "EOF_GOLD") + f"\ncd /testbed && git apply /tmp/gold.patch && {EXPORT}"
-    wrong = f"cd /testbed && printf '\\n# looked at it\\n' >> {target} && {EXPORT}"
-    broken = f"cd /testbed && printf '\\ndef broken(:\\n' >> {target} && {EXPORT}"
-    scripted = ScriptedTokenPolicy(tok, [
-        ("round0_fix", [gold, SUBMIT_FIX]),            # passes the Oracle F2P node at Round 0: 1.5
-        ("wrong", [wrong, SUBMIT_FIX, "ls"]),          # usable, the selected test fails: 0.1
-        ("broken", [broken, SUBMIT_FIX, "ls"]),        # the terminal test cannot run: masked
-    ])
     profile = yaml.safe_load((REPO / "execcritic/profiles/cpu-train.yaml").read_text())
-    profile["repair"].update({"round0_turns": 2, "revision_rounds": 1, "turns_per_round": 1})
-    profile["repair_rl"].update({"max_response_tokens": scripted.max_turn_tokens, "global_batch_size": 3})
-    profile["grpo"].update({"rollouts_per_group": 3, "groups_per_step": 1, "max_groups_offered": 0})
+    for section, values in updates.items():
+        profile.setdefault(section, {}).update(values)
     proto_file = tmp_path / "protocol.yaml"
     proto_file.write_text(yaml.safe_dump(profile))
     protocol = load_protocol(str(proto_file))
     monkeypatch.setenv(vc.PROTOCOL_ENV, str(proto_file))
-    cfg = vc.composed_config("repair", protocol, overrides={
+    cfg = vc.composed_config(role, protocol, overrides={
         "actor_rollout_ref.model.path": str(tiny_model_dir),
         "actor_rollout_ref.rollout.name": "vllm",           # names the client's server flavour; no vLLM runs here
         "actor_rollout_ref.rollout.prompt_length": 4096, "actor_rollout_ref.rollout.response_length": 4096,
@@ -352,8 +338,6 @@ def test_real_repair_episodes_through_verls_agent_loop_worker_on_local_ray(local
         "actor_rollout_ref.rollout.full_determinism": True,
         "actor_rollout_ref.rollout.agent.agent_loop_config_path": str(vc.AGENT_LOOPS_FILE),
         "data.max_prompt_length": 4096, "data.max_response_length": 4096})
-
-    ray = local_ray
     started = time.monotonic()
     # the worker process reads the protocol the way every process of a verl run does ($EXECCRITIC_PROTOCOL)
     worker_env = {"env_vars": {**ray.get_runtime_context().runtime_env.get("env_vars", {}),
@@ -365,10 +349,9 @@ def test_real_repair_episodes_through_verls_agent_loop_worker_on_local_ray(local
         cfg, LLMServerClient(cfg, balancer))
     try:
         # the dataset path verl's trainer takes: our parquet rows -> verl's RLHFDataset -> collate -> n rollouts
-        path = va.write_verl_dataset([va.verl_record("repair", repair_row(sympy_task, protocol), "verified-sdist")],
-                                     tmp_path / "repair_train.parquet")
-        dataset = RLHFDataset([path], tok, cfg.data)
-        n = 3
+        path = va.write_verl_dataset([va.verl_record(role, make_row(protocol), "verified-sdist")],
+                                     tmp_path / f"{role}_train.parquet")
+        dataset = RLHFDataset([path], scripted.tok, cfg.data)
         batch = DataProto.from_single_dict(collate_fn([dataset[0]])).repeat(repeat_times=n, interleave=True)
         batch.non_tensor_batch["uid"] = _object_array(["group-0"] * n)
         batch.non_tensor_batch["priority"] = np.arange(n, dtype=np.int64)   # as verl's AgentLoopManager adds it
@@ -378,7 +361,44 @@ def test_real_repair_episodes_through_verls_agent_loop_worker_on_local_ray(local
     finally:
         for actor in (worker, balancer, server):
             ray.kill(actor)
-    wall = time.monotonic() - started
+    return out, served, protocol, cfg, time.monotonic() - started
+
+
+def _trained_and_untrained_text(tok, batch, i):
+    """The decoded response tokens of rollout `i` that carry loss, and those that do not (within its length)."""
+    resp, m = batch["responses"][i], batch["response_mask"][i].bool()
+    length = int(batch["attention_mask"][i, 4096:].sum())
+    return tok.decode(resp[m].tolist()), tok.decode(resp[:length][~m[:length]].tolist())
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_real_repair_episodes_through_verls_agent_loop_worker_on_local_ray(local_ray, tiny_model_dir, sympy_task,
+                                                                            tmp_path, monkeypatch):
+    from transformers import AutoTokenizer
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    import execcritic.training.verl_adapter as va
+    from execcritic.training.episodes import repair_row
+    from tests.training.rl_fixtures import EXPORT, SUBMIT_FIX, ScriptedTokenPolicy, heredoc
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    target = "sympy/combinatorics/homomorphisms.py"
+    gold = heredoc("/tmp/gold.patch", sympy_task.patch, "EOF_GOLD") + f"\ncd /testbed && git apply /tmp/gold.patch && {EXPORT}"
+    wrong = f"cd /testbed && printf '\\n# looked at it\\n' >> {target} && {EXPORT}"
+    broken = f"cd /testbed && printf '\\ndef broken(:\\n' >> {target} && {EXPORT}"
+    scripted = ScriptedTokenPolicy(tok, [
+        ("round0_fix", [gold, SUBMIT_FIX]),            # passes the Oracle F2P node at Round 0: 1.5
+        ("wrong", [wrong, SUBMIT_FIX, "ls"]),          # usable, the selected test fails: 0.1
+        ("broken", [broken, SUBMIT_FIX, "ls"]),        # the terminal test cannot run: masked
+    ])
+    n = 3
+    out, served, protocol, cfg, wall = _agent_loop_rollouts(
+        local_ray, "repair", lambda protocol: repair_row(sympy_task, protocol), scripted,
+        {"repair": {"round0_turns": 2, "revision_rounds": 1, "turns_per_round": 1},
+         "repair_rl": {"max_response_tokens": scripted.max_turn_tokens, "global_batch_size": 3},
+         "grpo": {"rollouts_per_group": 3, "groups_per_step": 1, "max_groups_offered": 0}},
+        tiny_model_dir, tmp_path, monkeypatch, n=n)
 
     # verl's batch format: padded prompts/responses, masks, rollout logprobs, the reward on the last token
     b, nt = out.batch, out.non_tensor_batch
@@ -401,9 +421,8 @@ def test_real_repair_episodes_through_verls_agent_loop_worker_on_local_ray(local
     mask = b["response_mask"]
     assert int(mask[at["broken"]].sum()) == 0
     for i in (at["round0_fix"], at["wrong"]):
-        resp, m = b["responses"][i], mask[i].bool()
-        length = int(b["attention_mask"][i, 4096:].sum())
-        trained, untrained = tok.decode(resp[m].tolist()), tok.decode(resp[:length][~m[:length]].tolist())
+        m = mask[i].bool()
+        trained, untrained = _trained_and_untrained_text(tok, b, i)
         assert "<function=bash>" in trained and "<tool_response>" not in trained and "<tool_response>" in untrained
         assert "<returncode>" in untrained and "<returncode>" not in trained
         lp = b["rollout_log_probs"][i][m]
@@ -434,6 +453,77 @@ def test_real_repair_episodes_through_verls_agent_loop_worker_on_local_ray(local
     assert math.isfinite(wall)
     print(f"\n[verl-ray] 3 real Repair episodes through AgentLoopWorker in {wall:.1f} s ({served['turns']} server turns)")
 
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_real_test_agent_episodes_through_verls_agent_loop_worker_on_local_ray(local_ray, tiny_model_dir, sympy_task,
+                                                                               candidate_run, tmp_path, monkeypatch):
+    """The Learn-to-Test loop on the same Ray path: real Test episodes (Base gate, Gold audit, the labeled pool's
+    candidates), Eq. 5 from the harness, and the Test rule through verl's compute_advantage (the masked rollout
+    is out of the group mean)."""
+    from transformers import AutoTokenizer
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    import execcritic.training.verl_adapter as va
+    from execcritic.training.candidates import load_pools, require_pool
+    from execcritic.training.episodes import test_row
+    from tests.training.rl_fixtures import PRIVATE, PUBLIC, SUBMIT_TEST, ScriptedTokenPolicy, write_bundle
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    scripted = ScriptedTokenPolicy(tok, [
+        ("public", [write_bundle(PUBLIC), SUBMIT_TEST]),     # qualifies; discriminates the pool: 1.0
+        ("private", [write_bundle(PRIVATE), SUBMIT_TEST]),   # a correct refactoring breaks its import: masked
+        ("none", ["ls", "cat README.md | head -3"]),         # never submits: -0.2
+    ])
+
+    def make_row(protocol):
+        pool = require_pool(load_pools(candidate_run.run_dir), sympy_task.instance_id, protocol.test_rl, source="pool")
+        # Gold's run on a bundle is the Gold audit's own: leave it out of the pool to save two executions
+        return test_row(sympy_task, [c for c in pool if c.source != "gold"], protocol)
+
+    n = 3
+    out, served, protocol, cfg, wall = _agent_loop_rollouts(
+        local_ray, "test", make_row, scripted,
+        {"test_agent": {"max_turns": 2, "max_output_tokens": scripted.max_turn_tokens},
+         "test_rl": {"global_batch_size": 3},
+         "grpo": {"rollouts_per_group": 3, "groups_per_step": 1, "max_groups_offered": 0}},
+        tiny_model_dir, tmp_path, monkeypatch, n=n)
+
+    b, nt = out.batch, out.non_tensor_batch
+    records = list(nt["execcritic"])
+    at = {r["info"]["server"]["scripted_plan"]: i for i, r in enumerate(records)}
+    assert sorted(at) == ["none", "private", "public"], records
+    public, private, none = (records[at[p]] for p in ("public", "private", "none"))
+    assert public["reward"] == 1.0 and not public["masked"] and public["info"]["qualified"]
+    assert private["masked"] and "candidate_operational_error" in private["breakdown"]["mask_reason"]
+    assert none["reward"] == pytest.approx(-0.2) and not none["masked"]
+    rm = b["rm_scores"].sum(-1).tolist()
+    assert [rm[at["public"]], rm[at["none"]]] == pytest.approx([1.0, -0.2])
+    assert list(nt[va.MASKED_KEY]) == [float(r["masked"]) for r in records]
+
+    mask = b["response_mask"]
+    assert int(mask[at["private"]].sum()) == 0                              # a masked rollout trains nothing
+    trained, untrained = _trained_and_untrained_text(tok, b, at["public"])
+    assert "<function=bash>" in trained and "EOF_PATCH" in trained and "<tool_response>" not in trained
+    assert "<tool_response>" in untrained and "TEST-PATCH SUBMISSION QUALIFIED" not in trained
+    assert int(mask[at["public"]].sum()) == public["model_tokens"]
+
+    # verl's compute_advantage with our estimator: the Test rule (the masked rollout is out of the mean)
+    out.batch["token_level_rewards"] = out.batch["rm_scores"]
+    scored = compute_advantage(out, adv_estimator="execcritic_test_grpo", norm_adv_by_std_in_grpo=False,
+                               config=cfg.algorithm)
+    adv = scored.batch["advantages"]
+    mean = statistics.fmean([public["reward"], none["reward"]])
+    for p, r in (("public", public), ("none", none)):
+        i = at[p]
+        live = adv[i][mask[i].bool()]
+        assert torch.allclose(live, torch.full_like(live, r["reward"] - mean))
+    assert float(adv[at["private"]].abs().sum()) == 0.0
+    infos = [{k: float(nt[k][i]) for k in (va.REWARD_KEY, va.MASKED_KEY, va.TURNS_KEY)} for i in range(n)]
+    assert va.group_drops("test", {"group-0": infos}, protocol) == {}
+    assert served["requests"] == n and served["turns"] == sum(r["turns"] for r in records)
+    print(f"\n[verl-ray] 3 real Test episodes through AgentLoopWorker in {wall:.1f} s ({served['turns']} server turns)")
 
 @pytest.mark.integration
 @pytest.mark.slow
