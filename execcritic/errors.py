@@ -12,6 +12,7 @@ class InputError(ExecCriticError, ValueError):
 
     def __init__(self, message: str, *, file: str | None = None, instance: str | None = None,
                  field: str | None = None):
+        self.message = message          # without the location suffix (for re-raising with another location)
         self.file = file
         self.instance = instance
         self.field = field

@@ -28,7 +28,7 @@ from execcritic.experiments.presets import Binding, role_reason, served_spec
 from execcritic.pipeline import stages
 from execcritic.pipeline.audit import AuditConfig, run_audit
 from execcritic.pipeline.config import PipelineConfig, source_label
-from execcritic.pipeline.models import served_specs
+from execcritic.pipeline.models import is_served_locally, served_specs
 from execcritic.pipeline.records import RecordStore, unit_key
 from execcritic.pipeline.stats import revision_turn_stats
 from execcritic.pipeline.units import score_unit
@@ -145,20 +145,23 @@ def _repair_cfg(g: Group, spec: str, params: Params, endpoints) -> PipelineConfi
                           endpoints=endpoints, generation_dir=str(g.dir))
 
 
-def _needs_local(groups: Sequence[Group], params: Params) -> bool:
-    """Whether any unit still to run uses the embedded model (only then is it started)."""
+def _served_needed(groups: Sequence[Group], params: Params) -> list[str]:
+    """The specs the suite serves itself (`local`, `hf:<checkpoint>`) that a unit still to run uses: only those
+    are started."""
+    out: list[str] = []
     for g in groups:
         gen = RecordStore(g.dir / "generation.jsonl")
-        if "local" in g.sources and any(unit_key(t.instance_id, source_label("local")) not in gen for t in g.tasks):
-            return True
-        if "local" in g.resolve:
-            done = RecordStore(g.repair_dir("local") / "repair.jsonl")
-            for s in g.resolve["local"]:
-                for t in g.tasks:
-                    for k in range(params.runs):
-                        if unit_key(t.instance_id, source_label(s), f"run{k}") not in done:
-                            return True
-    return False
+        for spec in sorted(set(g.sources) | set(g.resolve)):
+            if not is_served_locally(spec) or spec in out:
+                continue
+            if spec in g.sources and any(unit_key(t.instance_id, source_label(spec)) not in gen for t in g.tasks):
+                out.append(spec)
+            elif spec in g.resolve:
+                done = RecordStore(g.repair_dir(spec) / "repair.jsonl")
+                if any(unit_key(t.instance_id, source_label(s), f"run{k}") not in done
+                       for s in g.resolve[spec] for t in g.tasks for k in range(params.runs)):
+                    out.append(spec)
+    return out
 
 
 def _write_lines(path: Path, rows: Iterable[dict[str, Any]]) -> None:
@@ -228,10 +231,10 @@ def run_groups(groups: Sequence[Group], params: Params, *, show_progress: bool =
 
     if not any(g.b2g or g.resolve for g in groups):
         return timings
-    local = _needs_local(groups, params)
+    needed = _served_needed(groups, params)
     kw = {"workers": params.workers, "show_progress": show_progress}
-    with served_specs("local" if local else None) as served_list:
-        served = {"local": served_list[0]} if local else {}
+    with served_specs(*needed) as served_list:
+        served = dict(zip(needed, served_list))
         for g in groups:
             endpoints = _endpoints(set(g.sources) | set(g.resolve), served)
             with timed("generate-tests"):
@@ -331,7 +334,8 @@ def resolve_records(p: Planned, g: Group, runs: int, cfg: PipelineConfig, *, rou
 
 def _model_entry(b: Binding) -> dict[str, Any]:
     served = "embedded CPU model behind a local `transformers serve` (started by the suite)" if b.spec == "local" \
-        else b.spec
+        else f"checkpoint {b.spec[3:]} behind a local `transformers serve` (started by the suite)" \
+        if b.spec.startswith("hf:") else b.spec
     return {"spec": b.spec, "name": b.name, "stand_in": b.stand_in, "endpoint": served}
 
 

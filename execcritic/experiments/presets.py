@@ -92,7 +92,7 @@ def check_spec(spec: str, *, field: str, file: str | None = None) -> str:
     try:
         validate_spec(served_spec(spec), field=field)
     except InputError as exc:
-        raise InputError(str(exc).rsplit(" [field=", 1)[0], file=file, field=field) from None
+        raise InputError(exc.message, file=file or exc.file, field=field) from None
     return spec
 
 

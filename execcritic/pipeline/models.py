@@ -55,6 +55,9 @@ def validate_spec(spec: str, *, field: str = "model") -> str:
         raise InputError(f"model spec must be a non-empty string, got {spec!r}", field=field)
     if spec == "local":
         return spec
+    if spec.startswith("hf:"):
+        checkpoint_dir(spec, field=field)
+        return spec
     if spec.startswith("scripted:"):
         parts = spec.split(":", 2)
         if len(parts) != 3 or not parts[1] or not parts[2]:
@@ -71,13 +74,23 @@ def validate_spec(spec: str, *, field: str = "model") -> str:
             try:
                 base, _, _ = _split(spec[len(prefix):])
             except InputError as exc:
-                raise InputError(str(exc).rsplit(" [field=", 1)[0], field=field) from None
+                raise InputError(exc.message, file=exc.file, field=field) from None
             if not base.startswith(("http://", "https://")):
                 raise InputError(f"model spec {spec!r}: the base URL must start with http:// or https://",
                                  field=field)
             return spec
     raise InputError(f"unknown model spec {spec!r}; use openai:<url>#<model>, openai-text:<url>#<model>, "
-                     "local, or scripted:<module>:<factory>", field=field)
+                     "local, hf:<checkpoint dir>, or scripted:<module>:<factory>", field=field)
+
+
+def checkpoint_dir(spec: str, *, field: str = "model") -> Path:
+    """The directory of an `hf:<dir>` spec (a trained checkpoint: `execcritic train` prints it as
+    `final_checkpoint`); an InputError naming the directory when it holds no HF checkpoint."""
+    model_dir = Path(spec[3:])
+    if not spec[3:].strip() or not (model_dir / "config.json").is_file():
+        raise InputError(f"model spec {spec!r}: not a HF checkpoint directory (no config.json)",
+                         file=str(model_dir), field=field)
+    return model_dir
 
 
 def make_model(spec: str, *, task: Task, role: str, run_index: int = 0, sampling: SamplingConfig | None = None
@@ -139,12 +152,7 @@ def served_specs(*specs: str | None) -> Iterator[list[str | None]]:
     with ExitStack() as stack:
         served: dict[str, str] = {}
         for spec in wanted:
-            model_dir = None
-            if spec.startswith("hf:"):
-                model_dir = Path(spec[3:])
-                if not (model_dir / "config.json").is_file():
-                    raise InputError("not a HF checkpoint directory (no config.json)", file=str(model_dir),
-                                     field="model")
+            model_dir = checkpoint_dir(spec) if spec.startswith("hf:") else None
             server = stack.enter_context(LocalModelServer(model_dir))
             url = f"http://{server.host}:{server.port}/v1"
             # small CPU models have small windows: cap replies (a recorded deviation from the 8,192 budget)

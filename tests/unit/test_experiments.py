@@ -184,6 +184,29 @@ def test_smoke_plan_of_table2():
     assert "needs `execcritic train repair-rl" in plans["trained / None (Round 0)"].reason
 
 
+
+def test_a_trained_role_bound_to_a_checkpoint_is_run_and_served_by_the_suite(tmp_path):
+    """`models={"test_rl": "hf:<dir>"}` (the `final_checkpoint` of `execcritic train`) makes the trained condition
+    runnable; the suite serves that checkpoint only while a unit that uses it is left; a directory without a
+    checkpoint is refused at the parameters, naming it."""
+    ckpt = tmp_path / "final"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text("{}")
+    p = parameters("table1", preset="smoke", models={"test_rl": f"hf:{ckpt}"})
+    plans = {x.paper_label: x for x in core.plan_artifact(SPECS["table1"], p)}
+    trained = next(x for label, x in plans.items() if "SFT + RL" in label)
+    assert trained.runnable and trained.test_spec == f"hf:{ckpt}", trained.reason
+    assert core._model_entry(p.binding("test_rl"))["endpoint"].startswith(f"checkpoint {ckpt} behind a local")
+    tasks = [Task(instance_id="o__r-1", repo="o/r", base_commit="c", patch="", test_patch="", problem_statement="",
+                  fail_to_pass=["t"], pass_to_pass=[])]
+    g = core.Group("verified", "d", None, tasks, tmp_path / "verified", b2g={f"hf:{ckpt}", "oracle"})
+    assert core._served_needed([g], p) == [f"hf:{ckpt}"]
+    RecordStore(g.dir / "generation.jsonl").append({"key": core.unit_key("o__r-1", core.source_label(f"hf:{ckpt}"))})
+    assert core._served_needed([g], p) == []
+    with pytest.raises(InputError, match="not a HF checkpoint directory") as exc:
+        parameters("table1", preset="smoke", models={"test_rl": f"hf:{tmp_path / 'missing'}"})
+    assert exc.value.field == "models.test_rl" and exc.value.file == str(tmp_path / "missing")
+
 def test_every_paper_condition_is_planned_and_says_why_when_not_run():
     for artifact, spec in SPECS.items():
         plans = _plans(artifact)
