@@ -1,20 +1,20 @@
 """pytest's rewritten test modules, compiled once by a Base run and served to every later run of the sandbox.
 
 Why: an exact reset restores the Base tree, so every run's pytest rewrites the bundle's test modules and the
-conftests afresh (assertion rewriting: parse, rewrite, compile) - about a third of a short run. The bare command does not pay
-this: pytest keeps the rewritten module in `__pycache__/<name>.<tag>-pytest-<version>.pyc`, valid while the
-source's mtime and size match.
+conftests afresh (assertion rewriting: parse, rewrite, compile) - about a third of a short run. The bare
+command does not pay this: pytest keeps the rewritten module in `__pycache__/<name>.<tag>-pytest-<ver>.pyc`,
+valid while the source's mtime and size match.
 
 Why it cannot be poisoned: the cache lives in the harness (on the Sandbox object), not in the tree; a run
 only ever sees a copy the harness writes after the reset, which the next reset removes. It is filled only
 from a run of Base with nothing but the bundle applied (no source patch: no candidate's or Gold's code ran),
-and only from a run the reporter found clean. A test file's entry is keyed by its content, so its pyc is
-served only beside the very source it was compiled from; a Base file's (a conftest) is served only when no
-patch of the run changes that file; and a run whose patches touch the rewriter or pytest's configuration (a
-pytest-dev Gold patch, a test patch adding a conftest) gets nothing served and rewrites as pytest would. The test files get one fixed mtime after every
-apply (`MTIME`), so that pytest's own staleness check (mtime + size) accepts the copy; a candidate that
-writes its own pyc during a run affects that run only, where the reporter compares the test functions that
-run with the code it compiles itself from the source.
+and only from a run the reporter found clean. A file of the bundle is keyed by its content, so its pyc is
+served only beside the very source it was compiled from; a Base file's (a conftest) only when no patch of
+the run changes that file; and a run whose patches touch the rewriter or pytest's configuration outside the
+bundle's Python files (a pytest-dev Gold patch, an ini file) gets nothing served and rewrites as pytest
+would. The bundle's files get one fixed mtime after every apply (`MTIME`), so that pytest's own staleness
+check (mtime + size) accepts the copy; a candidate that writes its own pyc during a run affects that run
+only, where the reporter compares the test functions that run with the code it compiles from the source.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def prepare(sandbox: Sandbox, test_files: list[str], changed: set[str]) -> Serve
     for path in test_files:
         try:
             data = sandbox.read_file(f"{root}/{path}")
-        except (FileNotFoundError, IsADirectoryError):
+        except (OSError, ValueError):     # deleted by the patch, a directory, a link the sandbox will not follow
             continue
         contents[path] = data
         hit = cache.get(_key(path, data))
@@ -84,8 +84,11 @@ def prepare(sandbox: Sandbox, test_files: list[str], changed: set[str]) -> Serve
     hits += [(path, *hit) for (path, key), hit in cache.items()
              if key == BASE and path not in changed and path not in contents]
     # the pycs keep the pinned mtime too: a rewrite by pytest would show
-    sandbox.write_files([(f"{root}/{path}", data, 0o644, MTIME) for path, data in contents.items()] +
-                        [(f"{root}/{pyc_rel}", pyc, 0o644, MTIME) for _path, pyc_rel, pyc in hits])
+    try:
+        sandbox.write_files([(f"{root}/{path}", data, 0o644, MTIME) for path, data in contents.items()] +
+                            [(f"{root}/{pyc_rel}", pyc, 0o644, MTIME) for _path, pyc_rel, pyc in hits])
+    except (OSError, ValueError):         # nothing pinned or served: pytest rewrites, as without the cache
+        return Served({}, frozenset(changed), [])
     return Served(contents, frozenset(changed), sorted(h[0] for h in hits))
 
 
@@ -116,7 +119,7 @@ def capture(sandbox: Sandbox, served: Served, *, timeout: float = 60.0) -> list[
             continue
         try:
             cache[key] = (pyc_rel, sandbox.read_file(f"{root}/{pyc_rel}"))
-        except (FileNotFoundError, IsADirectoryError):
+        except (OSError, ValueError):
             continue
         out.append(source)
     return sorted(out)
