@@ -172,3 +172,15 @@ def tree_diff(before: str, after: str, limit: int = 40) -> str:
 
 
 pytest_plugins = ["tests.plugins.demo"]
+
+
+def check_write_files(clean) -> None:
+    """Several files in one write (one put_archive in Docker), a missing directory created, mtimes as given."""
+    clean.write_files([("/testbed/w/a.py", b"A = 1\n", 0o644, 1_000_000_000),
+                       ("/testbed/w/__pycache__/a.tag.pyc", b"\0pyc", 0o600, None)])
+    r = clean.run("cd /testbed/w && stat -c '%n %a %Y' a.py __pycache__/a.tag.pyc", timeout=10)
+    lines = r.output.splitlines()
+    assert lines[0] == "a.py 644 1000000000", r.output
+    name, mode, mtime = lines[1].split()
+    assert (name, mode) == ("__pycache__/a.tag.pyc", "600") and int(mtime) > 1_700_000_000, r.output
+    assert clean.read_file("/testbed/w/__pycache__/a.tag.pyc") == b"\0pyc"

@@ -12,7 +12,7 @@ from execcritic.errors import EnvironmentMissing, SandboxError
 from execcritic.sandbox import open_sandbox
 from execcritic.sandbox.base import MAX_OUTPUT_BYTES
 from execcritic.sandbox.docker import DockerSandbox
-from tests.conftest import DIRTY_RUN, TREE_LISTING, tree_diff
+from tests.conftest import DIRTY_RUN, TREE_LISTING, check_write_files, tree_diff
 
 pytestmark = pytest.mark.docker
 
@@ -112,15 +112,7 @@ def test_write_and_read_files(clean):
 
 
 def test_write_files_at_once_with_pinned_mtimes(clean):
-    """Several files in one write (one put_archive in Docker), a missing directory created, mtimes as given."""
-    clean.write_files([("/testbed/w/a.py", b"A = 1\n", 0o644, 1_000_000_000),
-                       ("/testbed/w/__pycache__/a.tag.pyc", b"\0pyc", 0o600, None)])
-    r = clean.run("cd /testbed/w && stat -c '%n %a %Y' a.py __pycache__/a.tag.pyc", timeout=10)
-    lines = r.output.splitlines()
-    assert lines[0] == "a.py 644 1000000000", r.output
-    name, mode, mtime = lines[1].split()
-    assert (name, mode) == ("__pycache__/a.tag.pyc", "600") and int(mtime) > 1_700_000_000, r.output
-    assert clean.read_file("/testbed/w/__pycache__/a.tag.pyc") == b"\0pyc"
+    check_write_files(clean)
 
 
 def test_stdin(clean):
