@@ -333,9 +333,11 @@ def resolve_records(p: Planned, g: Group, runs: int, cfg: PipelineConfig, *, rou
 # ---- the artifact run --------------------------------------------------------------------------------
 
 def _model_entry(b: Binding) -> dict[str, Any]:
-    served = "embedded CPU model behind a local `transformers serve` (started by the suite)" if b.spec == "local" \
-        else f"checkpoint {b.spec[3:]} behind a local `transformers serve` (started by the suite)" \
-        if b.spec.startswith("hf:") else b.spec
+    served = b.spec
+    if b.spec == "local":
+        served = "embedded CPU model behind a local `transformers serve` (started by the suite)"
+    elif b.spec.startswith("hf:"):
+        served = f"checkpoint {b.spec[3:]} behind a local `transformers serve` (started by the suite)"
     return {"spec": b.spec, "name": b.name, "stand_in": b.stand_in, "endpoint": served}
 
 

@@ -136,8 +136,11 @@ def parameters(artifact: str, *, preset: str = "smoke", dataset: str | None = No
                 raise InputError(f"models: unknown role {role!r}; known: {', '.join(ROLES)}", field=f"models.{role}")
             check_spec(model, field=f"models.{role}")
             base = pre.binding(role)
-            name = model.split("#", 1)[1].split("?", 1)[0] if "#" in model else \
-                f"checkpoint {'/'.join(Path(model[3:]).parts[-2:])}" if model.startswith("hf:") else model
+            name = model
+            if "#" in model:                  # openai:<url>#<model>
+                name = model.split("#", 1)[1].split("?", 1)[0]
+            elif model.startswith("hf:"):     # a trained checkpoint: runs/train/<run_id>/final
+                name = "checkpoint " + "/".join(Path(model[3:]).parts[-2:])
             # a model named by the user for a role plays it as itself; under a stand-in preset it stays a stand-in
             stand_in = base.stand_in or pre.name != "paper"
             bindings[role] = Binding(role, model, name, stand_in)

@@ -20,9 +20,9 @@ from execcritic.bundle.model import TestBundle
 from execcritic.bundle.nodes import Node
 from execcritic.config import PAPER, HarnessConfig
 from execcritic.errors import SandboxError
+from execcritic.harness import rewrite_cache
 from execcritic.harness.apply import SOURCE, TEST, apply_patch, sha256
 from execcritic.harness.classify import classify
-from execcritic.harness import rewrite_cache
 from execcritic.harness.execution import Execution, FailureKind
 from execcritic.harness.instrument import (
     candidate_facts,

@@ -501,7 +501,7 @@ class DockerSandbox(Sandbox):
         stdin_path = ""
         if stdin is not None:
             stdin_path = f"{IO_DIR}/stdin-{uuid.uuid4().hex[:8]}"
-            self._put(stdin_path, stdin, 0o600)
+            self._put_many([(stdin_path, stdin, 0o600, None)])
         environment = {**self.env, **(env or {})}
         try:
             exec_id = api.exec_create(self._container.id, ["bash", "-c", RUN_WRAPPER, "execcritic",
@@ -598,9 +598,6 @@ class DockerSandbox(Sandbox):
     def _kill_all(self) -> str:
         return self._exec_simple(["bash", "-c", KILL_SCRIPT], what="killing the command's processes")
 
-    def _put(self, path: str, data: bytes, mode: int, mtime: int | None = None) -> None:
-        self._put_many([(path, data, mode, mtime)])
-
     def write_files(self, files: list[tuple[str, bytes, int, int | None]]) -> None:
         self._check_open()
         for path, _data, _mode, _mtime in files:
@@ -648,7 +645,7 @@ class DockerSandbox(Sandbox):
         self._check_open()
         if not path.startswith("/") or path.endswith("/"):
             raise ValueError(f"write_file needs an absolute file path (got {path!r})")
-        self._put(path, data.encode() if isinstance(data, str) else bytes(data), mode, mtime)
+        self._put_many([(path, data.encode() if isinstance(data, str) else bytes(data), mode, mtime)])
 
     def read_file(self, path: str) -> bytes:
         self._check_open()
