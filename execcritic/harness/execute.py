@@ -134,7 +134,7 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
             facts = {"runner": runner.reporter, **candidate_facts(source_patch, bundle.test_patch)}
             if runner.reporter == "pytest" and config.reuse_rewritten_tests and \
                     rewrite_cache.serves(changed, facts["test_files"]):
-                pinned = rewrite_cache.prepare(sandbox, facts["test_files"], changed)
+                pinned = rewrite_cache.prepare(sandbox, base["test_patch_sha256"], facts["test_files"], changed)
                 extra["rewrite_cache"] = {"served": pinned.served}
             result, report = run_reported(sandbox, run_text, timeout=config.test_timeout_s, facts=facts,
                                           known=pinned.contents if pinned else None)

@@ -8,13 +8,15 @@ valid while the source's mtime and size match.
 Why it cannot be poisoned: the cache lives in the harness (on the Sandbox object), not in the tree; a run
 only ever sees a copy the harness writes after the reset, which the next reset removes. It is filled only
 from a run of Base with nothing but the bundle applied (no source patch: no candidate's or Gold's code ran),
-and only from a run the reporter found clean. A file of the bundle is keyed by its content, so its pyc is
-served only beside the very source it was compiled from; a Base file's (a conftest) only when no patch of
-the run changes that file; and a run whose patches touch the rewriter or pytest's configuration outside the
-bundle's Python files (a pytest-dev Gold patch, an ini file) gets nothing served and rewrites as pytest
-would. The bundle's files get one fixed mtime after every apply (`MTIME`), so that pytest's own staleness
-check (mtime + size) accepts the copy; a candidate that writes its own pyc during a run affects that run
-only, where the reporter compares the test functions that run with the code it compiles from the source.
+only from a run the reporter found clean, and only for that bundle: what one bundle's run wrote (a test that
+overwrites a conftest's pyc) is never served to another bundle. A file of the bundle is keyed by its
+content, so its pyc is served only beside the very source it was compiled from; a Base file's (a conftest)
+only when no patch of the run changes that file; and a run whose patches touch the rewriter or pytest's
+configuration outside the bundle's Python files (a pytest-dev Gold patch, an ini file) gets nothing served
+and rewrites as pytest would. The bundle's files get one fixed mtime after every apply (`MTIME`), so that
+pytest's own staleness check (mtime + size) accepts the copy; a candidate that writes its own pyc during a
+run affects that run only, where the reporter compares the test functions that run with the code it
+compiles from the source.
 """
 
 from __future__ import annotations
@@ -35,14 +37,17 @@ CONFIG_FILES = frozenset({"conftest.py", "setup.cfg", "tox.ini", "pytest.ini", "
 #: the mtime every applied test file gets (2001-09-09): the same on every run, so a pyc stays valid
 MTIME = 1_000_000_000
 
-_CACHES: "weakref.WeakKeyDictionary[Sandbox, dict[tuple[str, str], tuple[str, bytes]]]" = weakref.WeakKeyDictionary()
+# sandbox -> bundle (its test patch's sha256) -> (source, content sha256 or BASE) -> (pyc path, pyc bytes)
+_CACHES: "weakref.WeakKeyDictionary[Sandbox, dict[str, dict[tuple[str, str], tuple[str, bytes]]]]" = \
+    weakref.WeakKeyDictionary()
 BASE = "base"       # the key of a file no patch touches: its content (and mtime) is the Base's on every run
 
 
 @dataclass
 class Served:
-    """What `prepare` did for one run: the test files it pinned (with their content), the paths the patches
-    change, and the sources it served a cached pyc for."""
+    """What `prepare` did for one run: the bundle, the test files it pinned (with their content), the paths the
+    patches change, and the sources it served a cached pyc for."""
+    bundle: str
     contents: dict[str, bytes]
     changed: frozenset[str]
     served: list[str]
@@ -64,11 +69,15 @@ def _key(path: str, data: bytes) -> tuple[str, str]:
     return path, hashlib.sha256(data).hexdigest()
 
 
-def prepare(sandbox: Sandbox, test_files: list[str], changed: set[str]) -> Served:
+def _cache(sandbox: Sandbox, bundle: str) -> dict[tuple[str, str], tuple[str, bytes]]:
+    return _CACHES.setdefault(sandbox, {}).setdefault(bundle, {})
+
+
+def prepare(sandbox: Sandbox, bundle: str, test_files: list[str], changed: set[str]) -> Served:
     """After the patches are applied (and the tree judged), before the run: pin each test file's mtime and
-    write the cached pycs - of the test files by their content, of the Base's own files (conftests) unless a
-    patch changes them."""
-    cache = _CACHES.setdefault(sandbox, {})
+    write what this bundle's clean Base run compiled - the test files' by their content, the Base's own files'
+    (conftests) unless a patch changes them. `bundle`: the sha256 of the bundle's test patch."""
+    cache = _cache(sandbox, bundle)
     root = sandbox.workdir.rstrip("/")
     contents: dict[str, bytes] = {}
     hits: list[tuple[str, str, bytes]] = []
@@ -88,8 +97,8 @@ def prepare(sandbox: Sandbox, test_files: list[str], changed: set[str]) -> Serve
         sandbox.write_files([(f"{root}/{path}", data, 0o644, MTIME) for path, data in contents.items()] +
                             [(f"{root}/{pyc_rel}", pyc, 0o644, MTIME) for _path, pyc_rel, pyc in hits])
     except (OSError, ValueError):         # nothing pinned or served: pytest rewrites, as without the cache
-        return Served({}, frozenset(changed), [])
-    return Served(contents, frozenset(changed), sorted(h[0] for h in hits))
+        return Served(bundle, {}, frozenset(changed), [])
+    return Served(bundle, contents, frozenset(changed), sorted(h[0] for h in hits))
 
 
 def capture(sandbox: Sandbox, served: Served, *, timeout: float = 60.0) -> list[str]:
@@ -101,7 +110,7 @@ def capture(sandbox: Sandbox, served: Served, *, timeout: float = 60.0) -> list[
     root = sandbox.workdir.rstrip("/")
     listing = sandbox.run(f"cd {shlex.quote(root)} && find . -path '*/__pycache__/*-pytest-*.pyc' -type f "
                           "-not -path './.git/*' 2>/dev/null; true", timeout=timeout)
-    cache = _CACHES.setdefault(sandbox, {})
+    cache = _cache(sandbox, served.bundle)
     out = []
     for line in listing.output.splitlines():
         pyc_rel = posixpath.normpath(line.strip())

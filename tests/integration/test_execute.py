@@ -246,3 +246,31 @@ def test_rewritten_test_modules_are_served_and_a_run_cannot_poison_them(kit):
     assert after.extra["rewrite_cache"]["served"] == base.extra["rewrite_cache"]["served"]
     gold = execute(kit.task, bundle, kit.task.patch, sandbox=kit.sandbox, check_source_patch=False)
     assert (gold.valid, gold.verdict) == (True, Verdict.PASS), gold.diagnostic + gold.output_tail
+
+
+def test_what_one_bundles_run_writes_is_never_served_to_another_bundle(kit):
+    """A bundle whose test overwrites the conftest's compiled module during its clean Base run (the run the cache
+    is filled from: here the sandbox's first) poisons only its own cache: another bundle's runs get the conftest
+    compiled by their own clean run, and keep their verdicts."""
+    from execcritic.harness import rewrite_cache
+
+    code = ("import glob, marshal\n\ndef test_poison():\n"
+            "    for p in glob.glob('**/__pycache__/conftest.*-pytest-*.pyc', recursive=True):\n"
+            "        with open(p, 'rb') as f:\n            head = f.read(16)\n"
+            "        with open(p, 'wb') as f:\n"
+            "            f.write(head + marshal.dumps(compile('raise SystemExit(7)', '<forged>', 'exec')))\n")
+    hostile = kit.bundle(code, ["test_poison"], new_file=True)
+    rewrite_cache.clear(kit.sandbox)
+    ran = execute(kit.task, hostile, sandbox=kit.sandbox)
+    assert (ran.valid, ran.verdict) == (True, Verdict.PASS), ran.diagnostic + ran.output_tail
+    poisoned = [src for src in ran.extra["rewrite_cache"]["captured"] if src.endswith("conftest.py")]
+    if not poisoned:
+        pytest.skip(f"{kit.demo.spec.name} has no conftest for pytest to compile")
+    official = kit.official_bundle()
+    for _ in range(2):                           # the first fills the official bundle's cache, the second uses it
+        after = execute(kit.task, official, sandbox=kit.sandbox)
+        assert (after.valid, after.verdict) == (True, Verdict.FAIL), after.diagnostic + after.output_tail
+    assert set(poisoned) <= set(after.extra["rewrite_cache"]["served"])
+    caches = rewrite_cache._CACHES[kit.sandbox]
+    mine, theirs = caches[ran.test_patch_sha256], caches[after.test_patch_sha256]
+    assert all(mine[k] != theirs[k] for k in mine if k[0] in poisoned)      # the forged one stayed with its bundle
