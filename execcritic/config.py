@@ -306,6 +306,17 @@ def apply_overrides(config: ProtocolConfig, values: dict[str, Any], *, where: st
     return dataclasses.replace(config, **replaced)
 
 
+def read_yaml_mapping(path: Path, not_mapping: str) -> dict[str, Any]:
+    """A YAML file that must hold a mapping (a preset, a launch file); both errors name the file."""
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as exc:
+        raise InputError(f"not valid YAML ({exc})", file=str(path)) from None
+    if not isinstance(data, dict):
+        raise InputError(not_mapping, file=str(path))
+    return data
+
+
 def _flatten(data: Any, where: str) -> dict[str, Any]:
     if data is None:
         return {}

@@ -18,9 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from execcritic.config import ProtocolConfig, apply_overrides, load_protocol
+from execcritic.config import ProtocolConfig, apply_overrides, load_protocol, read_yaml_mapping
 from execcritic.errors import ExecCriticError, InputError
 from execcritic.pipeline.models import validate_spec
 from execcritic.results.reasons import REASONS
@@ -215,12 +213,7 @@ def _typed(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], pat
 def load_preset(name_or_path: str | Path, *, env: Mapping[str, str] | None = None) -> Preset:
     """Load and validate a preset; every error names the file and the field."""
     path = preset_path(name_or_path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise InputError(f"not valid YAML ({exc})", file=str(path)) from None
-    if not isinstance(data, dict):
-        raise InputError("a preset is a YAML mapping", file=str(path))
+    data = read_yaml_mapping(path, "a preset is a YAML mapping")
     unknown = set(data) - _KEYS
     if unknown:
         raise InputError(f"unknown key(s) {sorted(unknown)}; known: {sorted(_KEYS)}", file=str(path),

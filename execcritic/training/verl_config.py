@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from execcritic.config import PAPER, ProtocolConfig, load_protocol
+from execcritic.config import PAPER, ProtocolConfig, load_protocol, read_yaml_mapping
 from execcritic.errors import InputError
 
 CONFIG_DIR = Path(__file__).parent / "verl_configs"
@@ -354,12 +354,7 @@ def load_verl_yaml(path: str | Path, *, reference: Path | None = None) -> dict[s
     path = Path(path)
     if not path.is_file():
         raise InputError("verl launch file not found", file=str(path))
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise InputError(f"not valid YAML: {exc}", file=str(path)) from exc
-    if not isinstance(doc, dict):
-        raise InputError("a verl launch file is a mapping of config sections", file=str(path))
+    doc = read_yaml_mapping(path, "a verl launch file is a mapping of config sections")
     overrides = {k: v for k, v in doc.items() if k not in ("defaults", "hydra")}
     for top, value in overrides.items():
         if not isinstance(value, dict):
