@@ -475,7 +475,7 @@ def test_agent_advantages(token_level_rewards: torch.Tensor, response_mask: torc
 @register_adv_est(ADV_ESTIMATOR_NAMES["repair"])
 def repair_agent_advantages(token_level_rewards: torch.Tensor, response_mask: torch.Tensor,
                             index: np.ndarray | None = None, config: Any = None,
-                          **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+                            **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """verl estimator of the Repair agent (App. A.2): masked rollouts in the mean, then advantage 0."""
     return _estimate("repair", token_level_rewards, response_mask, index, config)
 
