@@ -18,6 +18,7 @@ from typing import Any, Iterable
 
 from execcritic.bundle.command import ParsedCommand
 from execcritic.bundle.diff import parse_patch
+from execcritic.harness.prestart import Prestarted
 from execcritic.harness.reporter.channel import ReporterChannel
 from execcritic.harness.reporter.stream import ReporterReport
 from execcritic.runners.base import Runner
@@ -101,8 +102,8 @@ def new_hashseed() -> int:
 
 
 def run_reported(sandbox: Sandbox, command: str, *, timeout: float, facts: dict[str, Any], cwd: str | None = None,
-                 script_writes_tests: bool = False,
-                 known: dict[str, bytes] | None = None) -> tuple[CommandResult, ReporterReport]:
+                 script_writes_tests: bool = False, known: dict[str, bytes] | None = None,
+                 prestarted: Prestarted | None = None) -> tuple[CommandResult, ReporterReport]:
     """Run `command` with the reporter's channel open; read the stream only after the sandbox ended the
     run and killed its process tree. The test files and the candidate's files must leave the run as they
     entered it: code that rewrites them on disk (and maybe back) is tampering, whatever it printed.
@@ -111,16 +112,24 @@ def run_reported(sandbox: Sandbox, command: str, *, timeout: float, facts: dict[
     whole when the test patch adds a file, leaving them patched). Then only the candidate's files are
     compared here; the test files the test command ran are still the reporter's reference, read when its
     interpreter started, so code rewriting them on disk still fails the test-code check.
-    `known`: contents of some watched files the caller has just read or written (not read again)."""
+    `known`: contents of some watched files the caller has just read or written (not read again).
+    `prestarted`: `command` was started ahead of time (harness/prestart.py): release it instead of starting."""
     if sandbox.channel_dir is None:
         raise RuntimeError(f"the {sandbox.backend} sandbox has no reporter channel directory")
     watched = sorted(set(() if script_writes_tests else facts.get("test_files", ())) | set(facts.get("changed", ())))
     before = {**_contents(sandbox, [p for p in watched if p not in (known or {})]),
               **{p: data for p, data in (known or {}).items() if p in watched}}
-    channel = ReporterChannel(sandbox.channel_dir, {"workdir": sandbox.workdir, **facts})
+    if prestarted is not None:
+        channel = prestarted.channel
+        channel.go({"workdir": sandbox.workdir, **facts})
+    else:
+        channel = ReporterChannel(sandbox.channel_dir, {"workdir": sandbox.workdir, **facts})
     try:
-        result = sandbox.run(command, timeout=timeout, env=channel.env, cwd=cwd)
+        result = (prestarted.spawned.wait(timeout) if prestarted is not None else
+                  sandbox.run(command, timeout=timeout, env=channel.env, cwd=cwd))
     except BaseException:
+        if prestarted is not None:
+            prestarted.end()
         channel.close()
         raise
     report = channel.finish()

@@ -64,6 +64,16 @@ class Sandbox(ABC):
     isolated: bool = True     # False only for an explicitly requested plain-subprocess mode
     workdir: str = WORKDIR
     channel_dir: Path | None = None   # host dir seen read-only at CHANNEL_MOUNT (the reporter's sockets)
+    # where `can_spawn`: bumped by everything that may change the sandbox (runs, writes, resets, spawns), so
+    # that a caller that left it in a known state (harness/prestart.py) can tell nothing happened since
+    generation: int = 0
+    can_spawn: bool = False           # `spawn` is implemented (local; Docker kills every process but init
+                                      # after each exec, so nothing can wait in a container across execs)
+
+    def spawn(self, command: str, *, env: Mapping[str, str] | None = None, cwd: str | None = None):
+        """Start `command` now, collect it later (`.wait(timeout)` -> CommandResult, `.kill()`, `.alive()`).
+        Only where `can_spawn`."""
+        raise NotImplementedError(f"the {self.backend} sandbox cannot start a run ahead of time")
 
     @abstractmethod
     def run(self, command: str, *, timeout: float, env: Mapping[str, str] | None = None,

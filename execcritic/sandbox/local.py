@@ -40,6 +40,7 @@ import tempfile
 import time
 import uuid
 import weakref
+from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -156,6 +157,7 @@ class LocalSandbox(Sandbox):
     """
 
     backend = "local"
+    can_spawn = True
 
     def __init__(self, checkout: Path | str, *, activate: str = "", binds: Sequence[Path | str] = (),
                  isolated: bool = True, limits: Limits = Limits(), network: bool = False,
@@ -201,6 +203,8 @@ class LocalSandbox(Sandbox):
             self.ws / "base", self.ws / "testbed", self.ws / "tmp", self.ws / "home", self.ws / "io")
         self.channel_dir = self.ws / "chan"
         self._cgroup: Cgroups | None = None
+        self._spawn_cgroup: Cgroups | None = None
+        self._spawned: list[SpawnedRun] = []
         self._finalizer = weakref.finalize(self, _cleanup, str(self.ws), None)
         try:
             self._setup()
@@ -237,7 +241,7 @@ class LocalSandbox(Sandbox):
             d.mkdir()
             os.chmod(d, mode)
         if self.limits.memory_mb or self.limits.pids:
-            name = f"execcritic-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            name = self._cgroup_name = f"execcritic-{os.getpid()}-{uuid.uuid4().hex[:8]}"
             self._cgroup = Cgroups.create(name, memory_mb=self.limits.memory_mb, pids=self.limits.pids)
             self._finalizer.detach()
             self._finalizer = weakref.finalize(self, _cleanup, str(self.ws),
@@ -340,6 +344,30 @@ class LocalSandbox(Sandbox):
              tree: Path | None) -> CommandResult:
         if not timeout or timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds (got {timeout!r})")
+        self.generation += 1
+        return self._collect(self._start(command, env=env, cwd=cwd, stdin=stdin, tree=tree, cgroup=self._cgroup),
+                             timeout)
+
+    def spawn(self, command: str, *, env: Mapping[str, str] | None = None,
+              cwd: str | None = None) -> "SpawnedRun":
+        """Start `command` now and collect it later (`SpawnedRun.wait(timeout)`: the clock starts there). It
+        runs in cgroups of its own with the same limits, so that runs made meanwhile (applying a patch) and
+        their cleanup leave it alone; `reset()` and `close()` kill it."""
+        self._check_open()
+        if self._spawn_cgroup is None and self._cgroup is not None:
+            self._spawn_cgroup = Cgroups.create(self._cgroup_name + "-spawn", memory_mb=self.limits.memory_mb,
+                                                pids=self.limits.pids)
+            self._finalizer.detach()
+            self._finalizer = weakref.finalize(self, _cleanup, str(self.ws),
+                                               [str(x) for c in (self._cgroup, self._spawn_cgroup) for x in c.paths])
+        self.generation += 1
+        run = SpawnedRun(self, self._start(command, env=env, cwd=cwd or WORKDIR, stdin=None, tree=None,
+                                           cgroup=self._spawn_cgroup))
+        self._spawned.append(run)
+        return run
+
+    def _start(self, command: str, *, env, cwd: str, stdin: bytes | None, tree: Path | None,
+               cgroup: Cgroups | None) -> "_Started":
         if not cwd.startswith("/"):
             raise ValueError(f"cwd must be an absolute sandbox path (got {cwd!r})")
         started_r = started_w = None
@@ -356,28 +384,25 @@ class LocalSandbox(Sandbox):
             argv = ["bash", "-c", self._script(self._map_path(command), self._map_path(cwd))]
             run_cwd = str(self.tree)
         rlimits = []
-        if self.limits.memory_mb and not (self._cgroup and self._cgroup.memory):
+        if self.limits.memory_mb and not (cgroup and cgroup.memory):
             rlimits.append(f"--as={int(self.limits.memory_mb) * 1024 * 1024}")
-        if self.limits.pids and not (self._cgroup and self._cgroup.pids):
+        if self.limits.pids and not (cgroup and cgroup.pids):
             rlimits.append(f"--nproc={int(self.limits.pids)}")
         if rlimits:
             argv = ["prlimit", *rlimits, "--", *argv]
-        if self._cgroup is not None and self._cgroup.procs_files:
+        if cgroup is not None and cgroup.procs_files:
             # join every cgroup before exec: nothing the command starts runs outside them
-            joins = " && ".join(f'echo $$ > "${i + 1}"' for i in range(len(self._cgroup.procs_files)))
-            n = len(self._cgroup.procs_files)
+            joins = " && ".join(f'echo $$ > "${i + 1}"' for i in range(len(cgroup.procs_files)))
+            n = len(cgroup.procs_files)
             argv = ["/bin/sh", "-c", f'{joins} && shift {n} && exec "$@"', "sh",
-                    *(str(f) for f in self._cgroup.procs_files), *argv]
+                    *(str(f) for f in cgroup.procs_files), *argv]
         stdin_f = None
         if stdin is not None:
             stdin_f = tempfile.TemporaryFile(dir=self.io)
             stdin_f.write(stdin)
             stdin_f.seek(0)
-        oom_before = self._cgroup.oom_kills() if self._cgroup else 0
-        pids_before = self._cgroup.pids_refused() if self._cgroup else 0
-        cap = OutputCapture(self.limits.output_bytes)
-        timed_out = False
-        t0 = time.monotonic()
+        oom_before = cgroup.oom_kills() if cgroup else 0
+        pids_before = cgroup.pids_refused() if cgroup else 0
         try:
             proc = subprocess.Popen(argv, stdin=stdin_f if stdin_f is not None else subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self._env(env),
@@ -392,6 +417,13 @@ class LocalSandbox(Sandbox):
                 stdin_f.close()
             if started_w is not None:
                 os.close(started_w)
+        return _Started(proc, started_r, cgroup, oom_before, pids_before)
+
+    def _collect(self, st: "_Started", timeout: float) -> CommandResult:
+        proc = st.proc
+        cap = OutputCapture(self.limits.output_bytes)
+        timed_out = False
+        t0 = time.monotonic()
         deadline = t0 + timeout
         fd = proc.stdout.fileno()
         sel = selectors.DefaultSelector()
@@ -417,9 +449,9 @@ class LocalSandbox(Sandbox):
                 except subprocess.TimeoutExpired:
                     timed_out = True
             if timed_out:
-                self._kill(proc)
+                self._kill(proc, st.cgroup)
             duration = time.monotonic() - t0
-            self._kill_leftovers(proc)
+            self._kill_leftovers(proc, st.cgroup)
             # drain what the killed processes had written (EOF comes once they are gone)
             drain_until = time.monotonic() + 2.0
             while time.monotonic() < drain_until and sel.select(0.05):
@@ -431,13 +463,13 @@ class LocalSandbox(Sandbox):
             sel.close()
             proc.stdout.close()
             if proc.poll() is None:
-                self._kill(proc)
+                self._kill(proc, st.cgroup)
                 proc.wait(5)
-            started = _read_started(started_r)
-        oom = bool(self._cgroup and self._cgroup.oom_kills() > oom_before)
-        pids_limited = bool(self._cgroup and self._cgroup.pids_refused() > pids_before)
+            started = _read_started(st.started_r)
+        oom = bool(st.cgroup and st.cgroup.oom_kills() > st.oom_before)
+        pids_limited = bool(st.cgroup and st.cgroup.pids_refused() > st.pids_before)
         rc = proc.returncode
-        if started_r is not None:
+        if st.started_r is not None:
             if not started and not timed_out:
                 raise SandboxError(f"bubblewrap could not set up the sandbox for {self.checkout} "
                                    f"(exit {rc}): {cap.text()[-1000:]}")
@@ -445,22 +477,23 @@ class LocalSandbox(Sandbox):
                              duration_s=duration, truncated=cap.truncated, isolated=self.isolated,
                              pids_limited=pids_limited)
 
-    def _kill(self, proc: subprocess.Popen) -> None:
+    @staticmethod
+    def _kill(proc: subprocess.Popen, cgroup: Cgroups | None) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
-        if self._cgroup is not None:
-            self._cgroup.kill_all()
+        if cgroup is not None:
+            cgroup.kill_all()
 
-    def _kill_leftovers(self, proc: subprocess.Popen) -> None:
+    def _kill_leftovers(self, proc: subprocess.Popen, cgroup: Cgroups | None) -> None:
         """Nothing a run started outlives it: the process group, and the whole cgroup when we have one
         (bwrap's pid namespace already ends with its init)."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        if self._cgroup is not None and not self._cgroup.kill_all():
+        if cgroup is not None and not cgroup.kill_all():
             raise SandboxError(f"processes of the sandbox for {self.checkout} survived SIGKILL "
-                               f"(cgroups {', '.join(str(x) for x in self._cgroup.paths)})")
+                               f"(cgroups {', '.join(str(x) for x in cgroup.paths)})")
 
     # -- files --------------------------------------------------------------------------------
     def _host_path(self, path: str, *, follow_last: bool) -> Path:
@@ -510,6 +543,7 @@ class LocalSandbox(Sandbox):
         return None
 
     def write_file(self, path: str, data: bytes | str, mode: int = 0o644, *, mtime: int | None = None) -> None:
+        self.generation += 1
         self._check_open()
         host = self._host_path(path, follow_last=True)
         if isinstance(data, str):
@@ -551,6 +585,8 @@ class LocalSandbox(Sandbox):
     # -- reset / close ------------------------------------------------------------------------
     def reset(self) -> None:
         self._check_open()
+        self.generation += 1
+        self._end_spawned()
         if self._cgroup is not None and not self._cgroup.kill_all():
             raise SandboxError(f"cannot reset {self.checkout}: sandbox processes survive SIGKILL")
         t0 = time.monotonic()
@@ -569,9 +605,15 @@ class LocalSandbox(Sandbox):
         if self._closed:
             return
         self._closed = True
-        if self._cgroup is not None:
-            self._cgroup.remove()
+        self._end_spawned()
+        for cgroup in (self._cgroup, self._spawn_cgroup):
+            if cgroup is not None:
+                cgroup.remove()
         self._finalizer()
+
+    def _end_spawned(self) -> None:
+        while self._spawned:
+            self._spawned.pop().kill()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -602,6 +644,50 @@ class LocalSandbox(Sandbox):
         if not self.isolated:
             d["path_mapping"] = {"/testbed": str(self.tree), "/tmp": str(self.tmp), "HOME": str(self.home)}
         return d
+
+
+@dataclass
+class _Started:
+    proc: subprocess.Popen
+    started_r: int | None          # the fd bash writes its start byte to (isolated runs)
+    cgroup: Cgroups | None
+    oom_before: int
+    pids_before: int
+
+
+class SpawnedRun:
+    """A command `LocalSandbox.spawn` started; `wait(timeout)` collects it like `run` would have."""
+
+    def __init__(self, sandbox: LocalSandbox, started: _Started):
+        self._sandbox = weakref.proxy(sandbox)   # (callers may key the sandbox weakly and hold this)
+        self._started, self._done = started, False
+        self.on_kill: list = []                  # called when the run is killed instead of collected
+
+    def alive(self) -> bool:
+        return not self._done and self._started.proc.poll() is None
+
+    def wait(self, timeout: float) -> CommandResult:
+        if self._done:
+            raise RuntimeError("this spawned run was already collected or killed")
+        self._done = True
+        with contextlib.suppress(ValueError):
+            self._sandbox._spawned.remove(self)
+        return self._sandbox._collect(self._started, timeout)
+
+    def kill(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        st = self._started
+        with contextlib.suppress(ValueError):
+            self._sandbox._spawned.remove(self)
+        self._sandbox._kill(st.proc, st.cgroup)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            st.proc.wait(5)
+        st.proc.stdout.close()
+        _read_started(st.started_r)
+        for fn in self.on_kill:
+            fn()
 
 
 def _read_started(fd: int | None) -> bool:

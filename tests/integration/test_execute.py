@@ -8,15 +8,18 @@ exhaustion, an unapplicable patch, a forbidden source edit, and an exit status t
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from execcritic.sandbox.base import Limits
-from execcritic.config import HarnessConfig
+from execcritic.config import PAPER, HarnessConfig
 from execcritic.harness.execute import execute
 from execcritic.harness.execution import FailureKind, Verdict
 from tests.bundles import ScenarioKit, diff_after
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+COLD = dataclasses.replace(PAPER.harness, prestart_next_run=False)    # each run leaves its tree as it ran
 
 
 _DOCKER = pytest.mark.docker
@@ -210,13 +213,14 @@ def test_rewritten_test_modules_are_served_and_a_run_cannot_poison_them(kit):
     """pytest's rewrite of the bundle's test module is compiled by a clean Base run and served by the harness
     to later runs (pytest then reads it instead of rewriting: the served pyc keeps the pinned mtime). A
     candidate that overwrites the served pyc with forged test code changes its own run at most: the next run
-    gets the harness's copy, and Base still FAILs, Gold still PASSes."""
+    gets the harness's copy, and Base still FAILs, Gold still PASSes. (Runs cold: the test reads the tree a
+    run left, which a run started ahead for the next one would have reset.)"""
     from execcritic.harness import rewrite_cache
 
     bundle = kit.official_bundle()
     test_file = kit.demo.spec.test_file
     for _ in range(2):
-        base = execute(kit.task, bundle, sandbox=kit.sandbox)
+        base = execute(kit.task, bundle, sandbox=kit.sandbox, config=COLD)
         assert (base.valid, base.verdict) == (True, Verdict.FAIL), base.diagnostic + base.output_tail
     assert test_file in base.extra["rewrite_cache"]["served"]
     pycache = f"{kit.test_dir}/__pycache__"
@@ -235,16 +239,16 @@ def test_rewritten_test_modules_are_served_and_a_run_cannot_poison_them(kit):
              f"        _f.write(_head + _marshal.dumps(compile({forged!r}, 'forged', 'exec')))\n")
     poison = diff_after(kit.demo.repo, lambda w: (w / kit.demo.spec.source_file).write_text(
         (w / kit.demo.spec.source_file).read_text() + forge))
-    ran = execute(kit.task, bundle, poison, sandbox=kit.sandbox)
+    ran = execute(kit.task, bundle, poison, sandbox=kit.sandbox, config=COLD)
     assert ran.verdict is not Verdict.PASS, ran.diagnostic + ran.output_tail
     for pyc_rel, pyc in served.items():
         planted = kit.sandbox.read_file(f"{kit.sandbox.workdir}/{pyc_rel}")
         assert planted != pyc, f"the candidate did not overwrite the served {pyc_rel}"
     assert rewrite_cache._CACHES[kit.sandbox] == cache          # a candidate's run is never captured
-    after = execute(kit.task, bundle, sandbox=kit.sandbox)
+    after = execute(kit.task, bundle, sandbox=kit.sandbox, config=COLD)
     assert (after.valid, after.verdict) == (True, Verdict.FAIL), after.diagnostic + after.output_tail
     assert after.extra["rewrite_cache"]["served"] == base.extra["rewrite_cache"]["served"]
-    gold = execute(kit.task, bundle, kit.task.patch, sandbox=kit.sandbox, check_source_patch=False)
+    gold = execute(kit.task, bundle, kit.task.patch, sandbox=kit.sandbox, check_source_patch=False, config=COLD)
     assert (gold.valid, gold.verdict) == (True, Verdict.PASS), gold.diagnostic + gold.output_tail
 
 
@@ -261,14 +265,14 @@ def test_what_one_bundles_run_writes_is_never_served_to_another_bundle(kit):
             "            f.write(head + marshal.dumps(compile('raise SystemExit(7)', '<forged>', 'exec')))\n")
     hostile = kit.bundle(code, ["test_poison"], new_file=True)
     rewrite_cache.clear(kit.sandbox)
-    ran = execute(kit.task, hostile, sandbox=kit.sandbox)
+    ran = execute(kit.task, hostile, sandbox=kit.sandbox, config=COLD)
     assert (ran.valid, ran.verdict) == (True, Verdict.PASS), ran.diagnostic + ran.output_tail
     poisoned = [src for src in ran.extra["rewrite_cache"]["captured"] if src.endswith("conftest.py")]
     if not poisoned:
         pytest.skip(f"{kit.demo.spec.name} has no conftest for pytest to compile")
     official = kit.official_bundle()
     for _ in range(2):                           # the first fills the official bundle's cache, the second uses it
-        after = execute(kit.task, official, sandbox=kit.sandbox)
+        after = execute(kit.task, official, sandbox=kit.sandbox, config=COLD)
         assert (after.valid, after.verdict) == (True, Verdict.FAIL), after.diagnostic + after.output_tail
     assert set(poisoned) <= set(after.extra["rewrite_cache"]["served"])
     caches = rewrite_cache._CACHES[kit.sandbox]

@@ -1,12 +1,18 @@
 """Harness overhead: median wall time of `execute()` on a real test node vs the same command run bare.
 
 Task: the toolz demo task (tests/demo_tasks.py: toolz 1.0.0 sdist, a re-introduced bug); bundle: its
-official test patch; node: the two F2P nodes. Variants, interleaved per round (warm-up dropped):
+official test patch; node: the two F2P nodes. Variants, interleaved per round in random order (warm-up
+dropped), each local variant in a sandbox of its own:
   bare           the bundle's command in a host checkout that already has the test patch applied
-  execute-local  execute(task, bundle, sandbox=LocalSandbox)    (reset + apply + run + parse, bwrap)
-  execute-local-rewrite  the same with harness.reuse_rewritten_tests off: pytest rewrites the test module on
+  execute-local  execute(task, bundle, sandbox=LocalSandbox) as configured by default: reset + apply + run +
+                 parse; the run was started ahead of time by the previous execute (harness/prestart.py) and
+                 the benchmark waits, untimed, until it is ready - the idle time between two checks of an
+                 agent or two runs of a Gold audit. The wall time of each execute includes starting the next.
+  execute-local-cold     the same with harness.prestart_next_run off: every run starts its interpreter
+  execute-local-rewrite  cold, and harness.reuse_rewritten_tests off: pytest rewrites the test module on
                  every run (what execute cost before harness/rewrite_cache.py)
-  execute-docker execute(task, bundle, sandbox=DockerSandbox)   (same, in a container; private dockerd)
+  execute-docker execute(task, bundle, sandbox=DockerSandbox)   (cold: Docker cannot start a run ahead;
+                 private dockerd)
   sandbox-local  the bare command inside the local sandbox, no reset/apply/reporter (isolation's own cost)
 Reports medians, ratios of medians and paired ratios, the phase split, and PYTHONDONTWRITEBYTECODE. The
 sandboxes run with the harness-owned reporter on (every pytest execution does) and with the Base compiled
@@ -31,6 +37,7 @@ from pathlib import Path
 
 from execcritic.config import PAPER
 from execcritic.sandbox.base import Limits
+from execcritic.harness import prestart
 from execcritic.harness.execute import execute
 from tests.bundles import ScenarioKit
 from tests.demo_tasks import TOOLZ, build_demo
@@ -44,7 +51,8 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="execcritic-perf-"))
     demo = build_demo(TOOLZ, work)
-    local = demo.open_local(limits=Limits(memory_mb=2048, pids=1024), warm_bytecode=True)
+    limits = Limits(memory_mb=2048, pids=1024)
+    local, cold, plain = (demo.open_local(limits=limits, warm_bytecode=True) for _ in range(3))
     kit = ScenarioKit(demo, local)
     bundle = kit.official_bundle()
     bare_dir = work / "bare"
@@ -53,15 +61,21 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.update(PATH=f"{demo.venv}/bin:{env['PATH']}", PYTHONPATH=str(bare_dir))
     bare_cmd = bundle.command_line
-    no_cache = dataclasses.replace(PAPER.harness, reuse_rewritten_tests=False)
+    cold_cfg = dataclasses.replace(PAPER.harness, prestart_next_run=False)
+    no_cache = dataclasses.replace(cold_cfg, reuse_rewritten_tests=False)
+
+    def execute_ahead():
+        out = execute(demo.task, bundle, sandbox=local)
+        return out, lambda: prestart.wait_ready(local, 60)     # untimed: the idle time before the next check
 
     variants = {"bare": lambda: subprocess.run(bare_cmd, check=False, shell=True, cwd=bare_dir, env=env, capture_output=True),
-                "execute-local": lambda: execute(demo.task, bundle, sandbox=local),
-                "execute-local-rewrite": lambda: execute(demo.task, bundle, sandbox=local, config=no_cache),
-                # isolation alone: the same command in the same sandbox, tree as the last execute left it
-                # (test patch applied, pytest's cache of the rewritten test module kept) - no reset, apply,
+                "execute-local": execute_ahead,
+                "execute-local-cold": lambda: execute(demo.task, bundle, sandbox=cold, config=cold_cfg),
+                "execute-local-rewrite": lambda: execute(demo.task, bundle, sandbox=cold, config=no_cache),
+                # isolation alone: the same command in a sandbox whose tree a cold execute left patched (test
+                # patch applied, pytest's cache of the rewritten test module kept) - no reset, apply,
                 # reporter or parse: what bwrap, the cgroups and output capture cost
-                "sandbox-local": lambda: local.run(bare_cmd, timeout=300)}
+                "sandbox-local": lambda: plain.run(bare_cmd, timeout=300)}
     docker = dockerd = None
     if not args.no_docker:
         from execcritic.sandbox.docker import DockerSandbox
@@ -75,7 +89,7 @@ def main() -> None:
                                warm_bytecode=True)
         variants["execute-docker"] = lambda: execute(demo.task, bundle, sandbox=docker)
 
-    execute(demo.task, bundle, sandbox=local)      # leaves the test patch applied for sandbox-local's first turn
+    execute(demo.task, bundle, sandbox=plain, config=cold_cfg)   # leaves the test patch applied for sandbox-local
     load_start = os.getloadavg()
     times: dict[str, list[float]] = {k: [] for k in variants}
     phases: dict[str, list[dict]] = {k: [] for k in variants}
@@ -86,8 +100,13 @@ def main() -> None:
             t = time.monotonic()
             out = variants[name]()
             dt = time.monotonic() - t
+            if isinstance(out, tuple):
+                out, idle = out
+                assert idle(), "the run started ahead of time never said it was ready"
             if hasattr(out, "valid"):
                 assert out.valid and out.verdict.value == "FAIL", out.diagnostic
+                if r > 0:
+                    assert out.extra.get("prestarted") is (name == "execute-local"), (name, out.extra)
                 assert out.extra.get("reporter", {}).get("ended"), out.extra.get("reporter")
             elif hasattr(out, "exit_code"):             # the F2P tests fail on Base: pytest exits 1
                 assert out.exit_code == 1, out.output[-2000:]
@@ -101,8 +120,8 @@ def main() -> None:
               "PYTHONDONTWRITEBYTECODE_children": "unset (bare env, bwrap and docker children)", "loadavg_start": load_start, "loadavg": os.getloadavg(), "variants": {}}
     for k, v in times.items():
         paired = [a / b for a, b in zip(v, times["bare"])]
-        split = {p: round(statistics.median(d.get(p, 0.0) for d in phases[k]), 3) for p in ("reset", "apply", "run",
-                                                                                          "parse")} if phases[k] else {}
+        split = {p: round(statistics.median(d.get(p, 0.0) for d in phases[k]), 3)
+                 for p in ("reset", "apply", "run", "parse", "prestart")} if phases[k] else {}
         report["variants"][k] = {"median_s": round(med[k], 3), "min_s": round(min(v), 3), "max_s": round(max(v), 3),
                                  "ratio_of_medians": round(med[k] / med["bare"], 2),
                                  "paired_ratio_median": round(statistics.median(paired), 2), "phases_median_s": split}
@@ -113,7 +132,8 @@ def main() -> None:
         manifest = build_manifest(datasets=[{"id": demo.task.instance_id, "source": "tests/demo_tasks.py (toolz sdist)"}],
                                   extra={"rounds": args.rounds})
         write_result(args.json, report, manifest)
-    local.close()
+    for sb in (local, cold, plain):
+        sb.close()
     if docker:
         docker.close()
     if dockerd:

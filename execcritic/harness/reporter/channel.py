@@ -29,12 +29,20 @@ MAX_STREAM_BYTES = 64 * 1024 * 1024
 
 
 class ReporterChannel:
-    def __init__(self, host_dir: str | Path, facts: dict[str, Any]):
+    """`facts`: what the reporter is told at connection. `prestart=True`: the run is started ahead of time;
+    the reporter imports its runner, records that it is ready (`ready()`) and waits for `go(facts)`, the
+    facts of the run (the patches are applied by then)."""
+
+    def __init__(self, host_dir: str | Path, facts: dict[str, Any], *, prestart: bool = False):
         self.key = secrets.token_bytes(32)
         name = f"r-{secrets.token_hex(8)}.sock"
         self.host_path = Path(host_dir) / name
         self.sandbox_path = f"{CHANNEL_MOUNT}/{name}"
-        self._facts = (json.dumps(facts) + "\n").encode()
+        self._facts = (json.dumps({**facts, "prestart": True} if prestart else facts) + "\n").encode()
+        self._go_line: bytes | None = None
+        self._conn: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
         self._data = bytearray()
         self._overflow = False
         self._stop = threading.Event()
@@ -60,6 +68,8 @@ class ReporterChannel:
                     break
                 except socket.timeout:
                     continue
+                except OSError:
+                    return             # closed meanwhile (`close()`: nobody will read this run)
         finally:
             self._close_listener()
         if conn is None:
@@ -67,7 +77,9 @@ class ReporterChannel:
         self._connected.set()
         with conn:
             try:
-                conn.sendall(self.key + self._facts)
+                with self._lock:
+                    conn.sendall(self.key + self._facts + (self._go_line or b""))
+                    self._conn = conn
                 conn.settimeout(0.2)
                 while True:
                     try:
@@ -83,8 +95,30 @@ class ReporterChannel:
                         self._overflow = True
                         continue
                     self._data += chunk
+                    if not self._ready.is_set() and b'"kind": "ready"' in self._data:
+                        self._ready.set()
             except OSError:
                 return
+            finally:
+                with self._lock:
+                    self._conn = None
+
+    def ready(self, timeout: float) -> bool:
+        """Has the run started ahead of time said it is ready (its runner imported)?"""
+        return self._ready.wait(timeout)
+
+    def go(self, facts: dict[str, Any]) -> None:
+        """Release a run started ahead of time with the facts of this run."""
+        line = (json.dumps(facts) + "\n").encode()
+        with self._lock:
+            if self._go_line is not None:
+                raise RuntimeError("this run was already released")
+            self._go_line = line
+            if self._conn is not None:
+                try:
+                    self._conn.sendall(line)
+                except OSError:
+                    pass               # the process is gone: finish() says what the stream holds
 
     _drained_at: float | None = None
     _eof = False

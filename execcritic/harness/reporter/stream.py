@@ -59,6 +59,8 @@ class ReporterReport:
     collect_errors: list[dict[str, str]] = field(default_factory=list)
     exitstatus: int | None = None                      # the runner's own session exit status, where it says
     hello: dict[str, Any] = field(default_factory=dict)
+    stale: list[str] = field(default_factory=list)     # a run started ahead of time had imported these modules
+                                                       # of the checkout: it ended before the patches' code ran
 
     def status_map(self) -> dict[str, str]:
         """Per-node statuses keyed like the runner's log-parsed results."""
@@ -133,6 +135,10 @@ def parse_stream(data: bytes, key: bytes, *, overflow: bool = False) -> Reporter
             rep.exitstatus = rec.get("exitstatus")
         elif kind == "end":
             rep.ended = True
+        elif kind == "ready":
+            pass
+        elif kind == "stale":
+            rep.stale = [str(m) for m in rec.get("modules") or ()] or ["?"]
         else:
             return forged(f"record {seq} has an unknown kind {kind!r}")
     if not rep.started:

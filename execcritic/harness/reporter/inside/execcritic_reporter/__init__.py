@@ -116,6 +116,9 @@ def boot(path):
     sock.connect(path)
     key = _recv_exact(sock, 32)
     config = json.loads(_recv_line(sock).decode("utf-8"))
+    if config.get("prestart"):
+        # a run started ahead of time: this run's facts arrive once the harness has applied the patches
+        config["__go"] = lambda: json.loads(_recv_line(sock).decode("utf-8"))
     dispatch = core.make(sock, key, config, guard.Guard, [sys.modules[__name__], core, guard])
     del key
     if hasattr(sys, "addaudithook"):
@@ -132,11 +135,16 @@ def boot(path):
 
 
 def arm(config):
-    """Install the runner's hook (sealed), the signal guard and the end record; then close the boot window."""
+    """Install the runner's hook (sealed), the signal guard and the end record; then close the boot window.
+    A run started ahead of time (`prestart`) imports the runner, says it is ready and waits here for the
+    harness's go, which brings the facts of the run (harness/prestart.py); it ends at once, saying so, when
+    it had already imported code of the checkout (that code may be what the patches change)."""
     import atexit
     import importlib
+    import os
     import warnings
 
+    go = config.pop("__go", None)
     runner = config.get("runner", "")
     hook = RUNNER_HOOKS.get(runner)
     if hook is None:
@@ -147,6 +155,19 @@ def arm(config):
             module = importlib.import_module("execcritic_reporter." + hook)
         seal(vars(module))
         "\0audit"(EVENT, "integrity", module)
+    if go is not None:
+        "\0audit"(EVENT, "ready")
+        facts = go()
+        del go
+        config.update(facts)
+        "\0audit"(EVENT, "facts", facts)
+        workdir = os.path.abspath(config.get("workdir", "/testbed")) + os.sep
+        stale = sorted(name for name, m in list(sys.modules.items())
+                       if os.path.abspath(getattr(m, "__file__", None) or "/").startswith(workdir))
+        if stale:
+            "\0audit"(EVENT, "stale", stale)
+            os._exit(75)
+    if hook is not None:
         module.install(config)
     _guard_signals()
     atexit.register(_end)          # registered first: runs after every handler the code under test adds

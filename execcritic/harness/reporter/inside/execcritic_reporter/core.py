@@ -305,6 +305,16 @@ def make(sock, key, config, guard_factory, watched_modules):
                     sock.close()
                 except _OSError:
                     pass
+        elif op == "ready":                  # a run started ahead of time waits for the harness's go
+            if state["booting"]:
+                emit("ready", {})
+        elif op == "facts":                  # ... which brings this run's facts (once, before boot_done)
+            if state["booting"] and not state.get("facts"):
+                state["facts"] = True
+                guard.set_facts(args[0])
+        elif op == "stale":                  # ... and the code of the checkout it had already imported
+            if state["booting"]:
+                emit("stale", {"modules": _list(args[0])[:20]})
         elif op == "product_runner":
             if state["booting"]:
                 guard.product_runner = _bool(args[0])

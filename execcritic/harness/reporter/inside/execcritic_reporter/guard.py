@@ -85,8 +85,6 @@ class Guard:
     def __init__(self, config, tamper):
         self.tamper = tamper
         self.workdir = os.path.abspath(config.get("workdir", "/testbed")) + os.sep
-        self.changed = set(config.get("changed", ()))
-        self.changed_lines = {p: [tuple(r) for r in rs] for p, rs in (config.get("changed_lines") or {}).items()}
         self.here = os.path.dirname(os.path.abspath(__file__)) + os.sep
         self.builtins = {k: _ident(v) for k, v in vars(builtins).items()}
         self.modules = {}          # module name -> (id(module), {name: ident})
@@ -99,7 +97,19 @@ class Guard:
         self.classes_seen = None   # the same for classes, during one `watch` (a class can gain methods later)
         self.compiled = {}         # (path, name, compiler) -> [code objects the file defines for `name`]
         self.parsed = {}           # path -> (source, module AST)
-        # the test files as they were when the interpreter started (before any code of the checkout ran)
+        self.set_facts(config)
+        self.trusted_runtime, self.candidate_runtime, self.runtime_refs = set(), set(), []
+        # True when the runner's own package lives in the checkout (pytest-dev/pytest): its code is the
+        # candidate's to change, so provenance cannot apply to it; snapshots, the raw-outcome proxy and the
+        # test-code check still do (docs/failure_kinds.md, "what is not protected")
+        self.product_runner = False
+
+    def set_facts(self, config):
+        """What the harness says about this run's patches: the files the source patch changes, the lines it
+        adds, and the test files - read now, before any code of the checkout runs (when the interpreter
+        starts, or, for a run started ahead of time, when the harness releases it)."""
+        self.changed = set(config.get("changed", ()))
+        self.changed_lines = {p: [tuple(r) for r in rs] for p, rs in (config.get("changed_lines") or {}).items()}
         self.originals = {}
         for rel in config.get("test_files", ()):
             try:
@@ -107,11 +117,6 @@ class Guard:
                     self.originals[os.path.abspath(self.workdir + rel)] = fh.read()
             except OSError:
                 pass
-        self.trusted_runtime, self.candidate_runtime, self.runtime_refs = set(), set(), []
-        # True when the runner's own package lives in the checkout (pytest-dev/pytest): its code is the
-        # candidate's to change, so provenance cannot apply to it; snapshots, the raw-outcome proxy and the
-        # test-code check still do (docs/failure_kinds.md, "what is not protected")
-        self.product_runner = False
 
     # ---- whose code is it ----------------------------------------------------------------------------------
     def _rel(self, path):

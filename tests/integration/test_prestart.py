@@ -1,0 +1,125 @@
+"""Runs started ahead of time (harness/prestart.py) on a real project in the real local sandbox: the next
+`execute` of the same command finds its interpreter started on Base, releases it once the patches are
+applied, and reaches the cold run's verdicts; nothing a run does reaches the run started after it; a sandbox
+whose runner imports code of the checkout falls back to cold runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+
+import pytest
+
+from execcritic.config import PAPER
+from execcritic.harness import prestart
+from execcritic.harness.execute import execute
+from execcritic.harness.execution import FailureKind, Verdict
+from execcritic.sandbox.base import Limits
+from execcritic.sandbox.local import LocalSandbox
+from tests.bundles import ScenarioKit, diff_after
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+COLD = dataclasses.replace(PAPER.harness, prestart_next_run=False)
+
+
+@pytest.fixture(scope="module")
+def kit(demo_toolz):
+    sandbox = demo_toolz.open_local(limits=Limits(memory_mb=512, pids=1024))
+    yield ScenarioKit(demo_toolz, sandbox)
+    sandbox.close()
+
+
+def _seed_in(command: str) -> int:
+    return int(re.search(r"PYTHONHASHSEED=(\d+)", command).group(1))
+
+
+def test_a_run_started_ahead_reaches_the_cold_runs_verdicts(kit):
+    bundle = kit.official_bundle()
+    sb = kit.sandbox
+    prestart.discard(sb)
+    runs = [execute(kit.task, bundle, sandbox=sb) for _ in range(2)]
+    assert [r.extra["prestarted"] for r in runs] == [False, True]
+    gold = execute(kit.task, bundle, kit.task.patch, sandbox=sb, check_source_patch=False)
+    wrong = execute(kit.task, bundle, kit.comment_patch(), sandbox=sb)
+    cold = [execute(kit.task, bundle, p, sandbox=sb, config=COLD, check_source_patch=False)
+            for p in (None, kit.task.patch, kit.comment_patch())]
+    for warm, ref in zip([runs[1], gold, wrong], cold):
+        assert warm.extra["prestarted"] is True and ref.extra["prestarted"] is False
+        assert (warm.valid, warm.verdict, warm.failure_kind) == (ref.valid, ref.verdict, ref.failure_kind), \
+            warm.diagnostic + warm.output_tail
+        assert [n.outcome for n in warm.nodes] == [n.outcome for n in ref.nodes]
+        assert warm.extra["reporter"]["ended"] and not warm.extra["reporter"]["tampers"]
+        # the seed it ran with is the one recorded (drawn when the run was started ahead)
+        assert warm.extra["hashseed"] == _seed_in(warm.command)
+        assert warm.phases["reset"] == 0.0 and "prestart" in warm.phases
+    assert gold.verdict is Verdict.PASS and runs[1].verdict is Verdict.FAIL and wrong.verdict is Verdict.FAIL
+
+
+def test_a_run_started_ahead_is_used_only_by_the_same_command_in_the_untouched_sandbox(kit):
+    bundle = kit.official_bundle()
+    sb = kit.sandbox
+    execute(kit.task, bundle, sandbox=sb)
+    assert prestart.wait_ready(sb, 60)
+    sb.run("true", timeout=30)                            # anything done to the sandbox meanwhile
+    assert execute(kit.task, bundle, sandbox=sb).extra["prestarted"] is False
+    names = [n.split("::")[-1] for n in kit.task.fail_to_pass]
+    other = kit.bundle("def test_other():\n    assert True\n", ["test_other"], new_file=True)
+    ran = execute(kit.task, other, sandbox=sb)            # another command
+    assert ran.extra["prestarted"] is False and ran.verdict is Verdict.PASS, ran.diagnostic
+    assert execute(kit.task, other, sandbox=sb).extra["prestarted"] is True
+    seeded = execute(kit.task, other, sandbox=sb, hashseed=12345)     # a seed asked for: that seed, cold
+    assert seeded.extra["prestarted"] is False and seeded.extra["hashseed"] == 12345
+    assert names and execute(kit.task, bundle, sandbox=sb, config=COLD).extra["prestarted"] is False
+    assert prestart.claim(sb) is None                     # the cold run ended what it did not use
+
+
+def test_nothing_a_run_does_reaches_the_run_started_after_it(kit):
+    """A candidate plants modules the next interpreter would import before any test code (a shadowing
+    `iniconfig` on PYTHONPATH, which pytest imports while it loads; one in /tmp) and leaves a process
+    behind: the next run is started only after the sandbox was reset and emptied, and Base still FAILs."""
+    bundle = kit.official_bundle()
+    sb = kit.sandbox
+    plant = ("\nimport os as _os, subprocess as _sp\n"
+             "for _d in ('/testbed', '/tmp'):\n"
+             "    with open(_os.path.join(_d, 'iniconfig.py'), 'w') as _f:\n"
+             "        _f.write('raise SystemExit(0)\\n')\n"
+             "_sp.Popen(['sleep', '600'])\n")
+    spec = kit.demo.spec
+    poison = diff_after(kit.demo.repo, lambda w: (w / spec.source_file).write_text(
+        (w / spec.source_file).read_text() + plant))
+    ran = execute(kit.task, bundle, poison, sandbox=sb)
+    assert ran.verdict is not Verdict.PASS, ran.diagnostic + ran.output_tail
+    assert prestart.wait_ready(sb, 60)
+    assert not (sb.tree / "iniconfig.py").exists() and not (sb.tmp / "iniconfig.py").exists()
+    after = execute(kit.task, bundle, sandbox=sb)
+    assert after.extra["prestarted"] is True
+    assert (after.valid, after.verdict, after.failure_kind) == (True, Verdict.FAIL, FailureKind.BEHAVIORAL_FAILURE), \
+        after.diagnostic + after.output_tail
+
+
+def test_a_runner_that_imports_the_checkout_is_never_started_ahead(demo_toolz, tmp_path):
+    """pytest imports `iniconfig` while it loads; here the Base ships its own copy on PYTHONPATH (as a task
+    whose product is a dependency of pytest would, or pytest-dev/pytest itself). A run started ahead would
+    hold the Base's copy while the patches may change it: its reporter says so and exits, the harness runs
+    the same execution cold, says why, and starts nothing ahead in that sandbox again."""
+    import iniconfig as _probe  # noqa: F401  (the venv's copy, to ship in the checkout)
+
+    venv_copy = next(demo_toolz.venv.glob("lib/python*/site-packages/iniconfig"))
+    repo = tmp_path / "repo"
+    shutil.copytree(demo_toolz.repo, repo, symlinks=True)
+    shutil.copytree(venv_copy, repo / "iniconfig")
+    with LocalSandbox(repo, activate=demo_toolz.activate, binds=[demo_toolz.venv],
+                      limits=Limits(memory_mb=512, pids=1024)) as sb:
+        kit = ScenarioKit(demo_toolz, sb)
+        bundle = kit.official_bundle()
+        first = execute(kit.task, bundle, sandbox=sb)
+        assert first.verdict is Verdict.FAIL and first.extra["prestarted"] is False, first.diagnostic
+        second = execute(kit.task, bundle, sandbox=sb)
+        assert (second.valid, second.verdict) == (True, Verdict.FAIL), second.diagnostic + second.output_tail
+        assert second.extra["prestarted"] is False, (second.extra, second.output_tail)
+        assert any(m.startswith("iniconfig") for m in second.extra["prestart_stale"]), second.extra
+        third = execute(kit.task, bundle, sandbox=sb)
+        assert third.extra["prestarted"] is False and "prestart_stale" not in third.extra
+        assert prestart.claim(sb) is None
