@@ -7,6 +7,10 @@ from the reporter's records, checked against the runner's log and exit status. E
 the way (invalid bundle, forbidden source edit, patch that does not apply, tree mismatch, sandbox failure,
 timeout, forged or tampered results...) ends in an invalid Execution with a bounded diagnostic; nothing
 raises past this function except programming errors.
+
+After a pytest run the sandbox is left reset to Base, with the same command started ahead of time for the
+next call (harness/prestart.py, `harness.prestart_next_run`): a caller that wants to read the tree a run
+left behind turns that off.
 """
 
 from __future__ import annotations
@@ -155,6 +159,7 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
                     rerun = execute(task, bundle, source_patch, sandbox=sandbox, config=config,
                                     check_source_patch=check_source_patch, hashseed=hashseed)
                     rerun.extra["prestart_stale"] = report.stale
+                    rerun.duration_s = time.monotonic() - started      # the stale attempt's time included
                     return rerun
             else:
                 result = sandbox.run(run_text, timeout=config.test_timeout_s)

@@ -187,3 +187,15 @@ def test_flaky_nodes_are_nodes_whose_outcome_varies():
     runs = [NS(base=side("failed", "failed"), gold=side("passed", "passed")),
             NS(base=side("failed", "failed"), gold=side("passed", "failed"))]
     assert flaky_nodes(runs) == {"n1": "gold: passed, failed"}
+
+
+def test_a_run_started_ahead_reads_like_a_cold_one_and_a_stale_one_has_no_results():
+    """harness/prestart.py: the `ready` record of a run started ahead of time changes nothing; one that had
+    imported code of the checkout says which (`stale`) and ends before its end record: never a result."""
+    ready = parse_stream(stream(run((N, "call", "passed"), extra=[{"kind": "ready"}])), KEY)
+    plain = parse_stream(stream(run((N, "call", "passed"))), KEY)
+    assert ready.problem is None and ready.status_map() == plain.status_map() and not ready.stale
+    stale = parse_stream(stream(run(end=False, extra=[{"kind": "ready"}, {"kind": "stale",
+                                                                          "modules": ["iniconfig"]}])), KEY)
+    assert stale.stale == ["iniconfig"] and stale.problem and stale.problem[0] == "incomplete"
+    assert not stale.nodes
