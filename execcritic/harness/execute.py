@@ -69,132 +69,130 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
     base = dict(instance_id=task.instance_id, isolated=sandbox.isolated, backend=sandbox.backend,
                 test_patch_sha256=sha256(bundle.test_patch), source_patch_sha256=sha256(source_patch))
 
+    # a run started ahead of time in this untouched sandbox (harness/prestart.py): the tree is Base already
+    ahead = prestart.claim(sandbox) if config.prestart_next_run else None
+
     def invalid(kind: FailureKind, diagnostic: str, **kw) -> Execution:
+        if ahead is not None:
+            ahead.end()          # claimed, not released: nothing of this execution ran in it
         return Execution(valid=False, verdict=None, failure_kind=kind, diagnostic=diagnostic, phases=phases,
                          duration_s=time.monotonic() - started, **base, **kw)
 
-    # a run started ahead of time in this untouched sandbox (harness/prestart.py): the tree is Base already
-    ahead = prestart.claim(sandbox) if config.prestart_next_run else None
-    try:
-        if ahead is None:
-            try:
-                t = time.monotonic()
-                sandbox.reset()
-                phases["reset"] = time.monotonic() - t
-            except SandboxError as exc:
-                return invalid(FailureKind.SANDBOX_ERROR, f"the sandbox failed: {exc}")
-        else:
-            phases["reset"] = 0.0
-        # validated against the Base just restored: some bindings need the Base test modules (class scopes)
-        problems = validate_bundle(bundle, task, config=config, read_base=base_reader(sandbox))
-        if problems:
-            return invalid(FailureKind.BUNDLE_INVALID, f"the bundle is invalid ({len(problems)} problem(s)); first: "
-                                                       f"{problems[0]}", problems=problems)
-        cmd = parse_command(bundle.test_command, max_chars=config.max_command_chars)
-        runner = runner_for_command(cmd)
-        assert runner is not None  # validate_bundle rejects unrecognized commands
-        contract = bundle.contract
-        assert contract is not None
-        declared = [runner.parse_node(n) for n in contract.test_nodes]
-        observed_cmd = runner.observed_command(cmd)
-        observed = observed_cmd.render()
-        flaky = flaky_bound(task, runner, declared)
-        if flaky:
-            return invalid(FailureKind.FLAKY_NODE, f"bound node(s) {', '.join(flaky[:5])} are known to be flaky on "
-                                                   "this task (their verdict changes across repeated runs: see the "
-                                                   "task recipe's `flaky_nodes`); no verdict", runner=runner.name,
-                           command=observed)
-        if ahead is not None and not prestart.matches(ahead, observed=observed, runner=runner.name, hashseed=hashseed):
-            ahead.end()
-            ahead = None
-        seed = (ahead.hashseed if ahead else new_hashseed()) if hashseed is None else hashseed
-        run_text = instrumented_command(runner, observed_cmd, seed) if runner.reporter else observed
-
+    if ahead is None:
         try:
-            if source_patch and check_source_patch:
-                problems = source_patch_problems(source_patch, read_base=base_reader(sandbox), language=task.language,
-                                                 repo=task.repo)
-                if problems:
-                    return invalid(FailureKind.FORBIDDEN_SOURCE_EDIT, "the source patch is not an admissible Repair "
-                                                                      f"candidate: {problems[0]}", problems=problems,
-                                   runner=runner.name, command=observed)
             t = time.monotonic()
-            extra: dict[str, Any] = {}
-            if source_patch:
-                applied = apply_patch(sandbox, source_patch, name="source", ladder=SOURCE, timeout=config.setup_timeout_s)
-                if not applied.applied:
-                    phases["apply"] = time.monotonic() - t
-                    return invalid(FailureKind.PATCH_APPLY_FAILED,
-                                   "the source patch does not apply to Base:\n" + applied.diagnostic,
-                                   runner=runner.name, command=observed)
-                extra["source_apply_method"] = applied.method or ""
-            applied = apply_patch(sandbox, bundle.test_patch, name="test", ladder=TEST, timeout=config.setup_timeout_s)
+            sandbox.reset()
+            phases["reset"] = time.monotonic() - t
+        except SandboxError as exc:
+            return invalid(FailureKind.SANDBOX_ERROR, f"the sandbox failed: {exc}")
+    else:
+        phases["reset"] = 0.0
+    # validated against the Base just restored: some bindings need the Base test modules (class scopes)
+    problems = validate_bundle(bundle, task, config=config, read_base=base_reader(sandbox))
+    if problems:
+        return invalid(FailureKind.BUNDLE_INVALID, f"the bundle is invalid ({len(problems)} problem(s)); first: "
+                                                   f"{problems[0]}", problems=problems)
+    cmd = parse_command(bundle.test_command, max_chars=config.max_command_chars)
+    runner = runner_for_command(cmd)
+    assert runner is not None  # validate_bundle rejects unrecognized commands
+    contract = bundle.contract
+    assert contract is not None
+    declared = [runner.parse_node(n) for n in contract.test_nodes]
+    observed_cmd = runner.observed_command(cmd)
+    observed = observed_cmd.render()
+    flaky = flaky_bound(task, runner, declared)
+    if flaky:
+        return invalid(FailureKind.FLAKY_NODE, f"bound node(s) {', '.join(flaky[:5])} are known to be flaky on "
+                                               "this task (their verdict changes across repeated runs: see the "
+                                               "task recipe's `flaky_nodes`); no verdict", runner=runner.name,
+                       command=observed)
+    if ahead is not None and not prestart.matches(ahead, observed=observed, runner=runner.name, hashseed=hashseed):
+        ahead.end()
+        ahead = None
+    seed = (ahead.hashseed if ahead else new_hashseed()) if hashseed is None else hashseed
+    run_text = instrumented_command(runner, observed_cmd, seed) if runner.reporter else observed
+
+    try:
+        if source_patch and check_source_patch:
+            problems = source_patch_problems(source_patch, read_base=base_reader(sandbox), language=task.language,
+                                             repo=task.repo)
+            if problems:
+                return invalid(FailureKind.FORBIDDEN_SOURCE_EDIT, "the source patch is not an admissible Repair "
+                                                                  f"candidate: {problems[0]}", problems=problems,
+                               runner=runner.name, command=observed)
+        t = time.monotonic()
+        extra: dict[str, Any] = {}
+        if source_patch:
+            applied = apply_patch(sandbox, source_patch, name="source", ladder=SOURCE, timeout=config.setup_timeout_s)
             if not applied.applied:
                 phases["apply"] = time.monotonic() - t
-                return invalid(FailureKind.TEST_PATCH_APPLY_FAILED,
-                               "the test patch does not apply" + (" on top of the source patch" if source_patch else
-                                                                  " to Base") + ":\n" + applied.diagnostic,
+                return invalid(FailureKind.PATCH_APPLY_FAILED,
+                               "the source patch does not apply to Base:\n" + applied.diagnostic,
                                runner=runner.name, command=observed)
-            changed = declared_paths(source_patch) | declared_paths(bundle.test_patch)
-            mismatch = tree_problem(sandbox.changed_paths(), changed)
+            extra["source_apply_method"] = applied.method or ""
+        applied = apply_patch(sandbox, bundle.test_patch, name="test", ladder=TEST, timeout=config.setup_timeout_s)
+        if not applied.applied:
             phases["apply"] = time.monotonic() - t
-            if mismatch:
-                return invalid(FailureKind.TREE_MISMATCH, mismatch, runner=runner.name, command=observed)
-            t = time.monotonic()
-            report = None
-            pinned = None
-            if runner.reporter:
-                facts = {"runner": runner.reporter, **candidate_facts(source_patch, bundle.test_patch)}
-                if ahead is not None and not ahead.spawned.alive():
-                    ahead = None     # ended meanwhile (an apply ladder's reset): this run starts cold
-                if runner.reporter == "pytest" and config.reuse_rewritten_tests and \
-                        rewrite_cache.serves(changed, facts["test_files"]):
-                    pinned = rewrite_cache.prepare(sandbox, base["test_patch_sha256"], facts["test_files"], changed)
-                    extra["rewrite_cache"] = {"served": pinned.served}
-                result, report = run_reported(sandbox, run_text, timeout=config.test_timeout_s, facts=facts,
-                                              known=pinned.contents if pinned else None, prestarted=ahead)
-                extra.update(hashseed=seed, reporter=report.summary(), prestarted=ahead is not None)
-                if report.stale:     # the early interpreter had imported code of the checkout: run again, cold
-                    prestart.refuse(sandbox, "imported before the go: " + ", ".join(report.stale[:5]))
-                    rerun = execute(task, bundle, source_patch, sandbox=sandbox, config=config,
-                                    check_source_patch=check_source_patch, hashseed=hashseed)
-                    rerun.extra["prestart_stale"] = report.stale
-                    rerun.duration_s = time.monotonic() - started      # the stale attempt's time included
-                    return rerun
-            else:
-                result = sandbox.run(run_text, timeout=config.test_timeout_s)
-                extra["reporter"] = "none"
-            phases["run"] = time.monotonic() - t
-        except SandboxError as exc:
-            return invalid(FailureKind.SANDBOX_ERROR, f"the sandbox failed: {exc}", runner=runner.name,
-                           command=observed)
+            return invalid(FailureKind.TEST_PATCH_APPLY_FAILED,
+                           "the test patch does not apply" + (" on top of the source patch" if source_patch else
+                                                              " to Base") + ":\n" + applied.diagnostic,
+                           runner=runner.name, command=observed)
+        changed = declared_paths(source_patch) | declared_paths(bundle.test_patch)
+        mismatch = tree_problem(sandbox.changed_paths(), changed)
+        phases["apply"] = time.monotonic() - t
+        if mismatch:
+            return invalid(FailureKind.TREE_MISMATCH, mismatch, runner=runner.name, command=observed)
         t = time.monotonic()
-        c = classify(runner, declared, result, report)
-        phases["parse"] = time.monotonic() - t
-        if pinned is not None and source_patch is None and c.valid:
-            try:                 # a clean run of Base + the bundle alone compiled the test modules: keep them
-                extra["rewrite_cache"]["captured"] = rewrite_cache.capture(sandbox, pinned)
-            except SandboxError:
-                pass             # no cache is only slower; the verdict above stands
-        if runner.reporter == "pytest" and config.prestart_next_run and sandbox.can_spawn:
-            t = time.monotonic()
-            try:                 # the next run of this command finds its interpreter started (on Base)
-                seed_next = new_hashseed()
-                prestart.offer(sandbox, observed=observed, runner=runner.name, hashseed=seed_next,
-                               command=instrumented_command(runner, observed_cmd, seed_next))
-            except SandboxError:
-                pass             # the next run starts cold
-            phases["prestart"] = time.monotonic() - t
-        return Execution(valid=c.valid, verdict=c.verdict, failure_kind=c.failure_kind, diagnostic=c.diagnostic,
-                         nodes=c.nodes, exit_code=result.exit_code, timed_out=result.timed_out,
-                         oom_killed=result.oom_killed, runner=runner.name, command=run_text,
-                         duration_s=time.monotonic() - started, phases=phases,
-                         output_tail=_tail(result.output, config.output_tail_chars), load_errors=c.load_errors,
-                         extra={**extra, "results_count": c.results_count}, **base)
-
-    finally:
-        if ahead is not None:
-            ahead.end()      # not released (another command, an early verdict): nothing ran in it
+        report = None
+        pinned = None
+        if runner.reporter:
+            facts = {"runner": runner.reporter, **candidate_facts(source_patch, bundle.test_patch)}
+            if ahead is not None and not ahead.spawned.alive():
+                ahead = None         # ended meanwhile (an apply ladder's reset): this run starts cold
+            if runner.reporter == "pytest" and config.reuse_rewritten_tests and \
+                    rewrite_cache.serves(changed, facts["test_files"]):
+                pinned = rewrite_cache.prepare(sandbox, base["test_patch_sha256"], facts["test_files"], changed)
+                extra["rewrite_cache"] = {"served": pinned.served}
+            result, report = run_reported(sandbox, run_text, timeout=config.test_timeout_s, facts=facts,
+                                          known=pinned.contents if pinned else None, prestarted=ahead)
+            extra.update(hashseed=seed, reporter=report.summary(), prestarted=ahead is not None)
+            if report.stale:         # the early interpreter had imported code of the checkout: run again, cold
+                prestart.refuse(sandbox, "imported before the go: " + ", ".join(report.stale[:5]))
+                rerun = execute(task, bundle, source_patch, sandbox=sandbox, config=config,
+                                check_source_patch=check_source_patch, hashseed=hashseed)
+                rerun.extra["prestart_stale"] = report.stale
+                rerun.duration_s = time.monotonic() - started      # the stale attempt's time included
+                return rerun
+        else:
+            result = sandbox.run(run_text, timeout=config.test_timeout_s)
+            extra["reporter"] = "none"
+        phases["run"] = time.monotonic() - t
+    except SandboxError as exc:
+        return invalid(FailureKind.SANDBOX_ERROR, f"the sandbox failed: {exc}", runner=runner.name,
+                       command=observed)
+    t = time.monotonic()
+    c = classify(runner, declared, result, report)
+    phases["parse"] = time.monotonic() - t
+    if pinned is not None and source_patch is None and c.valid:
+        try:                 # a clean run of Base + the bundle alone compiled the test modules: keep them
+            extra["rewrite_cache"]["captured"] = rewrite_cache.capture(sandbox, pinned)
+        except SandboxError:
+            pass             # no cache is only slower; the verdict above stands
+    if runner.reporter == "pytest" and config.prestart_next_run and sandbox.can_spawn:
+        t = time.monotonic()
+        try:                 # the next run of this command finds its interpreter started (on Base)
+            seed_next = new_hashseed()
+            prestart.offer(sandbox, observed=observed, runner=runner.name, hashseed=seed_next,
+                           command=instrumented_command(runner, observed_cmd, seed_next))
+        except SandboxError:
+            pass             # the next run starts cold
+        phases["prestart"] = time.monotonic() - t
+    return Execution(valid=c.valid, verdict=c.verdict, failure_kind=c.failure_kind, diagnostic=c.diagnostic,
+                     nodes=c.nodes, exit_code=result.exit_code, timed_out=result.timed_out,
+                     oom_killed=result.oom_killed, runner=runner.name, command=run_text,
+                     duration_s=time.monotonic() - started, phases=phases,
+                     output_tail=_tail(result.output, config.output_tail_chars), load_errors=c.load_errors,
+                     extra={**extra, "results_count": c.results_count}, **base)
 
 
 def flaky_bound(task: Task, runner: Runner, declared: list[Node]) -> list[str]:

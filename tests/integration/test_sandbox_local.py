@@ -205,6 +205,28 @@ def test_memory_limit_oom_is_flagged(clean):
     assert small.exit_code == 0 and not small.oom_killed
 
 
+
+def test_a_spawned_run_waits_in_its_own_cgroups_under_the_same_limits(clean):
+    """`spawn` (harness/prestart.py): the run keeps going while other runs are made and cleaned up, its clock
+    starts at `wait`, the memory limit holds for it too, and a reset kills it."""
+    assert clean.run("mkfifo /tmp/go && echo made", timeout=30).output == "made\n"
+    sp = clean.spawn("read -t 20 line < /tmp/go; echo got $line")
+    assert clean.run("sleep 0.2; echo other", timeout=30).output == "other\n"   # another run, cleaned up
+    assert sp.alive()
+    clean.run("echo released > /tmp/go", timeout=30)
+    r = sp.wait(30)
+    assert r.exit_code == 0 and "got released" in r.output and not r.timed_out, r.output
+    hog = clean.spawn("python -c \"x = b'x' * (600 << 20); print('survived')\"")
+    r = hog.wait(60)
+    if "memory:cgroup" in clean.describe()["limit_enforcement"]:
+        assert r.oom_killed and "survived" not in r.output
+    else:
+        assert r.exit_code != 0 and "survived" not in r.output
+    slow = clean.spawn("sleep 60")
+    clean.reset()
+    assert not slow.alive()
+
+
 FORK_BOMB = """import os, time
 n = 0
 try:
