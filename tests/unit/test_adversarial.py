@@ -89,3 +89,13 @@ def test_attack_is_rejected_with_specific_diagnostics(entry):
     assert not missing, f"{entry['id']}: expected {sorted(missing)}, got {sorted(got)}"
     for p in problems:  # every diagnostic names its artifact and says something
         assert p.artifact in ("test.patch", "test_command", "test_contract.json") and len(p.message) > 10
+
+
+def test_the_corpus_table_in_docs_is_current():
+    """docs/adversarial_corpus.md is the runtime corpus as it is (regenerate: see its first lines)."""
+    from pathlib import Path
+
+    from tests.adversarial.runtime.table import markdown
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "adversarial_corpus.md"
+    assert doc.read_text() == markdown(), "regenerate: python -m tests.adversarial.runtime.table > " + str(doc)
