@@ -72,6 +72,10 @@ def audit_unit(payload: tuple[Task, AuditConfig]) -> dict[str, Any]:
         return {"valid": ex.valid, "verdict": ex.verdict.value if ex.verdict else None,
                 "failure_kind": ex.failure_kind.value, "diagnostic": ex.diagnostic[:600],
                 "nodes": [n.__dict__ for n in ex.nodes][:50], "phases": ex.phases, "duration_s": ex.duration_s,
+                # the seed reproduces a flaky run (SymPy's RecursionErrors depend on it); prestarted: the run
+                # was started ahead of time (harness/prestart.py), prestart_stale: why it could not be
+                "hashseed": ex.extra.get("hashseed"), "prestarted": ex.extra.get("prestarted"),
+                "prestart_stale": ex.extra.get("prestart_stale"),
                 "output_tail": ex.output_tail[-1500:] if miss else ""}  # kept where a miss needs explaining
 
     out = {**rec, "B": B, "G": G, "Q": B * G, "miss": miss, "bundle_digest": bundle.digest(),

@@ -123,3 +123,16 @@ def test_a_runner_that_imports_the_checkout_is_never_started_ahead(demo_toolz, t
         third = execute(kit.task, bundle, sandbox=sb)
         assert third.extra["prestarted"] is False and "prestart_stale" not in third.extra
         assert prestart.claim(sb) is None
+
+
+def test_an_audit_record_says_how_each_run_ran(tmp_path):
+    """A Gold audit row keeps each run's hash seed (a flaky run can be rerun with it) and whether it was started
+    ahead of time: on a requests task Base starts the Gold run, which is released prestarted."""
+    from execcritic.pipeline.audit import AuditConfig, audit_unit
+    from tests.sdist import load_sdist_tasks
+
+    task = load_sdist_tasks(["psf__requests-5414"])["psf__requests-5414"]
+    row = audit_unit((task, AuditConfig(out=str(tmp_path / "audit.jsonl"))))
+    assert row["Q"] == 1, row
+    assert isinstance(row["base"]["hashseed"], int) and isinstance(row["gold"]["hashseed"], int)
+    assert (row["base"]["prestarted"], row["gold"]["prestarted"]) == (False, True), row
