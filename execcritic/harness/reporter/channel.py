@@ -43,6 +43,7 @@ class ReporterChannel:
         self._conn: socket.socket | None = None
         self._lock = threading.Lock()
         self._ready = threading.Event()
+        self._prestart = prestart
         self._data = bytearray()
         self._overflow = False
         self._stop = threading.Event()
@@ -95,7 +96,8 @@ class ReporterChannel:
                         self._overflow = True
                         continue
                     self._data += chunk
-                    if not self._ready.is_set() and b'"kind": "ready"' in self._data:
+                    if self._prestart and not self._ready.is_set() and \
+                            b'"kind": "ready"' in self._data[-len(chunk) - 16:]:
                         self._ready.set()
             except OSError:
                 return
