@@ -148,7 +148,8 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
         if runner.reporter:
             facts = {"runner": runner.reporter, **candidate_facts(source_patch, bundle.test_patch)}
             if ahead is not None and not ahead.spawned.alive():
-                ahead = None         # ended meanwhile (an apply ladder's reset): this run starts cold
+                ahead.end()          # ended meanwhile (an apply ladder's reset): this run starts cold
+                ahead = None
             if runner.reporter == "pytest" and config.reuse_rewritten_tests and \
                     rewrite_cache.serves(changed, facts["test_files"]):
                 pinned = rewrite_cache.prepare(sandbox, base["test_patch_sha256"], facts["test_files"], changed)

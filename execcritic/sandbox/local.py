@@ -243,9 +243,7 @@ class LocalSandbox(Sandbox):
         if self.limits.memory_mb or self.limits.pids:
             name = self._cgroup_name = f"execcritic-{os.getpid()}-{uuid.uuid4().hex[:8]}"
             self._cgroup = Cgroups.create(name, memory_mb=self.limits.memory_mb, pids=self.limits.pids)
-            self._finalizer.detach()
-            self._finalizer = weakref.finalize(self, _cleanup, str(self.ws),
-                                               [str(x) for x in self._cgroup.paths])
+            self._renew_finalizer()
         if self.warm_bytecode:
             t1 = time.monotonic()
             self._warm(self.base_dir)
@@ -264,6 +262,12 @@ class LocalSandbox(Sandbox):
             self._wsnaps.append((w, snap))
         self._timings["snapshot_s"] = time.monotonic() - t2
         self.checkout_head = _git_head(self.checkout)
+
+    def _renew_finalizer(self) -> None:
+        """The finalizer removes the workspace and every cgroup the sandbox made so far."""
+        self._finalizer.detach()
+        cgroups = [str(x) for c in (self._cgroup, self._spawn_cgroup) if c is not None for x in c.paths]
+        self._finalizer = weakref.finalize(self, _cleanup, str(self.ws), cgroups or None)
 
     def _warm(self, tree: Path) -> None:
         res = self._run(WARM_SCRIPT, timeout=1800, env=None, cwd="/", stdin=None, tree=tree)
@@ -357,9 +361,7 @@ class LocalSandbox(Sandbox):
         if self._spawn_cgroup is None and self._cgroup is not None:
             self._spawn_cgroup = Cgroups.create(self._cgroup_name + "-spawn", memory_mb=self.limits.memory_mb,
                                                 pids=self.limits.pids)
-            self._finalizer.detach()
-            self._finalizer = weakref.finalize(self, _cleanup, str(self.ws),
-                                               [str(x) for c in (self._cgroup, self._spawn_cgroup) for x in c.paths])
+            self._renew_finalizer()
         self.generation += 1
         run = SpawnedRun(self, self._start(command, env=env, cwd=cwd or WORKDIR, stdin=None, tree=None,
                                            cgroup=self._spawn_cgroup))
@@ -666,21 +668,22 @@ class SpawnedRun:
     def alive(self) -> bool:
         return not self._done and self._started.proc.poll() is None
 
-    def wait(self, timeout: float) -> CommandResult:
-        if self._done:
-            raise RuntimeError("this spawned run was already collected or killed")
+    def _finish(self) -> None:
         self._done = True
         with contextlib.suppress(ValueError):
             self._sandbox._spawned.remove(self)
+
+    def wait(self, timeout: float) -> CommandResult:
+        if self._done:
+            raise RuntimeError("this spawned run was already collected or killed")
+        self._finish()
         return self._sandbox._collect(self._started, timeout)
 
     def kill(self) -> None:
         if self._done:
             return
-        self._done = True
+        self._finish()
         st = self._started
-        with contextlib.suppress(ValueError):
-            self._sandbox._spawned.remove(self)
         self._sandbox._kill(st.proc, st.cgroup)
         with contextlib.suppress(subprocess.TimeoutExpired):
             st.proc.wait(5)
