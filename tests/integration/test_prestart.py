@@ -125,6 +125,48 @@ def test_a_runner_that_imports_the_checkout_is_never_started_ahead(demo_toolz, t
         assert prestart.claim(sb) is None
 
 
+CHEATS_AT_CONFTEST_TIME = {      # (through importlib: the diff screen rejects a plain `import _pytest`)
+    # a runner function rebound: every report of the call phase says passed
+    "runner_function": ("import importlib\n_r = importlib.import_module('_pytest.runner')\n_orig = _r.call_and_report\n"
+                        "def _forged(*args, **kwargs):\n    report = _orig(*args, **kwargs)\n"
+                        "    report.outcome = 'passed'\n    return report\n_r.call_and_report = _forged\n"),
+    # a runner class given a property that shadows its base's
+    "runner_class": ("import importlib\n_rep = importlib.import_module('_pytest.reports')\n"
+                     "_rep.TestReport.passed = property(lambda self: True)\n"),
+}
+
+
+@pytest.mark.parametrize("cheat", sorted(CHEATS_AT_CONFTEST_TIME))
+def test_tampering_while_pytest_loads_conftest_files_is_caught_in_a_run_started_ahead(demo_toolz, tmp_path, cheat):
+    """A run started ahead snapshots the runner before its go; a Base whose conftest imports the product runs
+    the candidate's code after that and before pytest configures, where a cold run takes its first snapshot.
+    The first watch after the go judges what changed since as the cold run's first watch does."""
+    repo = tmp_path / "repo"
+    shutil.copytree(demo_toolz.repo, repo, symlinks=True)
+    spec = demo_toolz.spec
+    module = spec.source_file[:-3].replace("/", ".")
+    (repo / "conftest.py").write_text(f"import {module}  # noqa: F401  (the product, imported by the Base)\n")
+    code = "\n" + CHEATS_AT_CONFTEST_TIME[cheat]
+    candidate = diff_after(demo_toolz.repo, lambda w: (w / spec.source_file).write_text(
+        (w / spec.source_file).read_text().replace(spec.buggy, spec.correct) + code))
+    with LocalSandbox(repo, activate=demo_toolz.activate, binds=[demo_toolz.venv],
+                      limits=Limits(memory_mb=512, pids=1024)) as sb:
+        kit = ScenarioKit(demo_toolz, sb)
+        bundle = kit.official_bundle()
+        base = execute(kit.task, bundle, sandbox=sb)
+        assert (base.valid, base.verdict) == (True, Verdict.FAIL), base.diagnostic + base.output_tail
+        warm_base = execute(kit.task, bundle, sandbox=sb)       # no false alarm with a conftest either
+        assert warm_base.extra["prestarted"] is True and not warm_base.extra["reporter"]["tampers"]
+        assert (warm_base.valid, warm_base.verdict) == (True, Verdict.FAIL), warm_base.diagnostic
+        warm = execute(kit.task, bundle, candidate, sandbox=sb)
+        cold = execute(kit.task, bundle, candidate, sandbox=sb, config=COLD)
+    assert warm.extra.get("prestarted") is True, (warm.diagnostic, warm.extra)
+    assert cold.extra.get("prestarted") is False, (cold.diagnostic, cold.extra)
+    for ran in (warm, cold):
+        assert (ran.valid, ran.failure_kind) == (False, FailureKind.RUNNER_TAMPERED), ran.diagnostic + ran.output_tail
+        assert any(spec.source_file in t for t in map(str, ran.extra["reporter"]["tampers"])), ran.extra["reporter"]
+
+
 def test_an_audit_record_says_how_each_run_ran(tmp_path):
     """A Gold audit row keeps each run's hash seed (a flaky run can be rerun with it) and whether it was started
     ahead of time: on a requests task Base starts the Gold run, which is released prestarted."""

@@ -156,6 +156,8 @@ def arm(config):
         seal(vars(module))
         "\0audit"(EVENT, "integrity", module)
     if go is not None:
+        if hook is not None and hasattr(module, "prepare"):
+            module.prepare()
         "\0audit"(EVENT, "ready")
         facts = go()
         del go

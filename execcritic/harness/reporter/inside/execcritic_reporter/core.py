@@ -294,6 +294,9 @@ def make(sock, key, config, guard_factory, watched_modules):
             guard.check_case(args[0], _str(args[1]))
         elif op == "watch":
             guard.watch(args[0])
+        elif op == "prewatch":               # a run started ahead of time, before its go
+            if state["booting"] and not state.get("facts"):
+                guard.prewatch(args[0])
         elif op == "watch_mapping":
             guard.watch_mapping(args[0], args[1])
         elif op == "watch_plugins":

@@ -16,8 +16,10 @@ The guard belongs to the core (core.py): only the core's closure holds it. It fi
   which catches rebinding after import, including a patch installed late and restored before the end.
 
 What it costs is paid by every run, so it is kept to what a run needs: the hook returns at once on events it
-does not read, a function's provenance is computed once, and the reference compile compiles only the
-definitions a node names (`definitions_of`), not the whole test file through pytest's rewriter.
+does not read, a function's provenance is computed once, a check stops at identity tests for a namespace that
+is exactly as held (`_unchanged`), a test file is parsed once per run, and the reference compile compiles only
+the definitions a node names (`definitions_of`), not the whole test file through pytest's rewriter. A run
+started ahead of time takes its snapshots before its go (`prewatch`).
 """
 import ast
 import builtins
@@ -26,6 +28,7 @@ import functools
 import os
 import sys
 import types
+from operator import is_ as _is
 
 _FUNCS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, classmethod, staticmethod, property)
 # events a test never needs and a forger does
@@ -63,10 +66,40 @@ def _ident(value):
 
 
 def _snapshot(ns):
-    """({name: ident} of the bindings that decide behaviour, every name present): rebinding a behaviour binding
-    and adding a new name are changes; a runner filling a name it declared (`X = None` -> a class) is not."""
+    """[{name: ident} of the bindings that decide behaviour, every name present, the namespace held]: rebinding
+    a behaviour binding and adding a new name are changes; a runner filling a name it declared (`X = None` -> a
+    class) is not. The held copy makes the common check - nothing changed at all - identity tests only."""
     items = list(ns.items())
-    return {k: _ident(v) for k, v in items if _behaviour(v)}, {k for k, _ in items}
+    return [{k: _ident(v) for k, v in items if _behaviour(v)}, {k for k, _ in items}, _held(ns)]
+
+
+_DESCRIPTORS = (classmethod, staticmethod, property, functools.partial)
+# bound at boot: a check must not go through builtins the code under test rebinds (`all = lambda it: True`)
+_all, _map, _len, _list, _isinstance = all, map, len, list, isinstance
+
+
+def _parts(value):
+    """What a descriptor runs (re-running its `__init__`, or a partial's `__setstate__`, changes it in place)."""
+    if _isinstance(value, (classmethod, staticmethod)):
+        return (value.__func__,)
+    if _isinstance(value, property):
+        return (value.fget, value.fset, value.fdel)
+    return (value.func, value.args, value.keywords)
+
+
+def _held(ns):
+    """The namespace as it is now, by reference: its keys, its values, and what its descriptors run."""
+    keys, values = _list(ns), _list(ns.values())
+    return keys, values, [(v, _parts(v)) for v in values if _isinstance(v, _DESCRIPTORS)]
+
+
+def _unchanged(ns, held):
+    """Is `ns` exactly as held: the same key and value objects in the same order, each descriptor running the
+    same thing? Identity tests only: no `id()` (each call is an audit event) and no `__eq__` (which a value of
+    the code under test may define). Any difference - state included - sends the caller to the full diff."""
+    keys, values, descriptors = held
+    return (_len(ns) == _len(keys) and _all(_map(_is, ns, keys)) and _all(_map(_is, ns.values(), values)) and
+            _all(_all(_map(_is, _parts(d), parts)) for d, parts in descriptors))
 
 
 def _behaviour(value):
@@ -87,8 +120,9 @@ class Guard:
         self.workdir = os.path.abspath(config.get("workdir", "/testbed")) + os.sep
         self.here = os.path.dirname(os.path.abspath(__file__)) + os.sep
         self.builtins = {k: _ident(v) for k, v in vars(builtins).items()}
-        self.modules = {}          # module name -> (id(module), {name: ident})
-        self.classes = {}          # (module, qualname) -> (class, {attr: ident})
+        self.builtins_held = _held(vars(builtins))
+        self.modules = {}          # module name -> (module, snapshot)
+        self.classes = {}          # (module, qualname) -> (class, snapshot)
         self.extra = {}            # label -> (mapping, {name: ident}) for test modules
         self.plugins = None        # (plugin manager, {hook: [impl ids]}, {plugin ids}) once collection is done
         self.reported = set()
@@ -103,6 +137,7 @@ class Guard:
         # candidate's to change, so provenance cannot apply to it; snapshots, the raw-outcome proxy and the
         # test-code check still do (docs/failure_kinds.md, "what is not protected")
         self.product_runner = False
+        self.provisional = False   # the snapshots were taken before the go of a run started ahead (prewatch)
 
     def set_facts(self, config):
         """What the harness says about this run's patches: the files the source patch changes, the lines it
@@ -381,9 +416,45 @@ class Guard:
         provenance now."""
         self.classes_seen = {}
         try:
+            if self.provisional:
+                self.provisional = False
+                self._rebase()
             self._watch(prefixes)
         finally:
             self.classes_seen = None
+
+    def prewatch(self, prefixes):
+        """A run started ahead of time, before its go (nothing of the checkout has run, and nothing that is not
+        outside the checkout is loaded: a run that had is stale and ends): snapshot the runner now. The first
+        `watch` after the go then does what a cold run's first watch does, for what changed since."""
+        self.watch(prefixes)
+        self.provisional = True
+
+    def _rebase(self):
+        """Between the early snapshot and the first watch after the go, the runner configures (pytest's
+        `legacypath` adds properties to `Config`, `Node`, `Session`) and the checkout's conftest files may run.
+        A cold run's first watch takes all that as its baseline, with provenance checked; so here, for what
+        changed: a class is snapshot again and its provenance checked, a module whose namespace changed is
+        watched again with its classes, one whose entry in sys.modules changed is dropped (`_watch` then takes
+        the new one). The rest is as it was before any code of the checkout ran."""
+        classes = {}
+        for key, (cls, held) in self.classes.items():
+            classes.setdefault(key[0], []).append((key, cls, held))
+        for name, (module, snap) in list(self.modules.items()):
+            own = classes.get(name, ())
+            if sys.modules.get(name) is not module:
+                del self.modules[name]
+                for key, _, _ in own:
+                    del self.classes[key]
+            elif not _unchanged(vars(module), snap[2]):
+                for key, _, _ in own:
+                    del self.classes[key]
+                self._watch_module(name, module)
+            else:
+                for key, cls, held in own:
+                    if not _unchanged(vars(cls), held[2]):
+                        self.classes[key] = (cls, _snapshot(vars(cls)))
+                        self._provenance("%s.%s" % key, vars(cls), module)
 
     def _watch(self, prefixes):
         for name, mod in sorted(sys.modules.items()):
@@ -391,15 +462,17 @@ class Guard:
                 continue
             if not (name in prefixes or name.startswith(tuple(p + "." for p in prefixes))):
                 continue
-            if name in self.modules:
-                continue
-            ns = vars(mod)
-            self.modules[name] = (id(mod), _snapshot(ns))
-            for k, v in list(ns.items()):
-                if isinstance(v, type) and getattr(v, "__module__", None) == name:
-                    self.classes[(name, v.__qualname__)] = (v, _snapshot(vars(v)))
-                    self._provenance("%s.%s" % (name, v.__qualname__), vars(v), mod)
-            self._provenance(name, ns, mod)
+            if name not in self.modules:
+                self._watch_module(name, mod)
+
+    def _watch_module(self, name, mod):
+        ns = vars(mod)
+        self.modules[name] = (mod, _snapshot(ns))
+        for k, v in list(ns.items()):
+            if isinstance(v, type) and getattr(v, "__module__", None) == name:
+                self.classes[(name, v.__qualname__)] = (v, _snapshot(vars(v)))
+                self._provenance("%s.%s" % (name, v.__qualname__), vars(v), mod)
+        self._provenance(name, ns, mod)
 
     def watch_mapping(self, label, mapping):
         """A test module's namespace: its imports must bind what they import, and nothing may rebind it later."""
@@ -413,7 +486,11 @@ class Guard:
 
     def _imports_bound(self, path, mapping):
         """(name, problem) for each module-level import of the test file whose name is bound to something else."""
-        bindings, defined = import_bindings(path, mapping.get("__package__") or "")
+        try:
+            tree = self.parse(path)[1]
+        except (OSError, SyntaxError, ValueError):
+            tree = None
+        bindings, defined = import_bindings(path, mapping.get("__package__") or "", tree)
         out = []
         for name, (module, attr) in bindings.items():
             if name in defined or name not in mapping:
@@ -446,24 +523,16 @@ class Guard:
 
     def changes(self):
         out = []
-        for name, value in vars(builtins).items():
-            before = self.builtins.get(name)
-            if before is None:
-                if _behaviour(value):
-                    out += self._once(("builtins-add", name), "builtins_rebound", "builtins.%s was added" % name)
-            elif _ident(value) != before:
-                out += self._once(("builtins", name), "builtins_rebound", "builtins.%s was rebound" % name)
-        for name, before in self.builtins.items():
-            if name not in vars(builtins):
-                out += self._once(("builtins-del", name), "builtins_rebound", "builtins.%s was deleted" % name)
-        for name, (mid, ns) in self.modules.items():
+        if not _unchanged(vars(builtins), self.builtins_held):
+            out += self._builtins_changes()
+            self.builtins_held = _held(vars(builtins))
+        for name, (module, ns) in self.modules.items():
             if self._product_module(name):
                 continue
-            mod = sys.modules.get(name)
-            if mod is None or id(mod) != mid:
+            if sys.modules.get(name) is not module:
                 out += self._once(("module", name), "runner_tampered", "sys.modules[%r] was replaced" % name)
                 continue
-            out += self._diff("runner_tampered", name, vars(mod), ns, module=True)
+            out += self._diff("runner_tampered", name, vars(module), ns, module=True)
         for (mod, qual), (cls, attrs) in self.classes.items():
             if self._product_module(mod):
                 continue
@@ -482,6 +551,20 @@ class Guard:
         self.check_trace_functions()
         return out
 
+    def _builtins_changes(self):
+        out = []
+        for name, value in vars(builtins).items():
+            before = self.builtins.get(name)
+            if before is None:
+                if _behaviour(value):
+                    out += self._once(("builtins-add", name), "builtins_rebound", "builtins.%s was added" % name)
+            elif _ident(value) != before:
+                out += self._once(("builtins", name), "builtins_rebound", "builtins.%s was rebound" % name)
+        for name, before in self.builtins.items():
+            if name not in vars(builtins):
+                out += self._once(("builtins-del", name), "builtins_rebound", "builtins.%s was deleted" % name)
+        return out
+
     def _product_module(self, name):
         """pytest-dev: the runner is the product, and its own test suite monkeypatches it (and restores it);
         the candidate may change the runner's source anyway, so its namespaces are not compared there
@@ -493,7 +576,9 @@ class Guard:
         inherited one), a name the runner's own code adds is no change (pytest < 5's tmpdir plugin sets
         `pytest.ensuretemp` at configure): not a dunder, not a builtin's name (a module global shadows the
         builtin), and nothing in it from the candidate's files; it joins the snapshot."""
-        before, keys = snap
+        if _unchanged(ns, snap[2]):
+            return []
+        before, keys = snap[0], snap[1]
         out = []
         for k, ident in before.items():
             now = ns.get(k, None)
@@ -512,6 +597,7 @@ class Guard:
                             keys.add(k)
                             continue
                         out += self._once((where, k, "add"), what, "%s.%s was added (%s)" % (where, k, _name(value)))
+        snap[2] = _held(ns)            # what was found is reported once; the next check starts from here
         return out
 
     def _once(self, key, what, detail):
@@ -527,6 +613,18 @@ class Guard:
     _report_once = report_once
 
     # ---- the test callable is the test the file defines --------------------------------------------------
+    def parse(self, path):
+        """(source, module AST) of a test file as read when the run's facts arrived (before any code of the
+        checkout ran), parsed once per run by functions bound at boot (a parse costs about as much as 500
+        lines of tests take to run)."""
+        if path not in self.parsed:
+            source = self.originals.get(self._abs(path))
+            if source is None:
+                with open(path, "rb") as fh:
+                    source = fh.read()
+            self.parsed[path] = (source, _parse(source, filename=path))
+        return self.parsed[path]
+
     def expected_codes(self, path, name, compiler=None):
         """The code objects a compile of file `path` gives its functions called `name` (`compiler(tree, source,
         path)` when the runner compiles test files its own way: pytest's assertion rewriting). Only those
@@ -535,14 +633,7 @@ class Guard:
         parsed once, by functions bound before any code of the checkout ran."""
         key = (path, name, compiler)
         if key not in self.compiled:
-            source, tree = self.parsed.get(path) or (None, None)
-            if tree is None:
-                source = self.originals.get(self._abs(path))
-                if source is None:
-                    with open(path, "rb") as fh:
-                        source = fh.read()
-                tree = _parse(source, filename=path)
-                self.parsed[path] = (source, tree)
+            source, tree = self.parse(path)
             module = definitions_of(tree, name)
             if module is None:                    # defined inside a function: the whole file, parsed afresh
                 module = _parse(source, filename=path)
@@ -641,19 +732,21 @@ def _name(obj):
 _BINDINGS = {}
 
 
-def import_bindings(path, package):
+def import_bindings(path, package, tree=None):
     """({bound name: (module, attribute or None)}, {names the file assigns or defines itself}) for the
-    module-level statements of a Python file (inside if/try/with too, never inside functions or classes)."""
+    module-level statements of a Python file (inside if/try/with too, never inside functions or classes);
+    `tree`: the file's AST, when the caller has parsed it already."""
     key = (path, package)
     if key in _BINDINGS:
         return _BINDINGS[key]
     bindings, defined = {}, set()
-    try:
-        with open(path, "rb") as fh:
-            tree = ast.parse(fh.read(), filename=path)
-    except (OSError, SyntaxError, ValueError):
-        _BINDINGS[key] = (bindings, defined)
-        return _BINDINGS[key]
+    if tree is None:
+        try:
+            with open(path, "rb") as fh:
+                tree = _parse(fh.read(), filename=path)
+        except (OSError, SyntaxError, ValueError):
+            _BINDINGS[key] = (bindings, defined)
+            return _BINDINGS[key]
     stack = list(tree.body)
     while stack:
         stmt = stack.pop(0)

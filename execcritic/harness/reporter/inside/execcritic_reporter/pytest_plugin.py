@@ -39,6 +39,24 @@ def install(config):
     "\0audit"(EVENT, "product_runner", os.path.abspath(getattr(pytest, "__file__", "") or "").startswith(workdir))
 
 
+def prepare():
+    """A run started ahead of time, before its go: import pytest's built-in plugins (pytest imports each
+    of them first thing when it starts, before any conftest) and snapshot the runner now, while nothing of the
+    checkout has run (guard.prewatch); `pytest_configure` then redoes only what changed since."""
+    import importlib
+
+    try:
+        from _pytest.config import default_plugins
+    except ImportError:
+        default_plugins = ()
+    for name in default_plugins:
+        try:
+            importlib.import_module("_pytest." + name)
+        except Exception:       # (a plugin this pytest lists but cannot import: pytest will say so itself)
+            pass
+    "\0audit"(EVENT, "prewatch", _WATCH)
+
+
 def _ours(config):
     return _OUTER.get("config") is config
 
