@@ -8,6 +8,8 @@ dropped), each local variant in a sandbox of its own:
                  parse; the run was started ahead of time by the previous execute (harness/prestart.py) and
                  the benchmark waits, untimed, until it is ready - the idle time between two checks of an
                  agent or two runs of a Gold audit. The wall time of each execute includes starting the next.
+  execute-local-back-to-back  the same, but each timed execute follows an untimed one at once: the run
+                 started ahead is claimed before it is ready (checks with no idle time between them)
   execute-local-cold     the same with harness.prestart_next_run off: every run starts its interpreter
   execute-local-rewrite  cold, and harness.reuse_rewritten_tests off: pytest rewrites the test module on
                  every run (what execute cost before harness/rewrite_cache.py)
@@ -52,7 +54,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="execcritic-perf-"))
     demo = build_demo(TOOLZ, work)
     limits = Limits(memory_mb=2048, pids=1024)
-    local, cold, plain = (demo.open_local(limits=limits, warm_bytecode=True) for _ in range(3))
+    local, cold, plain, b2b = (demo.open_local(limits=limits, warm_bytecode=True) for _ in range(4))
     kit = ScenarioKit(demo, local)
     bundle = kit.official_bundle()
     bare_dir = work / "bare"
@@ -70,6 +72,7 @@ def main() -> None:
 
     variants = {"bare": lambda: subprocess.run(bare_cmd, check=False, shell=True, cwd=bare_dir, env=env, capture_output=True),
                 "execute-local": execute_ahead,
+                "execute-local-back-to-back": lambda: execute(demo.task, bundle, sandbox=b2b),
                 "execute-local-cold": lambda: execute(demo.task, bundle, sandbox=cold, config=cold_cfg),
                 "execute-local-rewrite": lambda: execute(demo.task, bundle, sandbox=cold, config=no_cache),
                 # isolation alone: the same command in a sandbox whose tree a cold execute left patched (test
@@ -88,6 +91,9 @@ def main() -> None:
         docker = DockerSandbox(image, client=client, activate="", limits=Limits(memory_mb=2048, pids=1024),
                                warm_bytecode=True)
         variants["execute-docker"] = lambda: execute(demo.task, bundle, sandbox=docker)
+    # untimed, right before the variant's timed call
+    before = {"execute-local-back-to-back": lambda: execute(demo.task, bundle, sandbox=b2b)}
+    ahead = {"execute-local", "execute-local-back-to-back"}
 
     execute(demo.task, bundle, sandbox=plain, config=cold_cfg)   # leaves the test patch applied for sandbox-local
     load_start = os.getloadavg()
@@ -97,6 +103,8 @@ def main() -> None:
         order = list(variants)
         random.shuffle(order)
         for name in order:
+            if name in before:
+                before[name]()
             t = time.monotonic()
             out = variants[name]()
             dt = time.monotonic() - t
@@ -106,7 +114,7 @@ def main() -> None:
             if hasattr(out, "valid"):
                 assert out.valid and out.verdict.value == "FAIL", out.diagnostic
                 if r > 0:
-                    assert out.extra.get("prestarted") is (name == "execute-local"), (name, out.extra)
+                    assert out.extra.get("prestarted") is (name in ahead), (name, out.extra)
                 assert out.extra.get("reporter", {}).get("ended"), out.extra.get("reporter")
             elif hasattr(out, "exit_code"):             # the F2P tests fail on Base: pytest exits 1
                 assert out.exit_code == 1, out.output[-2000:]
@@ -132,7 +140,7 @@ def main() -> None:
         manifest = build_manifest(datasets=[{"id": demo.task.instance_id, "source": "tests/demo_tasks.py (toolz sdist)"}],
                                   extra={"rounds": args.rounds})
         write_result(args.json, report, manifest)
-    for sb in (local, cold, plain):
+    for sb in (local, cold, plain, b2b):
         sb.close()
     if docker:
         docker.close()
