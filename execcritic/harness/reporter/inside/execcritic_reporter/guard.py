@@ -123,7 +123,7 @@ class Guard:
         self.builtins_held = _held(vars(builtins))
         self.modules = {}          # module name -> (module, snapshot)
         self.classes = {}          # (module, qualname) -> (class, snapshot)
-        self.extra = {}            # label -> (mapping, {name: ident}) for test modules
+        self.extra = {}            # label -> (mapping, snapshot) for test modules
         self.plugins = None        # (plugin manager, {hook: [impl ids]}, {plugin ids}) once collection is done
         self.reported = set()
         self.rels = {}             # absolute file name -> path in the checkout (None: outside)
@@ -424,8 +424,8 @@ class Guard:
             self.classes_seen = None
 
     def prewatch(self, prefixes):
-        """A run started ahead of time, before its go (nothing of the checkout has run, and nothing that is not
-        outside the checkout is loaded: a run that had is stale and ends): snapshot the runner now. The first
+        """A run started ahead of time, before its go (nothing of the checkout has run or is loaded: a run that
+        had loaded a module of the checkout is stale and ends at the go): snapshot the runner now. The first
         `watch` after the go then does what a cold run's first watch does, for what changed since."""
         self.watch(prefixes)
         self.provisional = True
