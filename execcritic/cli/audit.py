@@ -32,6 +32,9 @@ def register(app: typer.Typer) -> None:
               backend: Optional[str] = typer.Option(None, help="local | docker (default: the task's own)"),
               repeat: int = typer.Option(1, help="run Base and Gold N times; nodes whose outcome varies are "
                                                  "flaky (a flaky bound node makes the bundle invalid)"),
+              hashseed: Optional[int] = typer.Option(None, help="PYTHONHASHSEED for every Base and Gold run "
+                                                                 "(replay a recorded run's `hashseed`); default: "
+                                                                 "drawn per run and recorded"),
               update_recipe: bool = typer.Option(False, help="write the flaky nodes found into the "
                                                              "verified-sdist recipe (with --repeat)"),
               impossible: bool = typer.Option(False, help="ImpossibleBench-style: make each task's official test "
@@ -55,7 +58,7 @@ def register(app: typer.Typer) -> None:
                             executor, not no_progress, as_json)
                 return
             cfg = AuditConfig(out=str(audit_path(out, test_source)), test_source=test_source, backend=backend,
-                              protocol=protocol, repeat=repeat)
+                              protocol=protocol, repeat=repeat, hashseed=hashseed)
             run = run_audit(tasks, cfg, workers=workers, backend=executor, show_progress=not no_progress)
             summary = summarize_audit(tasks, cfg)
             manifest = build_manifest(config=protocol, datasets=[ts.manifest()], extra={"records": cfg.out, "run": run.to_dict(),

@@ -81,11 +81,13 @@ class AuditResult:
         return {"B": self.B, "G": self.G, "Q": self.Q, "base": self.base.to_dict(), "gold": self.gold.to_dict()}
 
 
-def gold_audit(task: Task, bundle: TestBundle, *, sandbox: Sandbox, config: HarnessConfig = PAPER.harness
-               ) -> AuditResult:
-    """Run the unchanged bundle on an independently reset Base and on Gold. Offline only."""
-    base = execute(task, bundle, None, sandbox=sandbox, config=config)
-    gold = execute(task, bundle, task.patch, sandbox=sandbox, config=config, check_source_patch=False)
+def gold_audit(task: Task, bundle: TestBundle, *, sandbox: Sandbox, config: HarnessConfig = PAPER.harness,
+               hashseed: int | None = None) -> AuditResult:
+    """Run the unchanged bundle on an independently reset Base and on Gold. Offline only. `hashseed`: both
+    runs with this PYTHONHASHSEED (replaying a recorded run); else each draws its own and records it."""
+    base = execute(task, bundle, None, sandbox=sandbox, config=config, hashseed=hashseed)
+    gold = execute(task, bundle, task.patch, sandbox=sandbox, config=config, check_source_patch=False,
+                   hashseed=hashseed)
     return AuditResult(int(base.valid and base.verdict is Verdict.FAIL),
                        int(gold.valid and gold.verdict is Verdict.PASS), base, gold)
 

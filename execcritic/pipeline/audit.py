@@ -33,6 +33,7 @@ class AuditConfig:
     backend: str | None = None
     protocol: ProtocolConfig = PAPER
     repeat: int = 1                   # runs of Base and of Gold per bundle; nodes whose outcome varies are flaky
+    hashseed: int | None = None       # PYTHONHASHSEED for every run (replays a recorded one); None: drawn per run
 
 
 def _bundle_for(task: Task, cfg: AuditConfig, read_base=None):
@@ -60,7 +61,7 @@ def audit_unit(payload: tuple[Task, AuditConfig]) -> dict[str, Any]:
         if bundle is None:
             return {**rec, "B": 0, "G": 0, "Q": 0, "miss": "no_bundle",
                     "error": "no qualified bundle for this instance"}
-        runs = [gold_audit(task, bundle, sandbox=sandbox, config=cfg.protocol.harness)
+        runs = [gold_audit(task, bundle, sandbox=sandbox, config=cfg.protocol.harness, hashseed=cfg.hashseed)
                 for _ in range(max(1, cfg.repeat))]
     res = runs[0]
     flaky = flaky_nodes(runs)
@@ -72,8 +73,9 @@ def audit_unit(payload: tuple[Task, AuditConfig]) -> dict[str, Any]:
         return {"valid": ex.valid, "verdict": ex.verdict.value if ex.verdict else None,
                 "failure_kind": ex.failure_kind.value, "diagnostic": ex.diagnostic[:600],
                 "nodes": [n.__dict__ for n in ex.nodes][:50], "phases": ex.phases, "duration_s": ex.duration_s,
-                # the seed reproduces a flaky run (SymPy's RecursionErrors depend on it); prestarted: the run
-                # was started ahead of time (harness/prestart.py), prestart_stale: why it could not be
+                # the seed, to replay a run (`--hashseed`; SymPy's RecursionErrors vary even under one seed:
+                # results/README.md); prestarted: the run was started ahead of time (harness/prestart.py),
+                # prestart_stale: why it could not be
                 "hashseed": ex.extra.get("hashseed"), "prestarted": ex.extra.get("prestarted"),
                 "prestart_stale": ex.extra.get("prestart_stale"),
                 "output_tail": ex.output_tail[-1500:] if miss else ""}  # kept where a miss needs explaining

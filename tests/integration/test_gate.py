@@ -42,6 +42,18 @@ def test_gold_audit(kit):
     assert (res.B, res.G, res.Q) == (0, 0, 0) and not res.base.valid  # invalid counts as 0, not as a verdict
 
 
+def test_a_recorded_hash_seed_replays_the_audit(kit):
+    """A seed-dependent result is reproduced by passing the seed a record kept. (SymPy's RecursionErrors vary
+    even under one seed: results/README.md.)"""
+    seeded = kit.bundle("import os\n\ndef test_seed():\n    assert os.environ.get('PYTHONHASHSEED') != '4242'\n",
+                        ["test_seed"], new_file=True)
+    replay = gold_audit(kit.task, seeded, sandbox=kit.sandbox, hashseed=4242)
+    assert replay.base.extra["hashseed"] == replay.gold.extra["hashseed"] == 4242
+    assert (replay.B, replay.G) == (1, 0), replay.gold.diagnostic
+    drawn = gold_audit(kit.task, seeded, sandbox=kit.sandbox)
+    assert drawn.base.extra["hashseed"] != 4242 and (drawn.B, drawn.G) == (0, 1), drawn.base.diagnostic
+
+
 def test_discrimination_counts_valid_runs_and_reports_errors_apart(kit):
     gold = kit.task.patch
     candidates = [LabeledPatch(gold, True), LabeledPatch(gold + "\n", True),        # duplicate after strip
