@@ -3,7 +3,7 @@ empty -> unresolved, a patch that does not apply -> invalid with the apply diagn
 
 Each (instance, patch kind) is one append-only record in results/official_checks/checks.jsonl, so an
 interrupted run resumes where it stopped; summary.json (with the manifest) lists every exception to
-the expectation. The local path is the one these tasks use: our runner, the row's log parser and
+the expectation, and the record of each keeps the end of its test log and the run's hash seed. The local path is the one these tasks use: our runner, the row's log parser and
 swebench's `get_eval_report`.
 
   python experiments/official_checks.py [--workers 2] [--instance ID ...] [--patch gold ...] [--out DIR]
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 from execcritic.evaluation.official import evaluate_official
@@ -36,12 +37,17 @@ def outcome(res) -> str:
 def check_unit(payload) -> dict:
     task, kind = payload
     patch = {"gold": task.patch, "empty": "", "unapplicable": UNAPPLICABLE}[kind]
-    res = evaluate_official(task, patch)
-    got = outcome(res)
+    with tempfile.TemporaryDirectory(prefix="execcritic-check-") as logs:
+        res = evaluate_official(task, patch, log_dir=Path(logs))
+        got = outcome(res)
+        log = Path(logs) / "test_output.txt"
+        # an unexpected outcome keeps the end of its test log (a flaky exception is otherwise not on record)
+        tail = log.read_text(errors="replace")[-3000:] if got != EXPECTED[kind] and log.exists() else ""
     return {"instance_id": task.instance_id, "repo": task.repo, "patch": kind, "outcome": got,
             "as_expected": got == EXPECTED[kind], "patch_applied": res.patch_applied,
             "f2p_fail": res.f2p_fail, "p2p_fail": res.p2p_fail, "missing": res.missing,
-            "error": res.error[:1500], "duration_s": round(res.duration_s, 2)}
+            "error": res.error[:1500], "duration_s": round(res.duration_s, 2), "hashseed": res.hashseed,
+            "log_tail": tail}
 
 
 def summarize(records: list[dict]) -> dict:
