@@ -55,7 +55,7 @@ class _Liar:
         return True
 
 
-def _ns_diff(guard_module, g, ns, snap):
+def _ns_diff(g, ns, snap):
     return g._diff("runner_tampered", "runner", ns, snap)
 
 
@@ -65,9 +65,9 @@ def test_nothing_changed_is_nothing_and_runner_state_is_not_tampering(guard_modu
         pass
     ns = {"run": run, "cache": {}}
     snap = guard_module._snapshot(ns)
-    assert _ns_diff(guard_module, g, ns, snap) == []
+    assert _ns_diff(g, ns, snap) == []
     ns["cache"] = {"filled": 1}                     # state, not behaviour
-    assert _ns_diff(guard_module, g, ns, snap) == []
+    assert _ns_diff(g, ns, snap) == []
 
 
 def test_a_rebinding_whose_value_says_it_is_equal_is_still_a_change(guard_module):
@@ -77,7 +77,7 @@ def test_a_rebinding_whose_value_says_it_is_equal_is_still_a_change(guard_module
     ns = {"run": run}
     snap = guard_module._snapshot(ns)
     ns["run"] = _Liar()
-    found = _ns_diff(guard_module, g, ns, snap)
+    found = _ns_diff(g, ns, snap)
     assert found and "runner.run was rebound" in found[0][1], found
 
 

@@ -51,28 +51,6 @@ _BLOCKS = (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.
     ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
 
 
-def _ident(value):
-    """What a binding is, for snapshots: descriptors by what they wrap, everything else by identity. A
-    function's code is not read here: replacing it fires `code_swap` from the audit hook the moment it
-    happens (and each read of `__code__` is itself an audit event: thousands per check). (Never `getattr` on
-    arbitrary objects here: a module's `__getattr__` is code.)"""
-    if isinstance(value, (classmethod, staticmethod)):
-        return (id(value), id(value.__func__))
-    if isinstance(value, property):
-        return (id(value), id(value.fget), id(value.fset), id(value.fdel))
-    if isinstance(value, functools.partial):
-        return (id(value), id(value.func), id(value.args))
-    return (id(value), 0)
-
-
-def _snapshot(ns):
-    """[{name: ident} of the bindings that decide behaviour, every name present, the namespace held]: rebinding
-    a behaviour binding and adding a new name are changes; a runner filling a name it declared (`X = None` -> a
-    class) is not. The held copy makes the common check - nothing changed at all - identity tests only."""
-    items = list(ns.items())
-    return [{k: _ident(v) for k, v in items if _behaviour(v)}, {k for k, _ in items}, _held(ns)]
-
-
 _DESCRIPTORS = (classmethod, staticmethod, property, functools.partial)
 # bound at boot: a check must not go through builtins the code under test rebinds (`all = lambda it: True`)
 _all, _map, _len, _list, _isinstance = all, map, len, list, isinstance
@@ -85,6 +63,24 @@ def _parts(value):
     if _isinstance(value, property):
         return (value.fget, value.fset, value.fdel)
     return (value.func, value.args, value.keywords)
+
+
+def _ident(value):
+    """What a binding is, for snapshots: descriptors by what they wrap (`_parts`), everything else by identity.
+    A function's code is not read here: replacing it fires `code_swap` from the audit hook the moment it
+    happens (and each read of `__code__` is itself an audit event: thousands per check). (Never `getattr` on
+    arbitrary objects here: a module's `__getattr__` is code.)"""
+    if _isinstance(value, _DESCRIPTORS):
+        return (id(value),) + tuple(id(part) for part in _parts(value))
+    return (id(value),)
+
+
+def _snapshot(ns):
+    """[{name: ident} of the bindings that decide behaviour, every name present, the namespace held]: rebinding
+    a behaviour binding and adding a new name are changes; a runner filling a name it declared (`X = None` -> a
+    class) is not. The held copy makes the common check - nothing changed at all - identity tests only."""
+    items = list(ns.items())
+    return [{k: _ident(v) for k, v in items if _behaviour(v)}, {k for k, _ in items}, _held(ns)]
 
 
 def _held(ns):
