@@ -205,7 +205,6 @@ def test_memory_limit_oom_is_flagged(clean):
     assert small.exit_code == 0 and not small.oom_killed
 
 
-
 def test_a_spawned_run_waits_in_its_own_cgroups_under_the_same_limits(clean):
     """`spawn` (harness/prestart.py): the run keeps going while other runs are made and cleaned up, its clock
     starts at `wait`, the memory limit holds for it too, and a reset kills it."""
