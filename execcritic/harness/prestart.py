@@ -2,7 +2,7 @@
 
 About half of a short pytest run is starting Python and importing pytest, before any test code. None of it
 depends on the patches, so after a pytest run `offer` resets the sandbox to Base and starts the same command
-at once; the reporter connects, imports the runner, records that it is ready and waits (reporter/
+at once (`spawn(reset=True)`: Docker does both in one exec, in the background); the reporter connects, imports the runner, records that it is ready and waits (reporter/
 __init__.py `arm`). The next `execute` with the same command in the untouched sandbox (`generation`
 unchanged) skips its reset (the tree is Base), applies the patches, judges the tree, and `go` hands the
 reporter the run's facts; from there on the run is the cold one's: same command line, environment and hash
@@ -21,6 +21,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 
+from execcritic.errors import SandboxError
 from execcritic.harness.reporter.channel import ReporterChannel
 from execcritic.sandbox.base import Sandbox
 
@@ -49,10 +50,9 @@ def offer(sandbox: Sandbox, *, observed: str, runner: str, command: str, hashsee
     discard(sandbox)
     if not sandbox.can_spawn or sandbox.channel_dir is None or sandbox in _refused:
         return False
-    sandbox.reset()
     channel = ReporterChannel(sandbox.channel_dir, {"workdir": sandbox.workdir, "runner": runner}, prestart=True)
     try:
-        spawned = sandbox.spawn(command, env=channel.env)
+        spawned = sandbox.spawn(command, env=channel.env, reset=True)
     except BaseException:
         channel.close()
         raise
@@ -65,7 +65,13 @@ def claim(sandbox: Sandbox) -> Prestarted | None:
     """The run started ahead of time in `sandbox`, if nothing has happened to the sandbox since (its tree
     is then the Base `offer` reset it to), now the caller's to release or `end`; else None."""
     p = _held.pop(sandbox, None)
-    if p is not None and (sandbox.generation != p.generation or not p.spawned.alive()):
+    if p is None:
+        return None
+    try:
+        usable = sandbox.generation == p.generation and p.spawned.alive()
+    except SandboxError:     # the reset it was started after failed: the caller resets (and reports) itself
+        usable = False
+    if not usable:
         p.end()
         return None
     return p

@@ -67,12 +67,12 @@ class Sandbox(ABC):
     # where `can_spawn`: bumped by everything that may change the sandbox (runs, writes, resets, spawns), so
     # that a caller that left it in a known state (harness/prestart.py) can tell nothing happened since
     generation: int = 0
-    can_spawn: bool = False           # `spawn` is implemented (local; Docker kills every process but init
-                                      # after each exec, so nothing can wait in a container across execs)
+    can_spawn: bool = False           # `spawn` is implemented
 
-    def spawn(self, command: str, *, env: Mapping[str, str] | None = None, cwd: str | None = None):
-        """Start `command` now, collect it later (`.wait(timeout)` -> CommandResult, `.kill()`, `.alive()`).
-        Only where `can_spawn`."""
+    def spawn(self, command: str, *, env: Mapping[str, str] | None = None, cwd: str | None = None,
+              reset: bool = False):
+        """Start `command` now, collect it later (`.wait(timeout)` -> CommandResult, `.kill()`, `.alive()`);
+        `reset=True`: `reset()` first (a backend may do both at once). Only where `can_spawn`."""
         raise NotImplementedError(f"the {self.backend} sandbox cannot start a run ahead of time")
 
     @abstractmethod

@@ -7,6 +7,13 @@ Container layout (why each part exists):
 - PID 1 is a bash loop blocked on an open stdin: it has no child, reaps orphans, and ignores
   signals sent from inside, so `kill -9 -1` (run after every command, on timeout and before a
   reset) kills everything a command started - daemonized children included - and nothing else.
+  One exception: a run started ahead (`spawn`, harness/prestart.py) waits in its exec's session, and
+  the commands run meanwhile (applying the patches) kill every process but that session's. An exec
+  starts as a session leader and no process can join another session, so nothing they start can
+  hide there; the spawned run's own end, a reset and any other `spawn` kill everything.
+- Files of the tree, /tmp and HOME are read, written and listed from the host when the daemon is
+  local and this process is root without user-namespace remapping (`hostfs`: links resolve as in
+  the container and never out of the volumes; the rest goes through the Docker API).
 - /testbed, /tmp, HOME (/root) and /.execcritic/io are per-sandbox volumes; the rest is the image
   filesystem. The official eval scripts `pip install` the repo into the env, so that filesystem
   stays writable by default, and a reset checks it: if a command changed anything there (read from
@@ -40,6 +47,7 @@ import tempfile
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -53,6 +61,7 @@ from execcritic.sandbox.base import (
     Limits,
     Sandbox,
 )
+from execcritic.sandbox import hostfs
 from execcritic.sandbox.capture import OutputCapture
 
 OFFICIAL_ACTIVATE = "source /opt/miniconda3/bin/activate && conda activate testbed"
@@ -72,21 +81,48 @@ _COUNTERS_FN = (
     '__ec_counters() { printf "oom=%s pids=%s" '
     '"$(__ec_count oom_kill /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events)" '
     '"$(__ec_count max /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events)"; }\n')
-_KILL_ALL = (
-    '__ec_i=0; while kill -9 -1 2>/dev/null; do __ec_i=$((__ec_i+1)); '
-    'if [ $__ec_i -ge 500 ]; then break; fi; sleep 0.01; done\n')
+# Kill every process but PID 1 and this shell. With a session id ($1), that session is spared: a run started
+# ahead (`spawn`) waits in it while the harness applies patches. A docker exec starts as a session leader, and no
+# process can move into another session, so nothing a command starts can hide there; the spared run's own
+# wrapper kills everything when it ends, and a reset kills everything.
+_KILL_FN = r"""__ec_kill_all() {
+  local spare="${1:-}" i=0 n p l st f
+  if [ -z "$spare" ]; then
+    while kill -9 -1 2>/dev/null; do i=$((i+1)); if [ $i -ge 500 ]; then return 1; fi; sleep 0.01; done
+    return 0
+  fi
+  while :; do
+    n=0
+    for p in /proc/[0-9]*; do
+      p=${p#/proc/}
+      if [ "$p" = 1 ] || [ "$p" = "$$" ] || [ "$p" = "$BASHPID" ]; then continue; fi
+      l=; { read -r l < "/proc/$p/stat"; } 2>/dev/null || continue
+      read -r st _ _ f _ <<< "${l##*) }"
+      if [ "$st" = Z ] || [ "$f" = "$spare" ]; then continue; fi
+      kill -9 "$p" 2>/dev/null && n=$((n+1))
+    done
+    if [ $n = 0 ]; then return 0; fi
+    i=$((i+1)); if [ $i -ge 500 ]; then return 1; fi
+    sleep 0.01
+  done
+}
+"""
 
-# One command: $1 = inner script (prelude + cd + command), $2 = stdin file or "".
+# One command: $1 = inner script (prelude + cd + command), $2 = stdin file or "", $3 = the session to spare or "",
+# $4 = "inline": stdin is $5; $6 = "spawn": say the session id first (on stderr: the output is the command's).
 RUN_WRAPPER = (
-    _COUNTERS_FN
-    + 'bash -c "$1" < "${2:-/dev/null}" 2>&1\n'
+    _COUNTERS_FN + _KILL_FN
+    + 'if [ "${6:-}" = spawn ]; then printf \'EXECCRITIC-SPAWNED sid=%s\\n\' "$$" >&2; fi\n'
+    + 'if [ "${4:-}" = inline ]; then printf %s "$5" | bash -c "$1" 2>&1; '
+    + 'else bash -c "$1" < "${2:-/dev/null}" 2>&1; fi\n'
     + '__ec_rc=$?\n'
-    + _KILL_ALL
+    + '__ec_kill_all "${3:-}"\n'
     + "printf '\\nEXECCRITIC-TRAILER rc=%s %s\\n' \"$__ec_rc\" \"$(__ec_counters)\" >&2\n"
     + 'exit $__ec_rc\n')
 
-# Timeout / recovery: kill everything but PID 1 and report the counters.
-KILL_SCRIPT = _COUNTERS_FN + _KILL_ALL + "printf 'EXECCRITIC-TRAILER rc=0 %s\\n' \"$(__ec_counters)\"\n"
+# Timeout / recovery: kill everything but PID 1 (and session $1, when given) and report the counters.
+KILL_SCRIPT = (_COUNTERS_FN + _KILL_FN + '__ec_kill_all "${1:-}" || true\n'
+               + "printf 'EXECCRITIC-TRAILER rc=0 %s\\n' \"$(__ec_counters)\"\n")
 
 # Reset: $1 = time of the last restore (epoch.ns), then "work:snap" pairs; dirs to empty in EC_CLEAN.
 # Only entries whose ctime moved past $1 are looked at: new ones are removed, changed files/links
@@ -164,11 +200,21 @@ sleep 0.012
 # exec's attached stdout: the reset's result must not depend on the attach stream of a short-lived exec
 printf 'EXECCRITIC-RESET t=%s removed=%s restored=%s dirs=%s %s\n' \
   "$now" "$removed" "$restored" "$dirs" "$(__ec_counters)" > "$EC_REPORT"
+if [ -n "${EC_THEN+x}" ]; then
+  # reset, then start a run ahead in this same process (`spawn(reset=True)`): the report goes to stderr, the
+  # output stream is the command's
+  __then=$EC_THEN; __wrap=$EC_WRAPPER
+  cat "$EC_REPORT" >&2
+  unset EC_THEN EC_WRAPPER EC_CLEAN EC_REPORT
+  trap - ERR; set +Eeuo pipefail
+  exec bash -c "$__wrap" execcritic "$__then" "" "" "" "" spawn
+fi
 cat "$EC_REPORT"
 """
 
 # What changed in the tree since the last restore ($1 = its time, $2 = tree, $3 = snapshot): entries whose
-# ctime moved past $1 that are files/links or new, and snapshot entries a changed directory lost.
+# ctime moved past $1 that are files/links, new, or directories that were not one, and snapshot entries a
+# changed directory lost. (hostfs.changed_since gives the same answer from the host.)
 CHANGED_SCRIPT = r"""
 set -eu
 T="$1"; W="$2"; B="$3"
@@ -177,7 +223,7 @@ shopt -s nullglob dotglob
 find . -newerct "@$T" -printf '%P\0' | while IFS= read -r -d '' p; do
   [ -z "$p" ] && p="."
   if [ -d "$p" ] && [ ! -L "$p" ]; then
-    if [ ! -e "$B/$p" ]; then printf '%s\n' "$p"; fi
+    if [ ! -d "$B/$p" ] || [ -L "$B/$p" ]; then printf '%s\n' "$p"; fi
     for c in "$B/$p"/*; do
       c="${c#"$B/"}"; c="${c#./}"
       if [ ! -e "$c" ] && [ ! -L "$c" ]; then printf '%s\n' "$c"; fi
@@ -202,6 +248,21 @@ now=$(date +%s.%N)
 sleep 0.012
 printf 'EXECCRITIC-RESET t=%s removed=0 restored=0 dirs=0 %s\n' "$now" "$(__ec_counters)"
 '''
+
+_SPAWNED_RE = re.compile(rb"EXECCRITIC-SPAWNED sid=(\d+)")
+#: stdin up to this size travels in the exec's arguments (one argument may hold 128 KiB); larger, as a file
+INLINE_STDIN_BYTES = 96 * 1024
+
+
+def _inline_text(data: bytes) -> str | None:
+    """`data` as an exec argument (UTF-8 text without NUL, small enough), else None."""
+    if len(data) > INLINE_STDIN_BYTES or b"\0" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
 
 _TRAILER_RE = re.compile(rb"EXECCRITIC-TRAILER rc=(-?\d+) oom=(-?\d+) pids=(-?\d+)")
 _RESET_RE = re.compile(r"EXECCRITIC-RESET t=(\d+\.\d+) removed=(\d+) restored=(\d+) dirs=(\d+) oom=(-?\d+) "
@@ -231,6 +292,7 @@ class DockerSandbox(Sandbox):
     """
 
     backend = "docker"
+    can_spawn = True
 
     def __init__(self, image: str, *, client=None, workdir: str = WORKDIR, activate: str = OFFICIAL_ACTIVATE,
                  limits: Limits = Limits(), network: bool = False, read_only_root: bool = False,
@@ -260,6 +322,10 @@ class DockerSandbox(Sandbox):
         self._rootfs_mode = "unknown"
         self._rootfs_baseline: frozenset | None = None
         self._upperdir = ""
+        self._spawned: DockerSpawnedRun | None = None
+        self._pending_reset: str | None = None    # restore time before a reset `spawn` started in the background
+        self._host_roots: dict[str, Path] = {}
+        self._host_snap: Path | None = None
         if client is None:
             import docker  # lazy: docker SDK
 
@@ -326,6 +392,7 @@ class DockerSandbox(Sandbox):
         self._timings["snapshot_s"] = time.monotonic() - t0
         for role in ("tree", "home", "tmp", "io"):
             self.client.volumes.create(self._volume(role), labels={"execcritic.sandbox": self.name})
+        self._host_roots, self._host_snap = self._host_volumes()
         t1 = time.monotonic()
         self._start_container()
         self._timings["start_s"] = time.monotonic() - t1
@@ -337,6 +404,24 @@ class DockerSandbox(Sandbox):
 
     def _volume(self, role: str) -> str:
         return f"execcritic-{self._sid}-{role}"
+
+    def _host_volumes(self) -> tuple[dict[str, Path], Path | None]:
+        """The working volumes' host directories, when the daemon is local and this process may use them as the
+        container's root would (it runs as root, no user namespace remapping): files are then read, written and
+        listed there (`hostfs`) instead of by archive transfers and execs. Else ({}, None)."""
+        if os.geteuid() != 0:
+            return {}, None
+        try:
+            opts = " ".join(self.client.info().get("SecurityOptions") or [])
+            points = {role: Path(self.client.volumes.get(name).attrs["Mountpoint"])
+                      for role, name in [(r, self._volume(r)) for r in ("tree", "home", "tmp", "io")] +
+                      [("snap", self._snap_volume)]}
+        except Exception:  # noqa: BLE001 - no host access is only slower
+            return {}, None
+        if "userns" in opts or "rootless" in opts or not all(p.is_dir() for p in points.values()):
+            return {}, None
+        return ({self.workdir: points["tree"], self.home: points["home"], "/tmp": points["tmp"],
+                 IO_DIR: points["io"]}, points["snap"] / "tree")
 
     def _start_container(self) -> None:
         from docker.types import Mount  # lazy: docker SDK
@@ -493,84 +578,71 @@ class DockerSandbox(Sandbox):
         self._check_open()
         if not timeout or timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds (got {timeout!r})")
+        self._settle()
+        self.generation += 1
+        spare = self._spare()
+        args = [self._script_checked(command, cwd), "", spare, "", ""]
+        if stdin is not None:
+            inline = _inline_text(stdin)
+            if inline is not None:
+                args[3:5] = ["inline", inline]      # in the exec's arguments: no archive upload
+            else:
+                args[1] = f"{IO_DIR}/stdin-{uuid.uuid4().hex[:8]}"
+                self._put_many([(args[1], stdin, 0o600, None)])
+        return self._collect(self._start_exec(["bash", "-c", RUN_WRAPPER, "execcritic", *args], env), timeout,
+                             spare)
+
+    def _script_checked(self, command: str, cwd: str | None) -> str:
         cwd = cwd or self.workdir
         if not cwd.startswith("/"):
             raise ValueError(f"cwd must be an absolute sandbox path (got {cwd!r})")
+        return self._script(command, cwd)
+
+    def _start_exec(self, cmd: list[str], env: Mapping[str, str] | None) -> "_Exec":
         errors, req_errors = _docker_errors()
-        api = self.client.api
-        stdin_path = ""
-        if stdin is not None:
-            stdin_path = f"{IO_DIR}/stdin-{uuid.uuid4().hex[:8]}"
-            self._put_many([(stdin_path, stdin, 0o600, None)])
         environment = {**self.env, **(env or {})}
         try:
-            exec_id = api.exec_create(self._container.id, ["bash", "-c", RUN_WRAPPER, "execcritic",
-                                                           self._script(command, cwd), stdin_path],
-                                      stdout=True, stderr=True, stdin=False, tty=False, user="0",
-                                      environment=environment or None, workdir="/")["Id"]
+            exec_id = self.client.api.exec_create(self._container.id, cmd, stdout=True, stderr=True, stdin=False,
+                                                  tty=False, user="0", environment=environment or None,
+                                                  workdir="/")["Id"]
         except (errors.APIError, req_errors.ConnectionError) as exc:
             raise self._gone(exc) from exc
-        cap = OutputCapture(self.limits.output_bytes)
-        err_tail = bytearray()
-        q: queue.Queue = queue.Queue()
+        return _Exec(self, exec_id)
 
-        def pump():
-            try:
-                for out, err in api.exec_start(exec_id, stream=True, demux=True):
-                    q.put((out, err))
-            except Exception as exc:  # daemon/connection failure: reported below
-                q.put(exc)
-            finally:
-                q.put(None)
-
+    def _collect(self, ex: "_Exec", timeout: float, spare: str) -> CommandResult:
+        """Stream `ex` to its end under `timeout` (counted from now), then read its status and counters."""
+        errors, req_errors = _docker_errors()
         t0 = time.monotonic()
         deadline = t0 + timeout
-        th = threading.Thread(target=pump, name=f"execcritic-exec-{self.name}", daemon=True)
-        th.start()
         timed_out = False
         t_end: float | None = None
-        stream_error: Exception | None = None
         kill_out = ""
-        done = False
-        while not done:
+        while not ex.ended:
             remaining = deadline - time.monotonic()
             if remaining <= 0 and not timed_out:
                 timed_out = True
                 t_end = time.monotonic()
-                kill_out = self._kill_all()
+                kill_out = self._kill_all(spare)
                 deadline = time.monotonic() + 30  # time for the stream to end after the kill
                 continue
             if remaining <= 0:
                 raise SandboxError(f"the output stream of container {self.name} did not end 30 s after "
                                    "its processes were killed")
-            try:
-                item = q.get(timeout=min(remaining, 1.0))
-            except queue.Empty:
-                continue
-            if item is None:
-                done = True
-            elif isinstance(item, Exception):
-                stream_error = item
-            else:
-                out, err = item
-                if out:
-                    cap.feed(out)
-                if err:
-                    err_tail += err
-                    del err_tail[:-4096]
+            ex.pump(min(remaining, 1.0))
         duration = (t_end or time.monotonic()) - t0
-        if stream_error is not None:
-            raise self._gone(stream_error)
+        if ex.error is not None:
+            raise self._gone(ex.error)
         trailer = None
-        for m in _TRAILER_RE.finditer(bytes(err_tail)):
+        for m in _TRAILER_RE.finditer(bytes(ex.err_tail)):
             trailer = m
+        api = self.client.api
         try:
-            info = api.exec_inspect(exec_id)
+            info = api.exec_inspect(ex.exec_id)
             for _ in range(100):
                 if not info.get("Running"):
                     break
                 time.sleep(0.01)
-                info = api.exec_inspect(exec_id)
+                info = api.exec_inspect(ex.exec_id)
         except (errors.APIError, req_errors.ConnectionError) as exc:
             raise self._gone(exc) from exc
         rc = info.get("ExitCode")
@@ -578,7 +650,7 @@ class DockerSandbox(Sandbox):
             # the wrapper did not finish: the container died under us, or the command killed it
             if not self._running():
                 raise self._gone()
-            kill_out = self._kill_all()
+            kill_out = self._kill_all(spare)
         counters = trailer
         if counters is None:
             for counters in _TRAILER_RE.finditer(kill_out.encode()):
@@ -592,14 +664,86 @@ class DockerSandbox(Sandbox):
             if not self._running():
                 raise self._gone()
             rc = -9 if timed_out else -1
-        return CommandResult(exit_code=int(rc), output=cap.text(), timed_out=timed_out, oom_killed=oom,
-                             pids_limited=pids_limited, duration_s=duration, truncated=cap.truncated, isolated=True)
+        return CommandResult(exit_code=int(rc), output=ex.cap.text(), timed_out=timed_out, oom_killed=oom,
+                             pids_limited=pids_limited, duration_s=duration, truncated=ex.cap.truncated,
+                             isolated=True)
 
-    def _kill_all(self) -> str:
-        return self._exec_simple(["bash", "-c", KILL_SCRIPT], what="killing the command's processes")
+    # -- runs started ahead (harness/prestart.py) --------------------------------------------------
+    def spawn(self, command: str, *, env: Mapping[str, str] | None = None, cwd: str | None = None,
+              reset: bool = False) -> "DockerSpawnedRun":
+        """Start `command` now, collect it later (`wait(timeout)`: the clock starts there). It waits in a session
+        of its own, which the runs made meanwhile (applying a patch) spare when they kill what they started; a
+        reset and `close()` kill it. `reset=True`: reset first, in the same exec and in the background - every
+        other call on the sandbox first waits for that reset's report (`_settle`)."""
+        self._check_open()
+        self._settle()
+        self._end_spawned()
+        self.generation += 1
+        script = self._script_checked(command, cwd)
+        if reset:
+            clean = " ".join(shlex.quote(d) for d in ("/tmp", "/dev/shm", IO_DIR))
+            cmd = ["bash", "-c", RESET_SCRIPT, "reset", self._restored_at, *self._pairs()]
+            env = {**(env or {}), "EC_CLEAN": clean, "EC_REPORT": f"{IO_DIR}/.reset-report", "EC_THEN": script,
+                   "EC_WRAPPER": RUN_WRAPPER}
+            self._pending_reset = self._restored_at
+        else:
+            cmd = ["bash", "-c", RUN_WRAPPER, "execcritic", script, "", "", "", "", "spawn"]
+        t0 = time.monotonic()
+        run = DockerSpawnedRun(self, self._start_exec(cmd, env))
+        self._spawned = run
+        if not reset:
+            self._await_spawned(run)
+        self._timings["last_spawn_s"] = time.monotonic() - t0
+        return run
+
+    def _await_spawned(self, run: "DockerSpawnedRun") -> bool:
+        """Wait until `run` says its session id (after its reset's report, if any). False if it ended first."""
+        deadline = time.monotonic() + 120
+        while run.sid is None and not run.ex.ended and time.monotonic() < deadline:
+            run.ex.pump(0.5)
+            m = _SPAWNED_RE.search(bytes(run.ex.err_head))
+            if m:
+                run.sid = m.group(1).decode()
+        return run.sid is not None
+
+    def _settle(self) -> None:
+        """Account for a reset started in the background by `spawn(reset=True)`: wait for its report, check the
+        image filesystem as `reset()` does; if it failed, reset here (SandboxError if that fails too)."""
+        trusted_t = self._pending_reset
+        if trusted_t is None:
+            return
+        self._pending_reset = None
+        run = self._spawned
+        t0 = time.monotonic()
+        ok = run is not None and self._await_spawned(run)
+        if ok:
+            try:
+                self._apply_reset_output(bytes(run.ex.err_head).decode("utf-8", "replace"))
+            except SandboxError:
+                ok = False
+        if not ok:
+            self._end_spawned()
+            self._reset_exec()
+        self._after_restore(trusted_t)
+        self._timings["last_reset_s"] = time.monotonic() - t0
+
+    def _spare(self) -> str:
+        """The session of the run started ahead, while it waits (the runs made meanwhile spare it)."""
+        run = self._spawned
+        return run.sid if run is not None and run.sid is not None and not run.done and not run.ex.ended else ""
+
+    def _end_spawned(self) -> None:
+        run, self._spawned = self._spawned, None
+        if run is not None:
+            run.kill()
+
+    def _kill_all(self, spare: str = "") -> str:
+        return self._exec_simple(["bash", "-c", KILL_SCRIPT, "kill", spare], what="killing the command's processes")
 
     def write_files(self, files: list[tuple[str, bytes, int, int | None]]) -> None:
         self._check_open()
+        self._settle()
+        self.generation += 1
         for path, _data, _mode, _mtime in files:
             if not path.startswith("/") or path.endswith("/"):
                 raise ValueError(f"write_files needs absolute file paths (got {path!r})")
@@ -607,6 +751,20 @@ class DockerSandbox(Sandbox):
             self._put_many([(p, bytes(d), m, t) for p, d, m, t in files])
 
     def _put_many(self, files: list[tuple[str, bytes, int, int | None]]) -> None:
+        """Write on the host where the path stays in a working volume (`_host_volumes`), the rest in one
+        archive upload."""
+        rest = []
+        for path, data, mode, mtime in files:
+            try:
+                if not self._host_roots:
+                    raise hostfs.Outside(path)
+                hostfs.write(path, data, mode, mtime, self._host_roots)
+            except hostfs.Outside:
+                rest.append((path, data, mode, mtime))
+        if rest:
+            self._put_archive(rest)
+
+    def _put_archive(self, files: list[tuple[str, bytes, int, int | None]]) -> None:
         """One put_archive: a tar rooted at the files' common directory (missing directories inside it are
         created by the extraction)."""
         errors, req_errors = _docker_errors()
@@ -643,15 +801,21 @@ class DockerSandbox(Sandbox):
 
     def write_file(self, path: str, data: bytes | str, mode: int = 0o644, *, mtime: int | None = None) -> None:
         self._check_open()
+        self._settle()
+        self.generation += 1
         if not path.startswith("/") or path.endswith("/"):
             raise ValueError(f"write_file needs an absolute file path (got {path!r})")
         self._put_many([(path, data.encode() if isinstance(data, str) else bytes(data), mode, mtime)])
 
     def read_file(self, path: str) -> bytes:
         self._check_open()
+        self._settle()
         errors, req_errors = _docker_errors()
         if not path.startswith("/"):
             raise ValueError(f"read_file needs an absolute path (got {path!r})")
+        if self._host_roots:
+            with contextlib.suppress(hostfs.Outside):
+                return hostfs.read(path, self._host_roots)
         cur = posixpath.normpath(path)
         for _ in range(40):
             try:
@@ -678,23 +842,35 @@ class DockerSandbox(Sandbox):
         """Kill everything, restore the volumes; if the image filesystem changed (a `pip install`,
         a file written under /usr), replace the container by a fresh one and restore again."""
         self._check_open()
+        self._settle()
+        self.generation += 1
         t0 = time.monotonic()
         trusted_t = self._restored_at
+        self._end_spawned()
         self._reset_exec()
+        self._after_restore(trusted_t)
+        self._timings["last_reset_s"] = time.monotonic() - t0
+
+    def _after_restore(self, trusted_t: str) -> None:
         recreated = False
         if self._rootfs_changed():
             # Whatever ran may have altered the tools the reset used: start from a fresh container
             # and restore the volumes relative to the last restore time we know to be genuine.
+            self._end_spawned()
             self._recreate()
             self._restored_at = trusted_t
             self._reset_exec()
             self._set_rootfs_baseline()
             recreated = True
         self.last_restore["recreated"] = int(recreated)
-        self._timings["last_reset_s"] = time.monotonic() - t0
 
     def changed_paths(self) -> list[str]:
         self._check_open()
+        self._settle()
+        if self._host_snap is not None:
+            sec, _, frac = self._restored_at.partition(".")
+            return hostfs.changed_since(self._host_roots[self.workdir], self._host_snap,
+                                        int(sec) * 10**9 + int((frac + "000000000")[:9]))
         out = self._exec_simple(["bash", "-c", CHANGED_SCRIPT, "changed", self._restored_at, self.workdir,
                                  f"{SNAP}/tree"], what="listing changed paths")
         lines = out.splitlines()
@@ -722,9 +898,12 @@ class DockerSandbox(Sandbox):
         if self._closed:
             return
         self._closed = True
+        run, self._spawned, self._pending_reset = self._spawned, None, None
         if self._container is not None:
             with contextlib.suppress(Exception):
                 self._container.remove(force=True, v=True)
+        if run is not None:
+            run.ended_by_close()
         shutil.rmtree(self.channel_dir, ignore_errors=True)
         names = [self._snap_volume] if self._snap_volume else []
         names += [self._volume(r) for r in ("tree", "home", "tmp", "io")]
@@ -765,6 +944,113 @@ class DockerSandbox(Sandbox):
             "activate": self.activate,
             "warm_bytecode": self.warm_bytecode,
             "reset": "ctime since last restore, exact restore from a read-only snapshot volume",
+            "file_access": "host (volume directories)" if self._host_roots else "Docker API (archives, execs)",
+            "spawn": "waits in its exec's session, spared by the runs made meanwhile",
             "timings": dict(self._timings),
         })
         return d
+
+
+class _Exec:
+    """A started exec whose output a thread streams into a queue; `pump` moves it into the capture."""
+
+    def __init__(self, sandbox: DockerSandbox, exec_id: str):
+        self.exec_id = exec_id
+        self.cap = OutputCapture(sandbox.limits.output_bytes)
+        self.err_head = bytearray()      # the first stderr bytes: a reset's report, a spawned run's session id
+        self.err_tail = bytearray()      # the last ones: the trailer
+        self.ended = False
+        self.error: Exception | None = None
+        self._q: queue.Queue = queue.Queue()
+        api = sandbox.client.api
+
+        def pump():
+            try:
+                for out, err in api.exec_start(exec_id, stream=True, demux=True):
+                    self._q.put((out, err))
+            except Exception as exc:  # daemon/connection failure: reported by the collector
+                self._q.put(exc)
+            finally:
+                self._q.put(None)
+
+        threading.Thread(target=pump, name=f"execcritic-exec-{sandbox.name}", daemon=True).start()
+
+    def pump(self, timeout: float) -> None:
+        """Take what arrived (waiting up to `timeout` for the first item)."""
+        block = True
+        while not self.ended:
+            try:
+                item = self._q.get(timeout=timeout) if block else self._q.get_nowait()
+            except queue.Empty:
+                return
+            block = False
+            if item is None:
+                self.ended = True
+            elif isinstance(item, Exception):
+                self.error = item
+            else:
+                out, err = item
+                if out:
+                    self.cap.feed(out)
+                if err:
+                    if len(self.err_head) < 4096:
+                        self.err_head += err[:4096 - len(self.err_head)]
+                    self.err_tail += err
+                    del self.err_tail[:-4096]
+
+    def wait_end(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.ended and time.monotonic() < deadline:
+            self.pump(min(0.5, max(0.0, deadline - time.monotonic())))
+
+
+class DockerSpawnedRun:
+    """A command `DockerSandbox.spawn` started; `wait(timeout)` collects it like `run` would have."""
+
+    def __init__(self, sandbox: DockerSandbox, ex: _Exec):
+        self._sandbox = weakref.proxy(sandbox)   # (callers may key the sandbox weakly and hold this)
+        self.ex = ex
+        self.sid: str | None = None              # its session id, once it said it
+        self.done = False
+        self.on_kill: list = []                  # called when the run is killed instead of collected
+
+    def alive(self) -> bool:
+        if self.done:
+            return False
+        self._sandbox._settle()
+        self.ex.pump(0)
+        return not self.done and self.sid is not None and not self.ex.ended
+
+    def wait(self, timeout: float) -> CommandResult:
+        if self.done:
+            raise RuntimeError("this spawned run was already collected or killed")
+        self._sandbox._settle()
+        if self.done:                            # the reset before it found the image changed: it is gone
+            raise SandboxError("the run started ahead ended before it was released (its container was replaced)")
+        self.done = True
+        if self._sandbox._spawned is self:
+            self._sandbox._spawned = None
+        return self._sandbox._collect(self.ex, timeout, "")
+
+    def kill(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        sb = self._sandbox
+        if sb._spawned is self:
+            sb._spawned = None
+        try:
+            with contextlib.suppress(SandboxError):
+                sb._settle()             # a reset it started must finish before anything is killed
+            with contextlib.suppress(SandboxError):
+                sb._kill_all()
+                self.ex.wait_end(30)
+        finally:
+            for fn in self.on_kill:
+                fn()
+
+    def ended_by_close(self) -> None:
+        if not self.done:
+            self.done = True
+            for fn in self.on_kill:
+                fn()

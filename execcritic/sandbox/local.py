@@ -27,7 +27,6 @@ every result and `describe()` says `isolated: false`.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import os
 import re
@@ -54,6 +53,7 @@ from execcritic.sandbox.base import (
     Limits,
     Sandbox,
 )
+from execcritic.sandbox import hostfs
 from execcritic.sandbox.capture import OutputCapture
 from execcritic.sandbox.cgroup import Cgroups
 from execcritic.sandbox.snapshot import TreeSnapshot, _remove
@@ -353,11 +353,13 @@ class LocalSandbox(Sandbox):
                              timeout)
 
     def spawn(self, command: str, *, env: Mapping[str, str] | None = None,
-              cwd: str | None = None) -> "SpawnedRun":
+              cwd: str | None = None, reset: bool = False) -> "SpawnedRun":
         """Start `command` now and collect it later (`SpawnedRun.wait(timeout)`: the clock starts there). It
         runs in cgroups of its own with the same limits, so that runs made meanwhile (applying a patch) and
         their cleanup leave it alone; `reset()` and `close()` kill it."""
         self._check_open()
+        if reset:
+            self.reset()
         if self._spawn_cgroup is None and self._cgroup is not None:
             self._spawn_cgroup = Cgroups.create(self._cgroup_name + "-spawn", memory_mb=self.limits.memory_mb,
                                                 pids=self.limits.pids)
@@ -498,87 +500,17 @@ class LocalSandbox(Sandbox):
                                f"(cgroups {', '.join(str(x) for x in cgroup.paths)})")
 
     # -- files --------------------------------------------------------------------------------
-    def _host_path(self, path: str, *, follow_last: bool) -> Path:
-        """Resolve a sandbox path to the host, following symlinks the way the sandbox would and
-        refusing anything that leaves /testbed, /tmp or /root (so a symlink in the tree can never
-        make us write a host file)."""
-        roots = {WORKDIR: self.tree, "/tmp": self.tmp, "/root": self.home}
-        if not isinstance(path, str) or not path.startswith("/"):
-            raise ValueError(f"sandbox path must be absolute (got {path!r})")
-        parts = [p for p in path.split("/") if p not in ("", ".")]
-        cur: list[str] = []
-        hops = 0
-        while parts:
-            name = parts.pop(0)
-            if name == "..":
-                if cur:
-                    cur.pop()
-                continue
-            cur.append(name)
-            spath = "/" + "/".join(cur)
-            host = self._map_root(spath, roots)
-            if host is None:
-                raise PermissionError(f"{path}: only paths under /testbed, /tmp and /root are accessible "
-                                      "from outside the sandbox")
-            if (parts or follow_last) and os.path.islink(host):
-                hops += 1
-                if hops > 40:
-                    raise OSError(errno.ELOOP, f"too many symlinks resolving {path}")
-                target = os.readlink(host)
-                cur.pop()
-                base = [] if target.startswith("/") else list(cur)
-                parts = [p for p in target.split("/") if p not in ("", ".")] + parts
-                cur = base
-        spath = "/" + "/".join(cur)
-        host = self._map_root(spath, roots)
-        if host is None:
-            raise PermissionError(f"{path} resolves to {spath}, outside /testbed, /tmp and /root")
-        return host
-
-    @staticmethod
-    def _map_root(spath: str, roots: Mapping[str, Path]) -> Path | None:
-        for root, host in roots.items():
-            if spath == root:
-                return host
-            if spath.startswith(root + "/"):
-                return host / spath[len(root) + 1:]
-        return None
+    def _roots(self) -> dict[str, Path]:
+        return {WORKDIR: self.tree, "/tmp": self.tmp, "/root": self.home}
 
     def write_file(self, path: str, data: bytes | str, mode: int = 0o644, *, mtime: int | None = None) -> None:
         self.generation += 1
         self._check_open()
-        host = self._host_path(path, follow_last=True)
-        if isinstance(data, str):
-            data = data.encode()
-        parent = host.parent
-        if not parent.is_dir():
-            rel_parent = os.path.dirname(path.rstrip("/"))
-            self._makedirs(rel_parent)
-            parent = self._host_path(rel_parent, follow_last=True)
-            host = parent / host.name
-        fd = os.open(host, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
-        try:
-            os.write(fd, data)
-            os.fchmod(fd, mode)
-            if mtime is not None:
-                os.utime(fd, (mtime, mtime))
-        finally:
-            os.close(fd)
-
-    def _makedirs(self, spath: str) -> None:
-        parts = [p for p in spath.split("/") if p]
-        for i in range(2, len(parts) + 1):
-            sub = "/" + "/".join(parts[:i])
-            host = self._host_path(sub, follow_last=True)
-            if not host.exists():
-                host.mkdir(mode=0o755)
+        hostfs.write(path, data.encode() if isinstance(data, str) else bytes(data), mode, mtime, self._roots())
 
     def read_file(self, path: str) -> bytes:
         self._check_open()
-        host = self._host_path(path, follow_last=True)
-        if not host.is_file():
-            raise FileNotFoundError(errno.ENOENT, f"no file at {path} in the sandbox", path)
-        return host.read_bytes()
+        return hostfs.read(path, self._roots())
 
     def changed_paths(self) -> list[str]:
         self._check_open()

@@ -3,6 +3,7 @@ Debian + the toolz repository at /testbed, the layout of the official sweb.eval.
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 import pytest
@@ -11,7 +12,7 @@ from execcritic.sandbox.base import Limits
 from execcritic.errors import EnvironmentMissing, SandboxError
 from execcritic.sandbox import open_sandbox
 from execcritic.sandbox.base import MAX_OUTPUT_BYTES
-from execcritic.sandbox.docker import DockerSandbox
+from execcritic.sandbox.docker import CHANGED_SCRIPT, INLINE_STDIN_BYTES, SNAP, DockerSandbox
 from tests.conftest import DIRTY_RUN, TREE_LISTING, check_write_files, tree_diff
 
 pytestmark = pytest.mark.docker
@@ -277,3 +278,88 @@ def test_private_dockerd_flags_and_missing_binary(private_dockerd):
     assert "--data-root" in argv and "--exec-root" in argv
     with pytest.raises(EnvironmentMissing, match="docker.io"):
         check_available("no-such-dockerd-binary")
+
+
+# --- stdin, files on the host side, runs started ahead -----------------------------------------
+
+@pytest.mark.parametrize("data", [b"", b"no newline", "caf\u00e9\n".encode(), b"\xff\xfe not utf-8", b"nul\0byte",
+                                  b"y" * (INLINE_STDIN_BYTES + 1)],
+                         ids=["empty", "text", "utf8", "latin1", "nul", "large"])
+def test_stdin_reaches_the_command_byte_for_byte(clean, data):
+    """Small UTF-8 stdin travels in the exec's arguments, the rest as a file: the command reads the same bytes."""
+    r = clean.run("sha256sum | cut -c1-64", timeout=30, stdin=data)
+    assert r.exit_code == 0 and r.output.strip() == hashlib.sha256(data).hexdigest(), r.output
+
+
+def test_files_are_read_as_the_container_sees_them(clean):
+    """Reads and writes go through the volumes' host directories when the daemon is local; a link that leaves
+    them is resolved by the container (its /etc, not the host's), and a FIFO is neither read nor opened."""
+    if not clean._host_roots:
+        pytest.skip("the daemon's volumes are not accessible from here: every read is an archive transfer")
+    r = clean.run("echo container-only > /etc/ec-marker && ln -s /etc/ec-marker out_link && mkfifo fifo && "
+                  "ln -s ../../etc/hostname up_link && echo ok", timeout=30)
+    assert r.output == "ok\n"
+    assert clean.read_file("/testbed/out_link") == b"container-only\n"
+    assert clean.read_file("/testbed/up_link") == clean.run("cat /etc/hostname", timeout=10).output.encode()
+    t0 = time.monotonic()
+    with pytest.raises(FileNotFoundError):
+        clean.read_file("/testbed/fifo")
+    clean.write_file("/testbed/fifo", b"now a file\n")
+    assert time.monotonic() - t0 < 5
+    assert clean.run("test -f fifo && cat fifo", timeout=10).output == "now a file\n"
+    clean.reset()          # (the write under /etc replaced the container)
+
+
+def test_changed_paths_from_the_host_match_the_containers_listing(clean):
+    if clean._host_snap is None:
+        pytest.skip("the daemon's volumes are not accessible from here")
+    assert clean.changed_paths() == []
+    assert clean.run(DIRTY_RUN, timeout=60).exit_code == 0
+    inside = clean._exec_simple(["bash", "-c", CHANGED_SCRIPT, "changed", clean._restored_at, clean.workdir,
+                                 f"{SNAP}/tree"], what="listing")
+    expected = sorted({ln for ln in inside.splitlines()[:-1] if ln})
+    assert clean.changed_paths() == expected
+    assert {"setup.py", "NEW_UNTRACKED.txt", "toolz/itertoolz.py", "a_fifo", "link_out", "tlz", "build"} <= \
+        set(expected), expected
+
+
+def test_a_spawned_run_waits_in_a_session_the_runs_made_meanwhile_spare(clean):
+    """`spawn` (harness/prestart.py): the run keeps waiting while other runs are made and cleaned up - what they
+    start is killed, daemonized or not - its clock starts at `wait`, it ends with everything it started, the
+    memory limit holds for it, and a reset kills it."""
+    assert clean.run("mkfifo /tmp/go && echo made", timeout=30).output == "made\n"
+    sp = clean.spawn("read -t 20 line < /tmp/go; echo got $line")
+    other = clean.run("(setsid sleep 4721 &); sleep 4722 & echo other", timeout=30)
+    assert other.output == "other\n"
+    assert sp.alive() and "sleep 472" not in procs(clean)
+    clean.run("echo released > /tmp/go", timeout=30)
+    time.sleep(1.5)
+    r = sp.wait(1.0)         # finished meanwhile: the clock counts from `wait`
+    assert r.exit_code == 0 and "got released" in r.output and not r.timed_out, r.output
+    left = clean.spawn("(setsid sleep 4723 &); echo started")
+    assert left.wait(30).output == "started\n" and "sleep 4723" not in procs(clean)
+    slow = clean.spawn("sleep 4724")
+    t0 = time.monotonic()
+    r = slow.wait(1.0)
+    assert r.timed_out and time.monotonic() - t0 < 15 and "sleep 4724" not in procs(clean)
+    hog = clean.spawn("python3 -c \"x = b'x' * (600 << 20); print('survived')\"")
+    r = hog.wait(60)
+    assert r.oom_killed and "survived" not in r.output
+    parked = clean.spawn("sleep 4725")
+    clean.reset()
+    assert not parked.alive() and "sleep 4725" not in procs(clean)
+
+
+def test_a_spawn_after_reset_resets_first_and_everything_waits_for_it(clean):
+    """`spawn(reset=True)` restores Base in the same exec, in the background: the next call on the sandbox -
+    here a read - waits for that reset, and sees Base."""
+    base = clean.read_file("/testbed/README.rst")
+    clean.run("echo dirty > README.rst; echo x > /tmp/left", timeout=30)
+    gen = clean.generation
+    sp = clean.spawn("cat README.rst | wc -c; ls -A /tmp", reset=True)
+    assert clean.read_file("/testbed/README.rst") == base
+    assert clean.generation == gen + 1 and clean.last_restore["restored"] >= 1
+    assert sp.alive()
+    r = sp.wait(30)
+    assert r.exit_code == 0 and r.output == f"{len(base)}\n", r.output
+    assert clean.changed_paths() == []

@@ -1,4 +1,4 @@
-"""Runs started ahead of time (harness/prestart.py) on a real project in the real local sandbox: the next
+"""Runs started ahead of time (harness/prestart.py) on a real project in the real local and Docker sandboxes: the next
 `execute` of the same command finds its interpreter started on Base, releases it once the patches are
 applied, and reaches the cold run's verdicts; nothing a run does reaches the run started after it; a sandbox
 whose runner imports code of the checkout falls back to cold runs."""
@@ -24,9 +24,26 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 COLD = dataclasses.replace(PAPER.harness, prestart_next_run=False)
 
 
-@pytest.fixture(scope="module")
-def kit(demo_toolz):
-    sandbox = demo_toolz.open_local(limits=Limits(memory_mb=512, pids=1024))
+BACKENDS = [pytest.param("local", id="local"), pytest.param("docker", id="docker", marks=pytest.mark.docker)]
+
+
+def open_sandbox_on(request, backend: str, demo, repo=None):
+    """`demo`'s checkout (or `repo`, a modified copy of it) in a sandbox of `backend`."""
+    repo = repo or demo.repo
+    if backend == "local":
+        return LocalSandbox(repo, activate=demo.activate, binds=[demo.venv], limits=Limits(memory_mb=512, pids=1024))
+    from execcritic.sandbox.docker import DockerSandbox
+    from execcritic.sandbox.images import build_task_image
+
+    client = request.getfixturevalue("docker_client")
+    tag = f"execcritic/test-task:prestart-{abs(hash(str(repo))) % 10**8}"
+    image = build_task_image(client, repo, tag, base=request.getfixturevalue("base_image"))
+    return DockerSandbox(image, client=client, activate="", limits=Limits(memory_mb=512, pids=1024))
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def kit(request, demo_toolz):
+    sandbox = open_sandbox_on(request, request.param, demo_toolz)
     yield ScenarioKit(demo_toolz, sandbox)
     sandbox.close()
 
@@ -92,14 +109,16 @@ def test_nothing_a_run_does_reaches_the_run_started_after_it(kit):
     ran = execute(kit.task, bundle, poison, sandbox=sb)
     assert ran.verdict is not Verdict.PASS, ran.diagnostic + ran.output_tail
     assert prestart.wait_ready(sb, 60)
-    assert not (sb.tree / "iniconfig.py").exists() and not (sb.tmp / "iniconfig.py").exists()
+    for planted in ("/testbed/iniconfig.py", "/tmp/iniconfig.py"):
+        with pytest.raises(FileNotFoundError):
+            sb.read_file(planted)
     after = execute(kit.task, bundle, sandbox=sb)
     assert after.extra["prestarted"] is True
     assert (after.valid, after.verdict, after.failure_kind) == (True, Verdict.FAIL, FailureKind.BEHAVIORAL_FAILURE), \
         after.diagnostic + after.output_tail
 
 
-def test_a_runner_that_imports_the_checkout_is_never_started_ahead(demo_toolz, tmp_path):
+def test_a_runner_that_imports_the_checkout_is_never_started_ahead(request, demo_toolz, tmp_path):
     """pytest imports `iniconfig` while it loads; here the Base ships its own copy on PYTHONPATH (as a task
     whose product is a dependency of pytest would, or pytest-dev/pytest itself). A run started ahead would
     hold the Base's copy while the patches may change it: its reporter says so and exits, the harness runs
@@ -110,8 +129,8 @@ def test_a_runner_that_imports_the_checkout_is_never_started_ahead(demo_toolz, t
     repo = tmp_path / "repo"
     shutil.copytree(demo_toolz.repo, repo, symlinks=True)
     shutil.copytree(venv_copy, repo / "iniconfig")
-    with LocalSandbox(repo, activate=demo_toolz.activate, binds=[demo_toolz.venv],
-                      limits=Limits(memory_mb=512, pids=1024)) as sb:
+    # (local only: the Docker test image puts nothing of the checkout on sys.path before pytest loads)
+    with open_sandbox_on(request, "local", demo_toolz, repo) as sb:
         kit = ScenarioKit(demo_toolz, sb)
         bundle = kit.official_bundle()
         first = execute(kit.task, bundle, sandbox=sb)
@@ -136,8 +155,10 @@ CHEATS_AT_CONFTEST_TIME = {      # (through importlib: the diff screen rejects a
 }
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("cheat", sorted(CHEATS_AT_CONFTEST_TIME))
-def test_tampering_while_pytest_loads_conftest_files_is_caught_in_a_run_started_ahead(demo_toolz, tmp_path, cheat):
+def test_tampering_while_pytest_loads_conftest_files_is_caught_in_a_run_started_ahead(request, demo_toolz, tmp_path,
+                                                                                      cheat, backend):
     """A run started ahead snapshots the runner before its go; a Base whose conftest imports the product runs
     the candidate's code after that and before pytest configures, where a cold run takes its first snapshot.
     The first watch after the go judges what changed since as the cold run's first watch does."""
@@ -149,8 +170,7 @@ def test_tampering_while_pytest_loads_conftest_files_is_caught_in_a_run_started_
     code = "\n" + CHEATS_AT_CONFTEST_TIME[cheat]
     candidate = diff_after(demo_toolz.repo, lambda w: (w / spec.source_file).write_text(
         (w / spec.source_file).read_text().replace(spec.buggy, spec.correct) + code))
-    with LocalSandbox(repo, activate=demo_toolz.activate, binds=[demo_toolz.venv],
-                      limits=Limits(memory_mb=512, pids=1024)) as sb:
+    with open_sandbox_on(request, backend, demo_toolz, repo) as sb:
         kit = ScenarioKit(demo_toolz, sb)
         bundle = kit.official_bundle()
         base = execute(kit.task, bundle, sandbox=sb)

@@ -13,9 +13,10 @@ dropped), each local variant in a sandbox of its own:
   execute-local-cold     the same with harness.prestart_next_run off: every run starts its interpreter
   execute-local-rewrite  cold, and harness.reuse_rewritten_tests off: pytest rewrites the test module on
                  every run (what execute cost before harness/rewrite_cache.py)
-  execute-docker execute(task, bundle, sandbox=DockerSandbox)   (cold: Docker cannot start a run ahead;
-                 private dockerd)
-  sandbox-local  the bare command inside the local sandbox, no reset/apply/reporter (isolation's own cost)
+  execute-docker, execute-docker-back-to-back, execute-docker-cold   the same three in a DockerSandbox (private
+                 dockerd, a locally built image)
+  sandbox-local, sandbox-docker  the bare command inside the sandbox, no reset/apply/reporter (isolation's own
+                 cost)
 Reports medians, ratios of medians and paired ratios, the phase split, and PYTHONDONTWRITEBYTECODE. The
 sandboxes run with the harness-owned reporter on (every pytest execution does) and with the Base compiled
 once when the sandbox is prepared (checked-hash pycs restored by every reset), as task environments are.
@@ -88,12 +89,26 @@ def main() -> None:
         dockerd = start_dockerd()
         client = dockerd.client()
         image = build_task_image(client, demo.repo, "execcritic/test-task:toolz-demo", base=ensure_base_image(client))
-        docker = DockerSandbox(image, client=client, activate="", limits=Limits(memory_mb=2048, pids=1024),
-                               warm_bytecode=True)
-        variants["execute-docker"] = lambda: execute(demo.task, bundle, sandbox=docker)
+        docker, docker_b2b, docker_cold, docker_plain = (
+            DockerSandbox(image, client=client, activate="", limits=Limits(memory_mb=2048, pids=1024),
+                          warm_bytecode=True) for _ in range(4))
+
+        def docker_ahead():
+            out = execute(demo.task, bundle, sandbox=docker)
+            return out, lambda: prestart.wait_ready(docker, 60)
+
+        variants.update({
+            "execute-docker": docker_ahead,
+            "execute-docker-back-to-back": lambda: execute(demo.task, bundle, sandbox=docker_b2b),
+            "execute-docker-cold": lambda: execute(demo.task, bundle, sandbox=docker_cold, config=cold_cfg),
+            "sandbox-docker": lambda: docker_plain.run(bare_cmd, timeout=300)})
+        execute(demo.task, bundle, sandbox=docker_plain, config=cold_cfg)    # (as for sandbox-local)
     # untimed, right before the variant's timed call
     before = {"execute-local-back-to-back": lambda: execute(demo.task, bundle, sandbox=b2b)}
     ahead = {"execute-local", "execute-local-back-to-back"}
+    if docker:
+        before["execute-docker-back-to-back"] = lambda: execute(demo.task, bundle, sandbox=docker_b2b)
+        ahead |= {"execute-docker", "execute-docker-back-to-back"}
 
     execute(demo.task, bundle, sandbox=plain, config=cold_cfg)   # leaves the test patch applied for sandbox-local
     load_start = os.getloadavg()
@@ -143,7 +158,8 @@ def main() -> None:
     for sb in (local, cold, plain, b2b):
         sb.close()
     if docker:
-        docker.close()
+        for sb in (docker, docker_b2b, docker_cold, docker_plain):
+            sb.close()
     if dockerd:
         dockerd.stop()
     shutil.rmtree(work, ignore_errors=True)
