@@ -289,6 +289,9 @@ class DockerSandbox(Sandbox):
     read_only_root: keep the image filesystem read-only (writable: workdir, /tmp, HOME); default
         False: writes there are allowed and undone by `reset()` (fresh container, same volumes).
     warm_bytecode: compile the pristine tree (checked-hash pycs) before snapshotting it.
+    host_files: read, write and list files in the volumes' host directories where possible (None: when the
+        daemon is local and this process is root without user-namespace remapping); False: always through the
+        Docker API (archive transfers, execs), as with a remote daemon.
     """
 
     backend = "docker"
@@ -297,7 +300,7 @@ class DockerSandbox(Sandbox):
     def __init__(self, image: str, *, client=None, workdir: str = WORKDIR, activate: str = OFFICIAL_ACTIVATE,
                  limits: Limits = Limits(), network: bool = False, read_only_root: bool = False,
                  home: str = "/root", env: Mapping[str, str] | None = None, name: str | None = None,
-                 warm_bytecode: bool = False, nano_cpus: int | None = None):
+                 warm_bytecode: bool = False, nano_cpus: int | None = None, host_files: bool | None = None):
         errors, req_errors = _docker_errors()
         self.image = image
         self.workdir = workdir
@@ -309,6 +312,7 @@ class DockerSandbox(Sandbox):
         self.env = dict(env or {})
         self.warm_bytecode = warm_bytecode
         self.nano_cpus = nano_cpus
+        self.host_files = host_files
         self.isolated = True
         self._closed = False
         self._container = None
@@ -409,7 +413,7 @@ class DockerSandbox(Sandbox):
         """The working volumes' host directories, when the daemon is local and this process may use them as the
         container's root would (it runs as root, no user namespace remapping): files are then read, written and
         listed there (`hostfs`) instead of by archive transfers and execs. Else ({}, None)."""
-        if os.geteuid() != 0:
+        if self.host_files is False or os.geteuid() != 0:
             return {}, None
         try:
             opts = " ".join(self.client.info().get("SecurityOptions") or [])

@@ -20,9 +20,14 @@ pytestmark = pytest.mark.docker
 NODE = "toolz/tests/test_itertoolz.py::test_groupby"
 
 
-@pytest.fixture(scope="module")
-def sb(docker_client, toolz_image):
-    with DockerSandbox(toolz_image, client=docker_client, activate="", limits=Limits(memory_mb=256, pids=1024)) as s:
+@pytest.fixture(scope="module", params=["host-files", "api-files"])
+def sb(request, docker_client, toolz_image):
+    """Files through the volumes' host directories (what a local daemon gets), and through the Docker API only
+    (a remote daemon)."""
+    with DockerSandbox(toolz_image, client=docker_client, activate="", limits=Limits(memory_mb=256, pids=1024),
+                       host_files=None if request.param == "host-files" else False) as s:
+        if request.param == "host-files" and not s._host_roots:
+            pytest.skip("the daemon's volumes are not accessible from here")
         yield s
 
 
@@ -202,6 +207,7 @@ def test_describe(sb):
     assert d["backend"] == "docker" and d["isolated"] is True and d["network"] is False
     assert d["image_id"].startswith("sha256:") and d["read_only_root"] is False
     assert d["rootfs_guard"] in ("upperdir", "docker-diff")
+    assert d["file_access"] == ("host (volume directories)" if sb.host_files is None else "Docker API (archives, execs)")
     assert sb.run("true", timeout=10).isolated is True
 
 
@@ -356,10 +362,11 @@ def test_a_spawn_after_reset_resets_first_and_everything_waits_for_it(clean):
     base = clean.read_file("/testbed/README.rst")
     clean.run("echo dirty > README.rst; echo x > /tmp/left", timeout=30)
     gen = clean.generation
-    sp = clean.spawn("cat README.rst | wc -c; ls -A /tmp", reset=True)
+    sp = clean.spawn("ls -A /tmp; mkfifo /tmp/go; read -t 20 l < /tmp/go; cat README.rst | wc -c", reset=True)
     assert clean.read_file("/testbed/README.rst") == base
     assert clean.generation == gen + 1 and clean.last_restore["restored"] >= 1
     assert sp.alive()
+    clean.run("while [ ! -p /tmp/go ]; do sleep 0.05; done; echo go > /tmp/go", timeout=30)
     r = sp.wait(30)
     assert r.exit_code == 0 and r.output == f"{len(base)}\n", r.output
     assert clean.changed_paths() == []

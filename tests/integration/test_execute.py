@@ -25,7 +25,9 @@ COLD = dataclasses.replace(PAPER.harness, prestart_next_run=False)    # each run
 _DOCKER = pytest.mark.docker
 KITS = [pytest.param(("toolz", "local"), id="toolz-local"), pytest.param(("boltons", "local"), id="boltons-local"),
         pytest.param(("toolz", "docker"), id="toolz-docker", marks=_DOCKER),
-        pytest.param(("boltons", "docker"), id="boltons-docker", marks=_DOCKER)]
+        pytest.param(("boltons", "docker"), id="boltons-docker", marks=_DOCKER),
+        # files through the Docker API only, as with a remote daemon (the others read the volumes from the host)
+        pytest.param(("toolz", "docker-api"), id="toolz-docker-api-files", marks=_DOCKER)]
 
 
 @pytest.fixture(scope="module", params=KITS)
@@ -41,7 +43,8 @@ def kit(request, demo_toolz, demo_boltons):
         client = request.getfixturevalue("docker_client")
         base = request.getfixturevalue("base_image")
         image = build_task_image(client, demo.repo, f"execcritic/test-task:{project}-demo", base=base)
-        sandbox = DockerSandbox(image, client=client, activate="", limits=Limits(memory_mb=512, pids=1024))
+        sandbox = DockerSandbox(image, client=client, activate="", limits=Limits(memory_mb=512, pids=1024),
+                                host_files=False if backend == "docker-api" else None)
     yield ScenarioKit(demo, sandbox)
     sandbox.close()
 
