@@ -13,7 +13,10 @@ import pytest
 
 from execcritic.config import PAPER
 from execcritic.harness import prestart
+from execcritic.harness.apply import TEST, apply_patch
 from execcritic.harness.execute import execute
+from execcritic.harness.instrument import candidate_facts
+from execcritic.harness.reporter.channel import ReporterChannel
 from execcritic.harness.execution import FailureKind, Verdict
 from execcritic.sandbox.base import Limits
 from execcritic.sandbox.local import LocalSandbox
@@ -155,10 +158,11 @@ CHEATS_AT_CONFTEST_TIME = {      # (through importlib: the diff screen rejects a
 }
 
 
+@pytest.mark.parametrize("idle", [True, False], ids=["idle-before", "back-to-back"])
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("cheat", sorted(CHEATS_AT_CONFTEST_TIME))
 def test_tampering_while_pytest_loads_conftest_files_is_caught_in_a_run_started_ahead(request, demo_toolz, tmp_path,
-                                                                                      cheat, backend):
+                                                                                      cheat, backend, idle):
     """A run started ahead snapshots the runner before its go; a Base whose conftest imports the product runs
     the candidate's code after that and before pytest configures, where a cold run takes its first snapshot.
     The first watch after the go judges what changed since as the cold run's first watch does."""
@@ -178,8 +182,12 @@ def test_tampering_while_pytest_loads_conftest_files_is_caught_in_a_run_started_
         warm_base = execute(kit.task, bundle, sandbox=sb)       # no false alarm with a conftest either
         assert warm_base.extra["prestarted"] is True and not warm_base.extra["reporter"]["tampers"]
         assert (warm_base.valid, warm_base.verdict) == (True, Verdict.FAIL), warm_base.diagnostic
+        if idle:             # the run started ahead takes the runner's snapshots while it waits (and rebases)
+            assert prestart.wait_ready(sb, 60)
         warm = execute(kit.task, bundle, candidate, sandbox=sb)
         cold = execute(kit.task, bundle, candidate, sandbox=sb, config=COLD)
+    if idle:
+        assert warm.extra["reporter"]["snapshots_ahead"] is True, warm.extra["reporter"]
     assert warm.extra.get("prestarted") is True, (warm.diagnostic, warm.extra)
     assert cold.extra.get("prestarted") is False, (cold.diagnostic, cold.extra)
     for ran in (warm, cold):
@@ -198,3 +206,30 @@ def test_an_audit_record_says_how_each_run_ran(tmp_path):
     assert row["Q"] == 1, row
     assert isinstance(row["base"]["hashseed"], int) and isinstance(row["gold"]["hashseed"], int)
     assert (row["base"]["prestarted"], row["gold"]["prestarted"]) == (False, True), row
+
+
+@pytest.mark.parametrize("released", ["before-it-is-ready", "after-it-is-ready"])
+def test_a_run_released_before_it_is_ready_takes_its_snapshots_as_a_cold_run(kit, released):
+    """Checks back to back: the go is there before the run started ahead got to its snapshots. It has no idle
+    time to use, so it skips them and takes them at configure as a cold run does (one snapshot, not a
+    snapshot and a rebase); with idle time it takes them while it waits. Same verdict either way."""
+    bundle = kit.official_bundle()
+    sb = kit.sandbox
+    prestart.discard(sb)
+    cold = execute(kit.task, bundle, sandbox=sb, config=COLD)
+    assert (cold.valid, cold.verdict) == (True, Verdict.FAIL), cold.diagnostic
+    sb.reset()
+    assert apply_patch(sb, bundle.test_patch, name="test", ladder=TEST, timeout=60).applied
+    facts = {"workdir": sb.workdir, "runner": "pytest", **candidate_facts(None, bundle.test_patch)}
+    channel = ReporterChannel(sb.channel_dir, {"workdir": sb.workdir, "runner": "pytest"}, prestart=True)
+    if released == "before-it-is-ready":
+        channel.go(facts)                      # sent with the key and the boot facts: there at once
+    spawned = sb.spawn(cold.command, env=channel.env)
+    if released == "after-it-is-ready":
+        assert channel.ready(60)
+        channel.go(facts)
+    result = spawned.wait(120)
+    report = channel.finish()
+    assert report.problem is None and report.ended and not report.tampers, (report.summary(), result.output[-2000:])
+    assert report.snapshots_ahead is (released == "after-it-is-ready")
+    assert report.nodes and {r.phases.get("call") for r in report.nodes.values()} == {"failed"}, report.summary()

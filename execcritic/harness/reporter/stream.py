@@ -61,6 +61,8 @@ class ReporterReport:
     hello: dict[str, Any] = field(default_factory=dict)
     stale: list[str] = field(default_factory=list)     # a run started ahead of time had imported these modules
                                                        # of the checkout: it ended before the patches' code ran
+    snapshots_ahead: bool | None = None                # a run started ahead: it took the runner's snapshots while
+                                                       # it waited (False: released first, it took them as a cold run)
 
     def status_map(self) -> dict[str, str]:
         """Per-node statuses keyed like the runner's log-parsed results."""
@@ -70,7 +72,8 @@ class ReporterReport:
         return {"started": self.started, "ended": self.ended, "records": self.records,
                 "problem": list(self.problem) if self.problem else None, "nodes": len(self.nodes),
                 "tampers": self.tampers[:20], "collect_errors": self.collect_errors[:20],
-                "exitstatus": self.exitstatus, "python": self.hello.get("python")}
+                "exitstatus": self.exitstatus, "python": self.hello.get("python"),
+                "snapshots_ahead": self.snapshots_ahead}
 
 
 def mac_of(key: bytes, seq: int, body: bytes) -> str:
@@ -136,7 +139,7 @@ def parse_stream(data: bytes, key: bytes, *, overflow: bool = False) -> Reporter
         elif kind == "end":
             rep.ended = True
         elif kind == "ready":
-            pass
+            rep.snapshots_ahead = bool(rec.get("snapshots"))
         elif kind == "stale":
             rep.stale = [str(m) for m in rec.get("modules") or ()] or ["?"]
         else:

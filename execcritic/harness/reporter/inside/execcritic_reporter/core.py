@@ -310,7 +310,7 @@ def make(sock, key, config, guard_factory, watched_modules):
                     pass
         elif op == "ready":                  # a run started ahead of time waits for the harness's go
             if state["booting"]:
-                emit("ready", {})
+                emit("ready", {"snapshots": guard.provisional})   # (taken while it waited, or not: released)
         elif op == "facts":                  # ... which brings this run's facts (once, before boot_done)
             if state["booting"] and not state.get("facts"):
                 state["facts"] = True

@@ -39,10 +39,11 @@ def install(config):
     "\0audit"(EVENT, "product_runner", os.path.abspath(getattr(pytest, "__file__", "") or "").startswith(workdir))
 
 
-def prepare():
+def prepare(snapshots=True):
     """A run started ahead of time, before its go: import pytest's built-in plugins (pytest imports each
-    of them first thing when it starts, before any conftest) and snapshot the runner now, while nothing of the
-    checkout has run (guard.prewatch); `pytest_configure` then redoes only what changed since."""
+    of them first thing when it starts, before any conftest) and, with `snapshots`, snapshot the runner now,
+    while nothing of the checkout has run (guard.prewatch); `pytest_configure` then redoes only what changed
+    since. Without, `pytest_configure` takes them all, as in a cold run."""
     import importlib
 
     try:
@@ -54,7 +55,8 @@ def prepare():
             importlib.import_module("_pytest." + name)
         except Exception:       # (a plugin this pytest lists but cannot import: pytest will say so itself)
             pass
-    "\0audit"(EVENT, "prewatch", _WATCH)
+    if snapshots:
+        "\0audit"(EVENT, "prewatch", _WATCH)
 
 
 def _ours(config):
