@@ -9,10 +9,12 @@ reporter the run's facts; from there on the run is the cold one's: same command 
 seed (drawn at `offer`, recorded), same reporter checks, the timeout counted from the go.
 
 Why the code under test cannot use it: before the go only the interpreter's start, the harness's reporter
-and the runner's import from the environment have run, in a tree that was Base; a candidate's code first runs
-after the go, as in a cold run. Code of the checkout imported before the go (the runner is the product:
-pytest-dev/pytest; a dependency of pytest is) would be the Base's, not the patched tree's: the reporter then
-records `stale` and exits before the go's facts are used, and `execute` reruns cold and stops offering in that
+and the runner's import from the environment may run; a candidate's code first runs after the go, as in a cold
+run. Code of the checkout run before the go (the runner is the product:
+pytest-dev/pytest; a dependency of pytest is; or a module of the candidate's, reached by an early import while
+the patches were being applied) may be the Base's, and ran before the reporter knew the candidate's files: the
+reporter then records `stale` (modules of the checkout in sys.modules, and any code object of the checkout that
+executed) and exits before the go's facts are used, and `execute` reruns cold and stops offering in that
 sandbox. Anything the early interpreter wrote into the tree shows in the tree check after the patches.
 """
 

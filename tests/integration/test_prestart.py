@@ -233,3 +233,33 @@ def test_a_run_released_before_it_is_ready_takes_its_snapshots_as_a_cold_run(kit
     assert report.problem is None and report.ended and not report.tampers, (report.summary(), result.output[-2000:])
     assert report.snapshots_ahead is (released == "after-it-is-ready")
     assert report.nodes and {r.phases.get("call") for r in report.nodes.values()} == {"failed"}, report.summary()
+
+
+HIDING_MODULE = ("import sys\n"
+                 "open('/tmp/ran-before-the-go', 'w').close()\n"
+                 "del sys.modules[__name__]     # gone from sys.modules: the importer fails, and swallows it\n")
+
+
+def test_code_of_the_checkout_that_runs_before_the_go_and_hides_is_still_stale(kit):
+    """The patches are applied while the run started ahead waits: a module the reporter's early imports reach
+    (pytest's junitxml imports `xml`; PYTHONPATH has the checkout) runs the candidate's code before the go,
+    then deletes itself from sys.modules. The run is stale all the same: the reporter counts the checkout's
+    code that ran (audit `exec` events), not only the modules left behind."""
+    bundle = kit.official_bundle()
+    sb = kit.sandbox
+    if sb.backend != "local":
+        pytest.skip("the Docker test image puts nothing of the checkout on sys.path before pytest loads")
+    prestart.discard(sb)
+    cold = execute(kit.task, bundle, sandbox=sb, config=COLD)
+    candidate = diff_after(kit.demo.repo, lambda w: (w / "xml").mkdir() or (w / "xml/__init__.py").write_text(HIDING_MODULE))
+    sb.reset()
+    for name, patch in (("source", candidate), ("test", bundle.test_patch)):
+        assert apply_patch(sb, patch, name=name, ladder=TEST, timeout=60).applied
+    channel = ReporterChannel(sb.channel_dir, {"workdir": sb.workdir, "runner": "pytest"}, prestart=True)
+    spawned = sb.spawn(cold.command, env=channel.env)
+    assert channel.ready(60)
+    channel.go({"workdir": sb.workdir, "runner": "pytest", **candidate_facts(candidate, bundle.test_patch)})
+    result = spawned.wait(120)
+    report = channel.finish()
+    assert sb.read_file("/tmp/ran-before-the-go") == b""       # it did run before the go
+    assert result.exit_code == 75 and "xml/__init__.py" in report.stale, (report.summary(), report.stale)

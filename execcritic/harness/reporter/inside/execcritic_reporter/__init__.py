@@ -166,10 +166,11 @@ def arm(config):
         facts = go()
         del go
         config.update(facts)
-        "\0audit"(EVENT, "facts", facts)
+        ran = []
+        "\0audit"(EVENT, "facts", facts, ran)
         workdir = os.path.abspath(config.get("workdir", "/testbed")) + os.sep
         stale = sorted(name for name, m in list(sys.modules.items())
-                       if os.path.abspath(getattr(m, "__file__", None) or "/").startswith(workdir))
+                       if os.path.abspath(getattr(m, "__file__", None) or "/").startswith(workdir)) + ran
         if stale:
             "\0audit"(EVENT, "stale", stale)
             os._exit(75)

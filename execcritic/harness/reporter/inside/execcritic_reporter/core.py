@@ -315,6 +315,9 @@ def make(sock, key, config, guard_factory, watched_modules):
             if state["booting"] and not state.get("facts"):
                 state["facts"] = True
                 guard.set_facts(args[0])
+                early, guard.early_code = guard.early_code, None
+                if early:
+                    args[1].extend(sorted(early)[:20])      # code of the checkout ran before the go: stale
         elif op == "stale":                  # ... and the code of the checkout it had already imported
             if state["booting"]:
                 emit("stale", {"modules": _list(args[0])[:20]})

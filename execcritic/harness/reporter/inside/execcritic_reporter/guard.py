@@ -134,6 +134,9 @@ class Guard:
         # test-code check still do (docs/failure_kinds.md, "what is not protected")
         self.product_runner = False
         self.provisional = False   # the snapshots were taken before the go of a run started ahead (prewatch)
+        # a run started ahead, until its go: files of the checkout whose code ran (a module that hides from
+        # sys.modules after running still ran: the run is stale all the same)
+        self.early_code = set() if config.get("prestart") else None
 
     def set_facts(self, config):
         """What the harness says about this run's patches: the files the source patch changes, the lines it
@@ -236,6 +239,8 @@ class Guard:
             self._by_candidate(self._caller(3), "frame_access", "sys._getframe")
         elif event == "exec":
             if args and isinstance(args[0], types.CodeType):
+                if self.early_code is not None and args[0].co_filename.startswith(self.workdir):
+                    self.early_code.add(args[0].co_filename[len(self.workdir):])
                 self._note_runtime(args[0], self._caller(3))
         elif event == "compile":
             name = args[1] if len(args) > 1 else None
