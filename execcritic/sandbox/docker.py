@@ -955,6 +955,9 @@ class DockerSandbox(Sandbox):
         return d
 
 
+_ERR_HEAD_BYTES = 64 * 1024      # room for a reset's warnings before its report and the spawned run's session id
+
+
 class _Exec:
     """A started exec whose output a thread streams into a queue; `pump` moves it into the capture."""
 
@@ -997,8 +1000,8 @@ class _Exec:
                 if out:
                     self.cap.feed(out)
                 if err:
-                    if len(self.err_head) < 4096:
-                        self.err_head += err[:4096 - len(self.err_head)]
+                    if len(self.err_head) < _ERR_HEAD_BYTES:
+                        self.err_head += err[:_ERR_HEAD_BYTES - len(self.err_head)]
                     self.err_tail += err
                     del self.err_tail[:-4096]
 
@@ -1039,13 +1042,15 @@ class DockerSpawnedRun:
     def kill(self) -> None:
         if self.done:
             return
-        self.done = True
         sb = self._sandbox
+        with contextlib.suppress(SandboxError):
+            sb._settle()                 # a reset it started must finish before anything is killed
+        if self.done:                    # (that reset replaced the container, and ended it)
+            return
+        self.done = True
         if sb._spawned is self:
             sb._spawned = None
         try:
-            with contextlib.suppress(SandboxError):
-                sb._settle()             # a reset it started must finish before anything is killed
             with contextlib.suppress(SandboxError):
                 sb._kill_all()
                 self.ex.wait_end(30)

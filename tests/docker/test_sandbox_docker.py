@@ -370,3 +370,18 @@ def test_a_spawn_after_reset_resets_first_and_everything_waits_for_it(clean):
     r = sp.wait(30)
     assert r.exit_code == 0 and r.output == f"{len(base)}\n", r.output
     assert clean.changed_paths() == []
+
+
+def test_a_spawn_after_a_run_that_changed_the_image_gets_a_fresh_container(clean):
+    """The reset in a spawn's exec used the image's tools as the last run left them: the next call finds the
+    image filesystem changed, replaces the container and resets again, and the run started in the old one is
+    gone - as after `reset()`."""
+    n = clean.recreations
+    assert clean.run("echo trojan > /usr/local/bin/ec-trojan && echo ok", timeout=30).output == "ok\n"
+    sp = clean.spawn("sleep 4726", reset=True)
+    assert not sp.alive()
+    assert clean.recreations == n + 1 and clean.last_restore["recreated"] == 1
+    assert clean.run("test -e /usr/local/bin/ec-trojan && echo still || echo gone", timeout=30).output == "gone\n"
+    assert "sleep 4726" not in procs(clean)
+    with pytest.raises(RuntimeError):
+        sp.wait(5)
