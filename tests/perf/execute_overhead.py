@@ -14,7 +14,8 @@ dropped), each local variant in a sandbox of its own:
   execute-local-rewrite  cold, and harness.reuse_rewritten_tests off: pytest rewrites the test module on
                  every run (what execute cost before harness/rewrite_cache.py)
   execute-docker, execute-docker-back-to-back, execute-docker-cold   the same three in a DockerSandbox (private
-                 dockerd, a locally built image)
+                 dockerd, a locally built image; files read, written and listed in the volumes' host directories)
+  execute-docker-api-files  execute-docker with every file operation through the Docker API (a remote daemon)
   sandbox-local, sandbox-docker  the bare command inside the sandbox, no reset/apply/reporter (isolation's own
                  cost)
 Reports medians, ratios of medians and paired ratios, the phase split, and PYTHONDONTWRITEBYTECODE. The
@@ -89,16 +90,17 @@ def main() -> None:
         dockerd = start_dockerd()
         client = dockerd.client()
         image = build_task_image(client, demo.repo, "execcritic/test-task:toolz-demo", base=ensure_base_image(client))
-        docker, docker_b2b, docker_cold, docker_plain = (
+        docker, docker_b2b, docker_cold, docker_plain, docker_api = (
             DockerSandbox(image, client=client, activate="", limits=Limits(memory_mb=2048, pids=1024),
-                          warm_bytecode=True) for _ in range(4))
+                          warm_bytecode=True, host_files=host_files) for host_files in (None,) * 4 + (False,))
 
-        def docker_ahead():
-            out = execute(demo.task, bundle, sandbox=docker)
-            return out, lambda: prestart.wait_ready(docker, 60)
+        def docker_ahead(sb=docker):
+            out = execute(demo.task, bundle, sandbox=sb)
+            return out, lambda: prestart.wait_ready(sb, 60)
 
         variants.update({
             "execute-docker": docker_ahead,
+            "execute-docker-api-files": lambda: docker_ahead(docker_api),
             "execute-docker-back-to-back": lambda: execute(demo.task, bundle, sandbox=docker_b2b),
             "execute-docker-cold": lambda: execute(demo.task, bundle, sandbox=docker_cold, config=cold_cfg),
             "sandbox-docker": lambda: docker_plain.run(bare_cmd, timeout=300)})
@@ -108,7 +110,7 @@ def main() -> None:
     ahead = {"execute-local", "execute-local-back-to-back"}
     if docker:
         before["execute-docker-back-to-back"] = lambda: execute(demo.task, bundle, sandbox=docker_b2b)
-        ahead |= {"execute-docker", "execute-docker-back-to-back"}
+        ahead |= {"execute-docker", "execute-docker-back-to-back", "execute-docker-api-files"}
 
     execute(demo.task, bundle, sandbox=plain, config=cold_cfg)   # leaves the test patch applied for sandbox-local
     load_start = os.getloadavg()
@@ -158,7 +160,7 @@ def main() -> None:
     for sb in (local, cold, plain, b2b):
         sb.close()
     if docker:
-        for sb in (docker, docker_b2b, docker_cold, docker_plain):
+        for sb in (docker, docker_b2b, docker_cold, docker_plain, docker_api):
             sb.close()
     if dockerd:
         dockerd.stop()
