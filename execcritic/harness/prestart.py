@@ -2,20 +2,21 @@
 
 About half of a short pytest run is starting Python and importing pytest, before any test code. None of it
 depends on the patches, so after a pytest run `offer` resets the sandbox to Base and starts the same command
-at once (`spawn(reset=True)`: Docker does both in one exec, in the background); the reporter connects, imports the runner, records that it is ready and waits (reporter/
-__init__.py `arm`). The next `execute` with the same command in the untouched sandbox (`generation`
-unchanged) skips its reset (the tree is Base), applies the patches, judges the tree, and `go` hands the
-reporter the run's facts; from there on the run is the cold one's: same command line, environment and hash
-seed (drawn at `offer`, recorded), same reporter checks, the timeout counted from the go.
+at once (`spawn(reset=True)`: Docker does both in one exec, in the background); the reporter connects, imports
+the runner, records that it is ready and waits (reporter/__init__.py `arm`). The next `execute` with the same
+command in the untouched sandbox (`generation` unchanged) skips its reset (the tree is Base), applies the
+patches, judges the tree, and `go` hands the reporter the run's facts; from there on the run is the cold
+one's: same command line, environment and hash seed (drawn at `offer`, recorded), same reporter checks, the
+timeout counted from the go.
 
 Why the code under test cannot use it: before the go only the interpreter's start, the harness's reporter
 and the runner's import from the environment may run; a candidate's code first runs after the go, as in a cold
-run. Code of the checkout run before the go (the runner is the product:
-pytest-dev/pytest; a dependency of pytest is; or a module of the candidate's, reached by an early import while
-the patches were being applied) may be the Base's, and ran before the reporter knew the candidate's files: the
-reporter then records `stale` (modules of the checkout in sys.modules, and any code object of the checkout that
-executed) and exits before the go's facts are used, and `execute` reruns cold and stops offering in that
-sandbox. Anything the early interpreter wrote into the tree shows in the tree check after the patches.
+run. Code of the checkout run before the go (the runner is the product: pytest-dev/pytest; a dependency of
+pytest is; or a module of the candidate's, reached by an early import while the patches were being applied)
+may be the Base's, and ran before the reporter knew the candidate's files: the reporter then records `stale`
+(modules of the checkout in sys.modules, and any code object of the checkout that executed) and exits before
+the go's facts are used, and `execute` reruns cold and stops offering in that sandbox. Anything the early
+interpreter wrote into the tree shows in the tree check after the patches.
 """
 
 from __future__ import annotations

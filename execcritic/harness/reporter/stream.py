@@ -59,8 +59,8 @@ class ReporterReport:
     collect_errors: list[dict[str, str]] = field(default_factory=list)
     exitstatus: int | None = None                      # the runner's own session exit status, where it says
     hello: dict[str, Any] = field(default_factory=dict)
-    stale: list[str] = field(default_factory=list)     # a run started ahead of time had imported these modules
-                                                       # of the checkout: it ended before the patches' code ran
+    stale: list[str] = field(default_factory=list)     # a run started ahead of time had run code of the checkout
+                                                       # (these modules, files): it ended before its go was used
     snapshots_ahead: bool | None = None                # a run started ahead: it took the runner's snapshots while
                                                        # it waited (False: released first, it took them as a cold run)
 
