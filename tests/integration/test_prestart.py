@@ -251,7 +251,8 @@ def test_code_of_the_checkout_that_runs_before_the_go_and_hides_is_still_stale(k
         pytest.skip("the Docker test image puts nothing of the checkout on sys.path before pytest loads")
     prestart.discard(sb)
     cold = execute(kit.task, bundle, sandbox=sb, config=COLD)
-    candidate = diff_after(kit.demo.repo, lambda w: (w / "xml").mkdir() or (w / "xml/__init__.py").write_text(HIDING_MODULE))
+    candidate = diff_after(kit.demo.repo,
+                           lambda w: (w / "xml").mkdir() or (w / "xml/__init__.py").write_text(HIDING_MODULE))
     sb.reset()
     for name, patch in (("source", candidate), ("test", bundle.test_patch)):
         assert apply_patch(sb, patch, name=name, ladder=TEST, timeout=60).applied
