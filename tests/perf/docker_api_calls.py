@@ -5,7 +5,7 @@ image). Each call on the Docker API client is counted and timed (a streamed exec
 harness waits, untimed, until the run started ahead is ready before each timed `execute`, as the overhead
 benchmark's default variant does. The first `execute` starts cold.
 
-  PYTHONPATH=. .venv/bin/python tests/perf/docker_api_calls.py [--runs 6]
+  PYTHONPATH=. .venv/bin/python tests/perf/docker_api_calls.py [--runs 6] [--api-files]
 """
 
 from __future__ import annotations
@@ -32,12 +32,13 @@ CALLS = ("exec_create", "exec_start", "exec_inspect", "put_archive", "get_archiv
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=6)
+    ap.add_argument("--api-files", action="store_true", help="files through the Docker API only (a remote daemon)")
     args = ap.parse_args()
     demo = build_demo(TOOLZ, Path(tempfile.mkdtemp(prefix="execcritic-api-")))
     client = start_dockerd().client()
     image = build_task_image(client, demo.repo, "execcritic/test-task:toolz-demo", base=ensure_base_image(client))
     sb = DockerSandbox(image, client=client, activate="", limits=Limits(memory_mb=2048, pids=1024),
-                       warm_bytecode=True)
+                       warm_bytecode=True, host_files=False if args.api_files else None)
     bundle = ScenarioKit(demo, sb).official_bundle()
     calls: collections.Counter = collections.Counter()
     spent: collections.Counter = collections.Counter()
