@@ -301,7 +301,7 @@ def test_files_are_read_as_the_container_sees_them(clean):
     """Reads and writes go through the volumes' host directories when the daemon is local; a link that leaves
     them is resolved by the container (its /etc, not the host's), and a FIFO is neither read nor opened."""
     if not clean._host_roots:
-        pytest.skip("the daemon's volumes are not accessible from here: every read is an archive transfer")
+        pytest.skip("this sandbox's files go through the Docker API (host_files=False, or no access to the volumes from here)")
     r = clean.run("echo container-only > /etc/ec-marker && ln -s /etc/ec-marker out_link && mkfifo fifo && "
                   "ln -s ../../etc/hostname up_link && echo ok", timeout=30)
     assert r.output == "ok\n"
@@ -318,7 +318,7 @@ def test_files_are_read_as_the_container_sees_them(clean):
 
 def test_changed_paths_from_the_host_match_the_containers_listing(clean):
     if clean._host_snap is None:
-        pytest.skip("the daemon's volumes are not accessible from here")
+        pytest.skip("this sandbox's files go through the Docker API (host_files=False, or no access to the volumes from here)")
     assert clean.changed_paths() == []
     assert clean.run(DIRTY_RUN, timeout=60).exit_code == 0
     inside = clean._exec_simple(["bash", "-c", CHANGED_SCRIPT, "changed", clean._restored_at, clean.workdir,
