@@ -757,11 +757,12 @@ class DockerSandbox(Sandbox):
     def _put_many(self, files: list[tuple[str, bytes, int, int | None]]) -> None:
         """Write on the host where the path stays in a working volume (`_host_volumes`), the rest in one
         archive upload."""
+        if not self._host_roots:
+            self._put_archive(files)
+            return
         rest = []
         for path, data, mode, mtime in files:
             try:
-                if not self._host_roots:
-                    raise hostfs.Outside(path)
                 hostfs.write(path, data, mode, mtime, self._host_roots)
             except hostfs.Outside:
                 rest.append((path, data, mode, mtime))
@@ -1034,10 +1035,17 @@ class DockerSpawnedRun:
         self._sandbox._settle()
         if self.done:                            # the reset before it found the image changed: it is gone
             raise SandboxError("the run started ahead ended before it was released (its container was replaced)")
+        self._detach()
+        return self._sandbox._collect(self.ex, timeout, "")
+
+    def _detach(self) -> None:
         self.done = True
         if self._sandbox._spawned is self:
             self._sandbox._spawned = None
-        return self._sandbox._collect(self.ex, timeout, "")
+
+    def _ended(self) -> None:
+        for fn in self.on_kill:
+            fn()
 
     def kill(self) -> None:
         if self.done:
@@ -1047,19 +1055,15 @@ class DockerSpawnedRun:
             sb._settle()                 # a reset it started must finish before anything is killed
         if self.done:                    # (that reset replaced the container, and ended it)
             return
-        self.done = True
-        if sb._spawned is self:
-            sb._spawned = None
+        self._detach()
         try:
             with contextlib.suppress(SandboxError):
                 sb._kill_all()
                 self.ex.wait_end(30)
         finally:
-            for fn in self.on_kill:
-                fn()
+            self._ended()
 
     def ended_by_close(self) -> None:
         if not self.done:
-            self.done = True
-            for fn in self.on_kill:
-                fn()
+            self._detach()
+            self._ended()

@@ -131,7 +131,7 @@ def changed_since(tree: Path, snap: Path, t_ns: int) -> list[str]:
     snapshot entries a changed directory lost. The same answer as the Docker backend's in-container listing (`CHANGED_SCRIPT`)."""
     out: set[str] = set()
 
-    def look(rel: str, full: str, st: os.stat_result) -> None:
+    def look(rel: str, st: os.stat_result) -> None:
         if st.st_ctime_ns <= t_ns:
             return
         if not stat.S_ISDIR(st.st_mode):
@@ -149,7 +149,7 @@ def changed_since(tree: Path, snap: Path, t_ns: int) -> list[str]:
             if not os.path.lexists(os.path.join(tree, crel)):
                 out.add(crel)
 
-    look(".", str(tree), os.lstat(tree))
+    look(".", os.lstat(tree))
     stack = [("", str(tree))]
     while stack:
         rel_dir, full_dir = stack.pop()
@@ -160,7 +160,7 @@ def changed_since(tree: Path, snap: Path, t_ns: int) -> list[str]:
                     st = e.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue
-                look(rel, e.path, st)
+                look(rel, st)
                 if stat.S_ISDIR(st.st_mode):
                     stack.append((rel, e.path))
     return sorted(out)
