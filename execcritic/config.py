@@ -13,6 +13,7 @@ A.3/A.4, B.1, B.3, Tables 7-9.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import typing
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+import pydantic
 import yaml
 
 from execcritic.errors import InputError
@@ -27,9 +29,13 @@ from execcritic.errors import InputError
 PROFILES_DIR = Path(__file__).parent / "profiles"
 
 
-def knob(default: Any, help: str, *, source: str = "", cli: str = "") -> Any:
-    """A config field: its default, what it does, where the paper fixes it, and an optional CLI name."""
-    return field(default=default, metadata={"help": help, "source": source, "cli": cli})
+def knob(default: Any, help: str, *, source: str = "", cli: str = "", choices: tuple[str, ...] = (),
+         **bounds: float) -> Any:
+    """A config field: its default, what it does, where the paper fixes it, an optional CLI name, and what
+    values are valid (`choices`, or pydantic bounds `ge`/`gt`/`le`/`lt`): a negative turn count or a zero
+    timeout is refused where it is given, never discovered mid-run."""
+    return field(default=default, metadata={"help": help, "source": source, "cli": cli, "choices": choices,
+                                            "bounds": bounds})
 
 
 @dataclass(frozen=True)
@@ -38,21 +44,21 @@ class HarnessConfig:
     runs repository code (executor, official evaluator, agent workspaces; both backends)."""
 
     test_timeout_s: float = knob(240.0, "wall-clock limit of one bundle execution (Base gate, audit, CHECK)",
-                                 source="Table 8: repair test timeout 240 s", cli="--test-timeout")
+                                 source="Table 8: repair test timeout 240 s", cli="--test-timeout", gt=0)
     setup_timeout_s: float = knob(600.0, "limit for preparing a sandbox run: copying/warming the checkout, "
-                                  "starting a container, applying a patch", source="Table 8: setup 600 s")
+                                  "starting a container, applying a patch", source="Table 8: setup 600 s", gt=0)
     memory_limit_mb: int = knob(4096, "memory limit of every process tree that runs repository code; "
-                                "exceeding it is `out_of_memory`, never a verdict", cli="--memory-mb")
+                                "exceeding it is `out_of_memory`, never a verdict", cli="--memory-mb", ge=64)
     pids_limit: int = knob(1024, "process limit of every process tree that runs repository code; a fork bomb "
-                           "ends as a sandbox limit, never a verdict")
+                           "ends as a sandbox limit, never a verdict", ge=16)
     output_limit_bytes: int = knob(4 * 1024 * 1024, "captured output of one command (head and tail kept, "
-                                   "the middle dropped and marked)")
-    output_tail_chars: int = knob(8000, "bounded output tail kept on an Execution record")
-    max_test_patch_bytes: int = knob(200_000, "a larger test.patch is rejected (`patch.too_large`)")
-    max_command_chars: int = knob(4000, "a longer test_command is rejected (`command.too_long`)")
-    max_contract_field_chars: int = knob(4000, "a longer test_contract.json field is rejected")
+                                   "the middle dropped and marked)", ge=1024)
+    output_tail_chars: int = knob(8000, "bounded output tail kept on an Execution record", ge=0)
+    max_test_patch_bytes: int = knob(200_000, "a larger test.patch is rejected (`patch.too_large`)", ge=1)
+    max_command_chars: int = knob(4000, "a longer test_command is rejected (`command.too_long`)", ge=1)
+    max_contract_field_chars: int = knob(4000, "a longer test_contract.json field is rejected", ge=1)
     official_timeout_s: float = knob(1800.0, "wall-clock limit of one official evaluation (all F2P + P2P)",
-                                     source="swebench run_evaluation's default timeout")
+                                     source="swebench run_evaluation's default timeout", gt=0)
     reuse_rewritten_tests: bool = knob(True, "serve pytest's rewritten test modules, compiled by a clean Base "
                                        "run and kept by the harness outside the tree, to later runs "
                                        "(harness/rewrite_cache.py); off: every run rewrites them")
@@ -67,9 +73,9 @@ class WorkspaceConfig:
     """The agents' bash tool (both agents share the loop)."""
 
     command_timeout_s: float = knob(180.0, "wall-clock limit of one agent bash command; the agent sees a "
-                                    "timeout note", cli="--command-timeout")
+                                    "timeout note", cli="--command-timeout", gt=0)
     observation_chars: int = knob(10_000, "an action's output shown to the model is cut to this many "
-                                  "characters (head and tail kept)")
+                                  "characters (head and tail kept)", ge=1)
 
 
 @dataclass(frozen=True)
@@ -79,14 +85,14 @@ class TestAgentConfig:
     __test__ = False  # not a pytest test class
 
     max_submissions: int = knob(5, "submission attempts per episode", source="§3.1: at most 5 submission "
-                                "attempts", cli="--max-submissions")
-    max_turns: int = knob(60, "model turns per episode", source="§3.1 / Table 7: 60 turns", cli="--test-turns")
-    max_output_tokens: int = knob(8192, "max output tokens per Test-agent turn", source="Table 9a")
-    episode_timeout_s: float = knob(900.0, "wall-clock limit of one generation episode", source="Table 7: 900 s")
+                                "attempts", cli="--max-submissions", ge=1)
+    max_turns: int = knob(60, "model turns per episode", source="§3.1 / Table 7: 60 turns", cli="--test-turns", ge=1)
+    max_output_tokens: int = knob(8192, "max output tokens per Test-agent turn", source="Table 9a", ge=1)
+    episode_timeout_s: float = knob(900.0, "wall-clock limit of one generation episode", source="Table 7: 900 s", gt=0)
     context_tokens: int = knob(48_000, "context budget (the model's own window when smaller)",
-                               source="Table 7: 48k context")
+                               source="Table 7: 48k context", ge=1)
     diagnostics_chars: int = knob(6000, "bounded Base-gate diagnostics returned to the agent",
-                                  source="Appendix B.1: bounded diagnostics")
+                                  source="Appendix B.1: bounded diagnostics", ge=1)
 
 
 @dataclass(frozen=True)
@@ -94,20 +100,20 @@ class RepairConfig:
     """Test to Improve controller (paper §3.2, Eq. 10-11, Listings 4-12, Table 9)."""
 
     round0_turns: int = knob(200, "Round 0 (direct solve) turns", source="§3.2: 200-turn Round 0",
-                             cli="--round0-turns")
+                             cli="--round0-turns", ge=1)
     revision_rounds: int = knob(5, "feedback-guided revision rounds", source="§3.2: at most 5 rounds",
-                                cli="--revision-rounds")
+                                cli="--revision-rounds", ge=0)
     turns_per_round: int = knob(40, "turns per revision round; 40 turns without a CHECK force one",
-                                source="§3.2: 40 turns per round", cli="--turns-per-round")
+                                source="§3.2: 40 turns per round", cli="--turns-per-round", ge=1)
     feedback_chars: int = knob(6000, "generated-test feedback envelope cap (header always kept)",
-                               source="Listing 7: 6,000 characters")
+                               source="Listing 7: 6,000 characters", ge=1)
     apply_diagnostics_chars: int = knob(12_000, "patch-application diagnostics cap (Listing 12)",
-                                        source="Listing 12: 12,000 characters")
-    temperature: float = knob(0.6, "Repair evaluation sampling temperature", source="Table 9b")
+                                        source="Listing 12: 12,000 characters", ge=1)
+    temperature: float = knob(0.6, "Repair evaluation sampling temperature", source="Table 9b", ge=0, le=2)
     runs_per_source: int = knob(3, "Repair runs per (issue, Test source) reusing one bundle; resolved rates "
-                                "are means over them", source="§5: means over 3 Repair runs", cli="--runs")
+                                "are means over them", source="§5: means over 3 Repair runs", cli="--runs", ge=1)
     context_tokens: int = knob(65_536, "context budget (the model's own window when smaller)",
-                               source="Table 8: 65k context")
+                               source="Table 8: 65k context", ge=1)
 
 
 @dataclass(frozen=True)
@@ -122,11 +128,11 @@ class TestRewardConfig:
     q_mid_ba: float = knob(0.5, "Q = 1 and 0.8 <= BA < 1", source="Eq. 5")
     q_full_ba: float = knob(1.0, "Q = 1 and BA = 1", source="Eq. 5")
     ba_mid_threshold: float = knob(0.8, "balanced-accuracy threshold between the low and mid levels",
-                                   source="Eq. 5")
-    max_candidates: int = knob(8, "deduplicated labeled candidates a bundle is run on", source="§2.3 / Eq. 12")
+                                   source="Eq. 5", ge=0, le=1)
+    max_candidates: int = knob(8, "deduplicated labeled candidates a bundle is run on", source="§2.3 / Eq. 12", ge=1)
     turn_penalty_margin: int = knob(8, "a rollout more than this many turns longer than the shortest "
-                                    "same-level rollout gets the penalty factor", source="§4")
-    turn_penalty_factor: float = knob(0.5, "reward factor of a too-long rollout", source="§4")
+                                    "same-level rollout gets the penalty factor", source="§4", ge=0)
+    turn_penalty_factor: float = knob(0.5, "reward factor of a too-long rollout", source="§4", ge=0, le=1)
 
 
 @dataclass(frozen=True)
@@ -146,23 +152,23 @@ class GRPOConfig:
 
     std_normalization: bool = knob(False, "divide advantages by the group std (the paper does not)",
                                    source="§4: group-mean subtraction, no std division")
-    clip_low: float = knob(0.2, "PPO clip epsilon (low)", source="Tables 7b, 8a")
-    clip_high: float = knob(0.28, "PPO clip epsilon (high, DAPO clip-higher)", source="Tables 7b, 8a")
-    kl_coef: float = knob(0.0, "KL coefficient", source="Tables 7b, 8a")
-    learning_rate: float = knob(1e-6, "learning rate", source="Tables 7b, 8a")
-    adam_beta1: float = knob(0.9, "Adam beta1", source="Tables 7b, 8a")
-    adam_beta2: float = knob(0.98, "Adam beta2", source="Tables 7b, 8a")
-    weight_decay: float = knob(0.1, "weight decay", source="Tables 7b, 8a")
+    clip_low: float = knob(0.2, "PPO clip epsilon (low)", source="Tables 7b, 8a", gt=0, lt=1)
+    clip_high: float = knob(0.28, "PPO clip epsilon (high, DAPO clip-higher)", source="Tables 7b, 8a", gt=0)
+    kl_coef: float = knob(0.0, "KL coefficient", source="Tables 7b, 8a", ge=0)
+    learning_rate: float = knob(1e-6, "learning rate", source="Tables 7b, 8a", gt=0)
+    adam_beta1: float = knob(0.9, "Adam beta1", source="Tables 7b, 8a", ge=0, lt=1)
+    adam_beta2: float = knob(0.98, "Adam beta2", source="Tables 7b, 8a", ge=0, lt=1)
+    weight_decay: float = knob(0.1, "weight decay", source="Tables 7b, 8a", ge=0)
     groups_per_step: int = knob(16, "issue groups kept per step by DAPO dynamic sampling (non-zero reward "
-                                "variance)", source="Tables 7c, 8c")
-    rollouts_per_group: int = knob(8, "rollouts per issue group (16 x 8 = 128 per step)", source="Tables 7c, 8c")
-    rollout_temperature: float = knob(1.0, "sampling temperature of RL rollouts", source="Tables 7c, 8c")
-    rollout_top_p: float = knob(1.0, "top-p of RL rollouts", source="Tables 7c, 8c")
-    rollout_top_k: int = knob(-1, "top-k of RL rollouts (-1: disabled)", source="Tables 7c, 8c")
+                                "variance)", source="Tables 7c, 8c", ge=1)
+    rollouts_per_group: int = knob(8, "rollouts per issue group (16 x 8 = 128 per step)", source="Tables 7c, 8c", ge=2)
+    rollout_temperature: float = knob(1.0, "sampling temperature of RL rollouts", source="Tables 7c, 8c", gt=0)
+    rollout_top_p: float = knob(1.0, "top-p of RL rollouts", source="Tables 7c, 8c", gt=0, le=1)
+    rollout_top_k: int = knob(-1, "top-k of RL rollouts (-1: disabled)", source="Tables 7c, 8c", ge=-1)
     max_groups_offered: int = knob(0, "DAPO oversampling cap: issue groups offered per step before the step "
                                    "proceeds with fewer kept groups (dropped groups then fill the batch and train "
                                    "nothing); 0 = no cap, sample until groups_per_step are kept",
-                                   source="§5.1 states no cap; slime --over-sampling-batch-size")
+                                   source="§5.1 states no cap; slime --over-sampling-batch-size", ge=0)
 
 
 @dataclass(frozen=True)
@@ -170,11 +176,11 @@ class SFTConfig:
     """Test-agent supervised initialization (Table 7a, Table 4)."""
 
     trajectories: int = knob(5000, "teacher trajectories admitted for Test-agent SFT (protocol validity and a "
-                             "clean Base failure; Gold never filters)", source="Table 7a")
-    epochs: float = knob(1.0, "passes over the SFT rows", source="not stated in Table 7a")
-    batch_size: int = knob(8, "SFT rows per optimizer step", source="not stated in Table 7a")
+                             "clean Base failure; Gold never filters)", source="Table 7a", ge=1)
+    epochs: float = knob(1.0, "passes over the SFT rows", source="not stated in Table 7a", gt=0)
+    batch_size: int = knob(8, "SFT rows per optimizer step", source="not stated in Table 7a", ge=1)
     max_length: int = knob(48_000, "SFT example length cap in tokens (longer rows are truncated)",
-                           source="Table 7b: the Test policy's 48k context")
+                           source="Table 7b: the Test policy's 48k context", ge=1)
 
 
 @dataclass(frozen=True)
@@ -183,16 +189,16 @@ class TestRLConfig:
 
     __test__ = False
 
-    steps: int = knob(200, "GRPO steps (the reported checkpoint)", source="Table 7e: horizon 200, checkpoint 200")
-    lr_schedule: str = knob("constant", "learning-rate schedule", source="Table 7b")
+    steps: int = knob(200, "GRPO steps (the reported checkpoint)", source="Table 7e: horizon 200, checkpoint 200", ge=1)
+    lr_schedule: str = knob("constant", "learning-rate schedule", source="Table 7b", choices=('constant', 'cosine'))
     loss_reduction: str = knob("per-token", "policy-loss aggregation: per-token or per-sequence",
-                               source="not stated in Table 7; per-token as for the Repair agent (Table 8a)")
-    save_interval: int = knob(10, "steps between checkpoints", source="Table 7e")
+                               source="not stated in Table 7; per-token as for the Repair agent (Table 8a)", choices=('per-token', 'per-sequence'))
+    save_interval: int = knob(10, "steps between checkpoints", source="Table 7e", ge=1)
     global_batch_size: int = knob(32, "rollouts per optimizer update: a step's rollouts are used in minibatches of "
-                                  "this size", source="Table 7e: global batch size 32")
+                                  "this size", source="Table 7e: global batch size 32", ge=1)
     min_candidates: int = knob(6, "an instance enters the Test RL set with at least this many officially labeled "
                                "candidate patches", source="§5: 'Test-agent training retains instances with at "
-                               "least six candidate patches'")
+                               "least six candidate patches'", ge=1)
     require_both_labels: bool = knob(False, "the Test RL set also requires both a correct and an incorrect candidate",
                                      source="§5 requires this for Repair training only ('additionally')")
 
@@ -201,16 +207,16 @@ class TestRLConfig:
 class RepairRLConfig:
     """Repair-agent GRPO (Table 8a-c)."""
 
-    steps: int = knob(100, "GRPO steps (the reported checkpoint)", source="Table 8b: checkpoint 100")
-    lr_schedule: str = knob("cosine", "learning-rate schedule", source="Table 8a")
+    steps: int = knob(100, "GRPO steps (the reported checkpoint)", source="Table 8b: checkpoint 100", ge=1)
+    lr_schedule: str = knob("cosine", "learning-rate schedule", source="Table 8a", choices=('constant', 'cosine'))
     loss_reduction: str = knob("per-token", "policy-loss aggregation: per-token or per-sequence",
-                               source="Table 8a")
-    max_response_tokens: int = knob(6122, "max tokens of one Repair rollout turn", source="Table 8a")
-    save_interval: int = knob(10, "steps between checkpoints", source="Table 8b")
+                               source="Table 8a", choices=('per-token', 'per-sequence'))
+    max_response_tokens: int = knob(6122, "max tokens of one Repair rollout turn", source="Table 8a", ge=1)
+    save_interval: int = knob(10, "steps between checkpoints", source="Table 8b", ge=1)
     global_batch_size: int = knob(64, "rollouts per optimizer update (minibatches of a step's rollouts)",
-                                  source="Table 8b: global batch size 64")
+                                  source="Table 8b: global batch size 64", ge=1)
     min_candidates: int = knob(6, "an instance enters the Repair RL set with at least this many labeled candidates",
-                               source="§5: the Test-agent condition, which Repair training 'additionally' extends")
+                               source="§5: the Test-agent condition, which Repair training 'additionally' extends", ge=1)
     require_both_labels: bool = knob(True, "the Repair RL set requires both correct and incorrect candidates",
                                      source="§5: 'Repair-agent training additionally requires both correct and "
                                      "incorrect candidate patches'")
@@ -261,6 +267,23 @@ class Knob:
     help: str
     source: str
     cli: str              # "--turns-per-round" or ""
+    choices: tuple[str, ...] = ()
+    bounds: tuple[tuple[str, float], ...] = ()   # (("ge", 1),): pydantic bounds
+
+    def valid(self) -> str:
+        """What a valid value is, in words ("an int >= 1", "one of constant, cosine")."""
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        words = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+        limits = " and ".join(f"{words[k]} {v}" for k, v in self.bounds)
+        name = self.type.__name__
+        return f"{'an' if name[0] in 'aeiou' else 'a'} {name}" + (f" {limits}" if limits else "")
+
+    @functools.cached_property
+    def adapter(self) -> pydantic.TypeAdapter:
+        t: Any = typing.Literal[self.choices] if self.choices else self.type
+        return pydantic.TypeAdapter(typing.Annotated[t, pydantic.Field(**dict(self.bounds))],
+                                    config=pydantic.ConfigDict(allow_inf_nan=False))
 
 
 def knobs() -> list[Knob]:
@@ -271,27 +294,24 @@ def knobs() -> list[Knob]:
         hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
             out.append(Knob(f"{section.name}.{f.name}", hints[f.name], f.default, f.metadata.get("help", ""),
-                            f.metadata.get("source", ""), f.metadata.get("cli", "")))
+                            f.metadata.get("source", ""), f.metadata.get("cli", ""),
+                            tuple(f.metadata.get("choices", ())), tuple(f.metadata.get("bounds", {}).items())))
     return out
 
 
 def _coerce(knob_: Knob, value: Any, where: str) -> Any:
-    t = knob_.type
-    if t is bool:
-        if isinstance(value, bool):
-            return value
-        if str(value).lower() in ("1", "true", "yes", "on"):
-            return True
-        if str(value).lower() in ("0", "false", "no", "off"):
-            return False
-    else:
-        try:
-            if isinstance(value, bool):
-                raise ValueError
-            return t(value) if t is not int else int(str(value), 10)
-        except (TypeError, ValueError):
-            pass
-    raise InputError(f"{knob_.key} must be a {t.__name__}, got {value!r}", file=where or None, field=knob_.key)
+    """`value` as the knob's type, validated by pydantic against its choices and bounds (YAML and `--set`
+    give typed values; command-line aliases and strings are converted as pydantic's lax mode does)."""
+    try:
+        if knob_.type is not bool and isinstance(value, bool) or \
+                knob_.type is int and isinstance(value, float) and not value.is_integer():
+            raise ValueError
+        return knob_.adapter.validate_python(value)
+    except (pydantic.ValidationError, ValueError):
+        pass
+    if where.startswith("--") and where != "--set":    # a command-line alias: name the flag the user typed
+        raise InputError(f"{where} ({knob_.key}) must be {knob_.valid()}, got {value!r}", field=where)
+    raise InputError(f"{knob_.key} must be {knob_.valid()}, got {value!r}", file=where or None, field=knob_.key)
 
 
 def apply_overrides(config: ProtocolConfig, values: dict[str, Any], *, where: str = "") -> ProtocolConfig:
@@ -310,12 +330,20 @@ def apply_overrides(config: ProtocolConfig, values: dict[str, Any], *, where: st
     return dataclasses.replace(config, **replaced)
 
 
+def _read_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        raise InputError(f"not valid YAML{at} ({getattr(exc, 'problem', None) or exc})", file=str(path)) from None
+    except UnicodeDecodeError:
+        raise InputError("not a UTF-8 text file", file=str(path)) from None
+
+
 def read_yaml_mapping(path: Path, not_mapping: str) -> dict[str, Any]:
     """A YAML file that must hold a mapping (a preset, a launch file); both errors name the file."""
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except yaml.YAMLError as exc:
-        raise InputError(f"not valid YAML ({exc})", file=str(path)) from None
+    data = _read_yaml(path)
     if not isinstance(data, dict):
         raise InputError(not_mapping, file=str(path))
     return data
@@ -357,7 +385,7 @@ def load_protocol(config: str | None = None, sets: Iterable[str] = (), values: d
     cfg = base
     if config:
         path = profile_path(config)
-        cfg = apply_overrides(cfg, _flatten(yaml.safe_load(path.read_text()), str(path)), where=str(path))
+        cfg = apply_overrides(cfg, _flatten(_read_yaml(path), str(path)), where=str(path))
     parsed: dict[str, Any] = {}
     for item in sets:
         key, sep, value = item.partition("=")

@@ -11,7 +11,6 @@ turn. Everything that happened is appended to a `Trajectory` that can be saved a
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any, Callable
 from execcritic.agents.models.base import ChatModel, ContextWindowExceeded, FormatError
 from execcritic.config import PAPER, WorkspaceConfig
 from execcritic.errors import SandboxError
+from execcritic.files import atomic_write
 from execcritic.sandbox.base import Sandbox
 
 SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
@@ -70,12 +70,7 @@ class Trajectory:
         return {"format": TRAJECTORY_FORMAT, "meta": self.meta, "messages": self.messages, "events": self.events}
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1, default=str))
-        os.replace(tmp, path)
-        return path
+        return atomic_write(path, json.dumps(self.to_dict(), indent=1, default=str))
 
     @classmethod
     def load(cls, path: str | Path) -> "Trajectory":

@@ -203,6 +203,8 @@ class RepairController:
 
     # ---- revision rounds ------------------------------------------------------------------------
     def _revise(self, initial: Execution) -> None:
+        if self.config.revision_rounds == 0:       # Round 0 only (an ablation): the checked Round-0 patch is final
+            raise _Done("budget_exhausted", self._candidate())
         s = self.session
         s.phase = "repair"
         if not any(m.get("role") == "system" for m in s.messages):

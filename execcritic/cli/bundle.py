@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from execcritic.bundle.model import TestBundle
-from execcritic.cli.common import JSON_OPTION, emit_json, fail, guarded
+from execcritic.cli.common import JSON_OPTION, ExitCode, emit_json
 from execcritic.errors import InputError
+from execcritic.files import atomic_write_json
 from execcritic.harness.oracle.check import check_official, load_rows, summarize
 from execcritic.harness.oracle.outlines import outline_reader
 from execcritic.harness.validate import validate_bundle
@@ -29,13 +30,14 @@ def check(
         None, help="bundle directory: test.patch, test_command, test_contract.json"
     ),
     dataset: Optional[str] = typer.Option(
-        None, "--dataset", help="dataset file (parquet/JSONL) or hub id holding the task"
+        None, "--dataset", "-d", help="the task set holding the task the bundle is for (with --instance), or "
+                                      "whose official bundles --oracle checks"
     ),
-    instance: Optional[str] = typer.Option(
-        None, "--instance", help="instance_id of the task the bundle is for"
+    instance: Optional[List[str]] = typer.Option(
+        None, "--instance", "-i", help="instance_id of the task the bundle is for (one)"
     ),
-    oracle: Optional[str] = typer.Option(
-        None, "--oracle", help="validate the *official* bundle of every instance of this dataset instead"
+    oracle: bool = typer.Option(
+        False, "--oracle", metavar="", help="validate the *official* bundle of every instance of --dataset instead"
     ),
     sources: Optional[Path] = typer.Option(
         None,
@@ -44,76 +46,83 @@ def check(
     ),
     out: Optional[Path] = typer.Option(None, "--out", help="also write the full JSON report here"),
     min_rate: Optional[float] = typer.Option(
-        None, "--min-rate", help="exit 1 if the oracle valid rate is below this (0-1)"
+        None, "--min-rate", min=0.0, max=1.0, help="with --oracle: exit 1 if the valid rate is below this (0-1)"
     ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Exit 0 iff the bundle is valid; otherwise print every problem (exit 1). With --oracle, report the
     rate of official bundles that validate and every rejection grouped by problem code."""
     if oracle:
-        _check_oracle(oracle, sources, out, min_rate, as_json)
+        if directory is not None or instance:
+            raise InputError("--oracle checks every official bundle of --dataset: give no DIRECTORY or --instance",
+                             field="--oracle")
+        if not dataset:
+            raise InputError("--oracle needs --dataset (the task set whose official bundles to check)",
+                             field="--dataset")
+        _check_oracle(dataset, sources, out, min_rate, as_json)
         return
     if directory is None:
-        fail(InputError("give a bundle DIRECTORY (with --dataset/--instance), or --oracle DATASET"), as_json)
-
+        raise InputError("give a bundle DIRECTORY (with --dataset/--instance), or --oracle --dataset DATASET")
+    if min_rate is not None or sources is not None:
+        raise InputError("--min-rate and --sources go with --oracle", field="--min-rate")
+    if len(instance or []) > 1:
+        raise InputError("a bundle is for one task: give one --instance", field="--instance")
     task = None
-    with guarded(as_json):
-        bundle = TestBundle.from_dir(directory)
-        if dataset or instance:
-            if not (dataset and instance):
-                raise InputError("--dataset and --instance go together (the task the bundle is for)")
-
-            task = load_tasks(dataset, instance_ids=[instance]).get(instance)
-        problems = validate_bundle(bundle, task)
+    bundle = TestBundle.from_dir(directory)
+    if dataset or instance:
+        if not (dataset and instance):
+            raise InputError("--dataset and --instance go together (the task the bundle is for)")
+        task = load_tasks(dataset, instance_ids=instance).get(instance[0])
+    problems = validate_bundle(bundle, task)
     report = {
         "valid": not problems,
         "problems": [p.to_dict() for p in problems],
         "bundle": str(directory),
-        "instance": instance,
+        "instance": instance[0] if instance else None,
         "digest": bundle.digest(),
     }
     if out:
-        out.write_text(json.dumps(report, indent=2) + "\n")
+        atomic_write_json(out, report)
     if as_json:
         emit_json(report)
     else:
         console = Console()
         if not problems:
-            console.print(f"[green]valid[/green] {directory}" + (f" for {instance}" if instance else ""))
+            console.print(f"[green]valid[/green] {directory}" + (f" for {instance[0]}" if instance else ""))
         else:
             console.print(f"[red]invalid[/red] {directory}: {len(problems)} problem(s)")
             for p in problems:
                 console.print(f"  {p.artifact}: [bold]{p.code}[/bold] {p.message}", highlight=False)
-    raise typer.Exit(0 if not problems else 1)
+    raise typer.Exit(ExitCode.OK if not problems else ExitCode.NEGATIVE)
 
 
 def _check_oracle(
     dataset: str, sources: Optional[Path], out: Optional[Path], min_rate: Optional[float], as_json: bool
 ) -> None:
 
-    with guarded(as_json):
-        tasks, bad, sha = load_rows(dataset)
-        outlines = None
-        if sources is not None:
-            if not sources.is_file():
-                raise InputError("outlines file not found", file=str(sources))
-            outlines = json.loads(sources.read_text())
-        results = []
-        used = {}
-        for task in tasks:
-            reader = outline_reader(outlines, task) if outlines else None
-            r = check_official(task)
-            needs_base = r.inferred or any(p.code.startswith("oracle.") for p in r.problems)
-            if reader is not None and needs_base:
-                r = check_official(task, read_base=reader)
-                used[task.instance_id] = f"{task.repo}@{task.version}"
-            results.append(r)
-        report = summarize(results + bad)
-        report["dataset"] = {"source": dataset, "rows": len(tasks) + len(bad), "sha256": sha}
-        report["release_sources_used"] = used
+    tasks, bad, sha = load_rows(dataset)
+    outlines = None
+    if sources is not None:
+        if not sources.is_file():
+            raise InputError("outlines file not found", file=str(sources), field="--sources")
+        outlines = json.loads(sources.read_text())
+    results = []
+    used = {}
+    for task in tasks:
+        reader = outline_reader(outlines, task) if outlines else None
+        r = check_official(task)
+        needs_base = r.inferred or any(p.code.startswith("oracle.") for p in r.problems)
+        if reader is not None and needs_base:
+            r = check_official(task, read_base=reader)
+            used[task.instance_id] = f"{task.repo}@{task.version}"
+        results.append(r)
+    report = summarize(results + bad)
+    report["dataset"] = {"source": dataset, "rows": len(tasks) + len(bad), "sha256": sha}
+    report["release_sources_used"] = used
+    if not report["total"]:
+        raise InputError(f"{dataset} holds no rows: there is no rate to report", field="--dataset")
     if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=1) + "\n")
+        atomic_write_json(out, report, indent=1)
     if as_json:
         emit_json(report)
     else:
@@ -134,4 +143,4 @@ def _check_oracle(
             for p in rej["problems"]:
                 console.print(f"   {p['code']}: {p['message'][:300]}", highlight=False)
     if min_rate is not None and report["rate"] < min_rate:
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.NEGATIVE)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from execcritic.cli.common import JSON_OPTION, emit_json, guarded
+from execcritic.cli.common import JSON_OPTION, emit_json
 from execcritic.errors import InputError
 from execcritic.figures import build_all
 
@@ -23,14 +23,13 @@ def register(app: typer.Typer) -> None:
                 as_json: bool = JSON_OPTION) -> None:
         """Every table as Markdown + LaTeX, Figures 5 and 6 as PNG + PDF; same inputs, same bytes."""
 
-        with guarded(as_json):
-            pins = {}
-            for item in run or []:
-                artifact, sep, run_id = item.partition("=")
-                if not sep or not artifact or not run_id:
-                    raise InputError(f"--run {item!r}: expected ARTIFACT=RUN_ID", field="run")
-                pins[artifact] = run_id
-            report = build_all(results, out, reported_path=reported, runs=pins)
+        pins = {}
+        for item in run or []:
+            artifact, sep, run_id = item.partition("=")
+            if not sep or not artifact or not run_id:
+                raise InputError(f"--run {item!r}: expected ARTIFACT=RUN_ID", field="run")
+            pins[artifact] = run_id
+        report = build_all(results, out, reported_path=reported, runs=pins)
         if as_json:
             emit_json(report.to_dict())
             return

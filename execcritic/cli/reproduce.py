@@ -15,7 +15,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from execcritic.cli.common import JSON_OPTION, emit_json, guarded
+from execcritic.cli.common import JSON_OPTION, ExitCode, emit_json
+from execcritic.errors import InputError
 from execcritic.experiments import reproduce as rp
 from execcritic.experiments.core import UnitCounts
 from execcritic.experiments.presets import load_preset
@@ -35,82 +36,87 @@ def register(app: typer.Typer) -> None:
         preset: Annotated[str, typer.Option(help="paper | smoke | ci, or a preset YAML (experiments/presets/)")] = "smoke",
         only: Annotated[list[str] | None, typer.Option(help="only this artifact (repeatable): table1 ... figure6")] = None,
         from_results: Annotated[bool, typer.Option(
-            "--from-results", help="run nothing: re-render the latest complete runs and paper_figures/")] = False,
+            "--from-results", metavar="", help="run nothing: re-render the latest complete runs and paper_figures/"
+        )] = False,
         results: Annotated[Path, typer.Option(help="results store")] = Path("results"),
         figures: Annotated[Path, typer.Option(help="where paper_figures are written")] = Path("paper_figures"),
         rendered: Annotated[Path, typer.Option(help="--from-results: where re-rendered notebooks go")] = Path(
             "runs/rendered"),
-        workers: Annotated[int | None, typer.Option(help="parallel pipeline units (default: the preset's)")] = None,
-        fresh: Annotated[bool, typer.Option(help="start a new session even if one of this preset was killed")] = False,
+        workers: Annotated[int | None, typer.Option("--workers", "-w", min=1,
+                                                    help="parallel pipeline units (default: the preset's)")] = None,
+        fresh: Annotated[bool, typer.Option("--fresh", metavar="",
+                                            help="start a new session even if one of this preset was killed")] = False,
         as_json: bool = JSON_OPTION,
     ) -> None:
         """Run the paper artifacts' notebooks (papermill) under a preset, resumably, then paper_figures/."""
         console = Console(stderr=as_json, width=None if sys.stdout.isatty() else 120)
         t_all = time.monotonic()
-        with guarded(as_json):
-            artifacts = rp.check_artifacts(only)
-            pre = load_preset(preset)
-            command = shlex.join(["execcritic", *sys.argv[1:]]) if sys.argv[1:2] == ["reproduce"] else \
-                f"execcritic reproduce --preset {preset}"
-            os.environ["EXECCRITIC_INVOKED_BY"] = command
-            results.mkdir(parents=True, exist_ok=True)
-            timings: list[tuple[str, float, str]] = []
-            console.rule(f"[bold]execcritic reproduce[/] - preset {pre.name}")
-            console.print(pre.banner)
-            if from_results:
-                with _progress(console, as_json) as prog:
-                    bar = prog.add_task("re-render notebooks", total=len(artifacts))
-                    for a in artifacts:
-                        prog.update(bar, description=f"re-render {a}")
-                        t0 = time.monotonic()
-                        out = rp.render_notebook(a, results, rendered)
-                        timings.append((f"{a} notebook (re-render)", time.monotonic() - t0,
-                                        str(out) if out else "no complete run: nothing to render"))
-                        prog.advance(bar)
-                session, failed = None, ""
-            else:
-                failed = ""
-                session, resumed = rp.open_session(pre.name, results, artifacts, command=command, fresh=fresh)
-                console.print(f"session [bold]{session.session}[/] ({'continued: finished work is skipped' if resumed else 'new'})"
-                              f" - state in {session.path}")
-                t0 = time.monotonic()
-                counts = UnitCounts()
-                stage = rp.timed_part(session, "pipeline units", lambda: rp.prepare(
-                    session, artifacts, workers=workers, show_progress=not as_json, counts=counts))
-                detail = f"{counts}; " + ", ".join(f"{k} {_duration(v)}" for k, v in stage.items() if v >= 1)
-                timings.append(("pipeline units (environments, episodes, Repair runs, official scores)",
-                                time.monotonic() - t0, detail.rstrip("; ")))
-                session.part("pipeline units").detail = detail.rstrip("; ")
-                session.save()
-                if counts.errors:
-                    failed = (f"{counts.errors} pipeline unit(s) failed twice (tracebacks in "
-                              f"{results}/pipeline/suite-{session.session}/**/*.errors.jsonl); their instances count "
-                              "as missing in this run's tables. Run the same command again to retry them.")
-                    console.print(f"[bold red]warning:[/] {failed}")
-                with _progress(console, as_json) as prog:
-                    bar = prog.add_task("notebooks", total=len(artifacts))
-                    for a in artifacts:
-                        prog.update(bar, description=f"notebook {a}")
-                        name = f"notebook {a}"
-                        if rp.is_complete(a, session.session, results) and session.part(name).status == "done" \
-                                and not failed:
-                            timings.append((f"{a} notebook", 0.0, "already complete (skipped)"))
-                        else:
-                            t0 = time.monotonic()
-                            path = rp.timed_part(session, name, lambda a=a: rp.run_notebook(session, a, workers=workers))
-                            if failed:
-                                session.part(name).status = "partial"        # rerun after the units are retried
-                            timings.append((f"{a} notebook", time.monotonic() - t0, str(path / "notebook.ipynb")))
-                        prog.advance(bar)
+        artifacts = rp.check_artifacts(only)
+        pre = load_preset(preset)
+        if from_results and not any(latest_runs(results, artifacts).values()):
+            raise InputError(f"--from-results: {results} holds no complete run of {', '.join(artifacts)}; nothing "
+                             "to render (run `execcritic reproduce` first)", file=str(results), field="--results")
+        command = shlex.join(["execcritic", *sys.argv[1:]]) if sys.argv[1:2] == ["reproduce"] else \
+            f"execcritic reproduce --preset {preset}"
+        os.environ["EXECCRITIC_INVOKED_BY"] = command
+        results.mkdir(parents=True, exist_ok=True)
+        timings: list[tuple[str, float, str]] = []
+        console.rule(f"[bold]execcritic reproduce[/] - preset {pre.name}")
+        console.print(pre.banner)
+        if from_results:
+            with _progress(console, as_json) as prog:
+                bar = prog.add_task("re-render notebooks", total=len(artifacts))
+                for a in artifacts:
+                    prog.update(bar, description=f"re-render {a}")
+                    t0 = time.monotonic()
+                    out = rp.render_notebook(a, results, rendered)
+                    timings.append((f"{a} notebook (re-render)", time.monotonic() - t0,
+                                    str(out) if out else "no complete run: nothing to render"))
+                    prog.advance(bar)
+            session, failed = None, ""
+        else:
+            failed = ""
+            session, resumed = rp.open_session(pre.name, results, artifacts, command=command, fresh=fresh)
+            console.print(f"session [bold]{session.session}[/] ({'continued: finished work is skipped' if resumed else 'new'})"
+                          f" - state in {session.path}")
             t0 = time.monotonic()
-            own = results / "paper" / "reported_numbers.json"
-            report = build_all(results, figures, reported_path=own if own.is_file() else paper.DEFAULT_PATH)
-            timings.append(("paper_figures", time.monotonic() - t0, f"{len(report.files)} files in {figures}"))
-            if session is not None:
-                session.part("paper_figures").status = "done"
-                session.part("paper_figures").seconds = round(time.monotonic() - t0, 1)
-                rp.finish(session, complete=not failed)
-            runs = latest_runs(results, artifacts)
+            counts = UnitCounts()
+            stage = rp.timed_part(session, "pipeline units", lambda: rp.prepare(
+                session, artifacts, workers=workers, show_progress=not as_json, counts=counts))
+            detail = f"{counts}; " + ", ".join(f"{k} {_duration(v)}" for k, v in stage.items() if v >= 1)
+            timings.append(("pipeline units (environments, episodes, Repair runs, official scores)",
+                            time.monotonic() - t0, detail.rstrip("; ")))
+            session.part("pipeline units").detail = detail.rstrip("; ")
+            session.save()
+            if counts.errors:
+                failed = (f"{counts.errors} pipeline unit(s) failed twice (tracebacks in "
+                          f"{results}/pipeline/suite-{session.session}/**/*.errors.jsonl); their instances count "
+                          "as missing in this run's tables. Run the same command again to retry them.")
+                console.print(f"[bold red]warning:[/] {failed}")
+            with _progress(console, as_json) as prog:
+                bar = prog.add_task("notebooks", total=len(artifacts))
+                for a in artifacts:
+                    prog.update(bar, description=f"notebook {a}")
+                    name = f"notebook {a}"
+                    if rp.is_complete(a, session.session, results) and session.part(name).status == "done" \
+                            and not failed:
+                        timings.append((f"{a} notebook", 0.0, "already complete (skipped)"))
+                    else:
+                        t0 = time.monotonic()
+                        path = rp.timed_part(session, name, lambda a=a: rp.run_notebook(session, a, workers=workers))
+                        if failed:
+                            session.part(name).status = "partial"        # rerun after the units are retried
+                        timings.append((f"{a} notebook", time.monotonic() - t0, str(path / "notebook.ipynb")))
+                    prog.advance(bar)
+        t0 = time.monotonic()
+        own = results / "paper" / "reported_numbers.json"
+        report = build_all(results, figures, reported_path=own if own.is_file() else paper.DEFAULT_PATH)
+        timings.append(("paper_figures", time.monotonic() - t0, f"{len(report.files)} files in {figures}"))
+        if session is not None:
+            session.part("paper_figures").status = "done"
+            session.part("paper_figures").seconds = round(time.monotonic() - t0, 1)
+            rp.finish(session, complete=not failed)
+        runs = latest_runs(results, artifacts)
         total = time.monotonic() - t_all
         rows = [r for run in runs.values() if run is not None for r in measured_rows(run)]
         if as_json:
@@ -121,7 +127,7 @@ def register(app: typer.Typer) -> None:
         _summary(console, pre, session, runs, rows, timings, total, results, figures)
         if session is not None and session.status != "finished":
             console.print(f"[bold red]incomplete:[/] {failed}")
-            raise typer.Exit(1)
+            raise typer.Exit(ExitCode.UNITS_FAILED)
 
 
 def _progress(console: Console, quiet: bool) -> Progress:

@@ -13,7 +13,7 @@ import threading
 import typer
 
 from execcritic.agents.models import vllm as launch
-from execcritic.cli.common import JSON_OPTION, emit_json, fail, guarded
+from execcritic.cli.common import JSON_OPTION, emit_json, fail
 
 app = typer.Typer(no_args_is_help=True, help="Model servers: vLLM / SGLang launch lines, the embedded CPU model.")
 
@@ -28,8 +28,7 @@ def _emit_or_exec(argv: list[str], resolve, *, print_only: bool, as_json: bool, 
         else:
             typer.echo(launch.shell_line(argv))
         return
-    with guarded(as_json):
-        argv = resolve(argv)
+    argv = resolve(argv)
     typer.secho(f"exec: {launch.shell_line(argv)}", err=True)
     launch.exec_server(argv)
 
@@ -105,7 +104,7 @@ def sglang_cmd(ctx: typer.Context,
 def local_cmd(port: int = typer.Option(None, help="Loopback port (default: a free one)."),
               model_dir: str = typer.Option(None, "--model-dir", help="A local HF checkpoint directory to serve "
                                             "instead of the embedded SmolLM2 (e.g. runs/train/<id>/final)."),
-              threads: int = typer.Option(1, help="Torch CPU threads for the server."),
+              torch_threads: int = typer.Option(1, "--torch-threads", min=1, help="Torch CPU threads for the server."),
               log: str = typer.Option(None, help="Server log file (default: a temp file)."),
               startup_timeout: float = typer.Option(600.0, help="Seconds to wait for readiness."),
               print_only: bool = PRINT_OPTION,
@@ -114,27 +113,26 @@ def local_cmd(port: int = typer.Option(None, help="Loopback port (default: a fre
     (`--model-dir`; pipeline spec `hf:<dir>`), until Ctrl-C."""
     from execcritic.agents.models.local_server import LocalModelServer  # lazy: torch (cpu-model extra)
 
-    with guarded(as_json):
-        server = LocalModelServer(model_dir, port=port, threads=threads, log_path=log,
-                                  startup_timeout_s=startup_timeout)
-        if print_only:
-            argv = server.command()
-            if as_json:
-                emit_json({"argv": argv, "command": launch.shell_line(argv), "model_dir": str(server.model_dir)})
-            else:
-                typer.echo(launch.shell_line(argv))
-            return
-        stop = threading.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
-        with server:
-            info = {"base_url": server.base_url, "model": server.model_name, "log": str(server.log_path),
-                    "start_s": server.start_s, "tool_mode": "text"}
-            if as_json:
-                emit_json(info)
-            else:
-                typer.echo(f"serving {info['model']}\n  base_url {info['base_url']}  (OpenAI-compatible; use "
-                           f"tool_mode='text')\n  ready in {info['start_s']} s, log {info['log']}\nCtrl-C to stop.")
-            while not stop.wait(1.0):
-                if server.proc is None or server.proc.poll() is not None:
-                    raise typer.Exit(1)
+    server = LocalModelServer(model_dir, port=port, threads=torch_threads, log_path=log,
+                              startup_timeout_s=startup_timeout)
+    if print_only:
+        argv = server.command()
+        if as_json:
+            emit_json({"argv": argv, "command": launch.shell_line(argv), "model_dir": str(server.model_dir)})
+        else:
+            typer.echo(launch.shell_line(argv))
+        return
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with server:
+        info = {"base_url": server.base_url, "model": server.model_name, "log": str(server.log_path),
+                "start_s": server.start_s, "tool_mode": "text"}
+        if as_json:
+            emit_json(info)
+        else:
+            typer.echo(f"serving {info['model']}\n  base_url {info['base_url']}  (OpenAI-compatible; use "
+                       f"tool_mode='text')\n  ready in {info['start_s']} s, log {info['log']}\nCtrl-C to stop.")
+        while not stop.wait(1.0):
+            if server.proc is None or server.proc.poll() is not None:
+                raise typer.Exit(1)

@@ -1,38 +1,52 @@
-"""`execcritic tasks ...`: inspect task sets."""
+"""`execcritic tasks ...`: inspect task sets, build the verified-sdist environments."""
 
 from __future__ import annotations
 
 import os
 import time
 from pathlib import Path
+from typing import List, Optional
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from tqdm import tqdm
 
-from execcritic.cli.common import JSON_OPTION, emit_json, guarded, protocol_options
+from execcritic.cli.common import (
+    DATASET,
+    DATASET_REQUIRED,
+    INSTANCES,
+    JSON_OPTION,
+    NO_PROGRESS,
+    SPLIT,
+    WORKERS,
+    ExitCode,
+    emit_json,
+    progress_on,
+    protocol_options,
+    stderr_console,
+)
 from execcritic.config import ProtocolConfig
 from execcritic.errors import InputError
 from execcritic.evaluation.official import evaluate_official
 from execcritic.evaluation.qualify import SUPPORTED_REPOS, run_pipeline
 from execcritic.tasks import load_tasks
-from execcritic.tasks.sdist import DATASET_ENV, load_verified_sdist, verified_source
+from execcritic.tasks.sdist import DATASET_ENV, NAME, load_verified_sdist, verified_source
 from execcritic.tasks.sdist.build import build_env, cache_root
 from execcritic.tasks.sdist.recipe import RECIPE_PATH, load_recipe
 from execcritic.tasks.stats import task_stats
 
-app = typer.Typer(no_args_is_help=True, help="Task sets: load, list and summarize SWE-bench-style rows.")
+app = typer.Typer(no_args_is_help=True, help="Task sets: load, list and summarize SWE-bench-style rows; build the "
+                                             "verified-sdist environments.")
 
 
 @app.command("stats")
-def stats(dataset: str = typer.Argument(..., help="parquet/JSONL file, hub id, or alias (verified, ...)"),
-          split: str = typer.Option("test", help="split for hub datasets"),
-          skip_bad_rows: bool = typer.Option(False, help="leave out (and list) rows that fail validation"),
+def stats(dataset: str = DATASET_REQUIRED, split: str = SPLIT,
+          skip_bad_rows: bool = typer.Option(False, "--skip-bad-rows", metavar="",
+                                             help="leave out (and list) rows that fail validation"),
           as_json: bool = JSON_OPTION) -> None:
     """Per-repo counts and FAIL_TO_PASS statistics."""
-    with guarded(as_json):
-        s = task_stats(load_tasks(dataset, split=split, on_error="skip" if skip_bad_rows else "raise"))
+    s = task_stats(load_tasks(dataset, split=split, on_error="skip" if skip_bad_rows else "raise"))
     if as_json:
         emit_json(s)
         return
@@ -44,27 +58,27 @@ def stats(dataset: str = typer.Argument(..., help="parquet/JSONL file, hub id, o
         table.add_row(repo, str(r["tasks"]), str(r["f2p"]["median"]), f"{r['f2p']['mean']:.2f}")
     console.print(table)
     f = s["fail_to_pass"]
-    console.print(f"FAIL_TO_PASS per instance: median {f['median']}, mean {f['mean']:.2f}, "
-                  f"min {f['min']}, max {f['max']}")
+    if s["tasks"]:
+        console.print(f"FAIL_TO_PASS per instance: median {f['median']}, mean {f['mean']:.2f}, "
+                      f"min {f['min']}, max {f['max']}")
     console.print(f"dataset sha256 {s['dataset']['sha256']}")
 
 
 @app.command("list")
-def list_tasks(task_set: str = typer.Argument("verified-sdist", help="a suite task set (verified-sdist)"),
-               recipe: str = typer.Option(None, help="another recipe file (default: the committed one)"),
+def list_tasks(dataset: str = DATASET,
+               recipe: Optional[Path] = typer.Option(None, "--recipe", help="another recipe file (default: the "
+                                                                              "committed one)"),
                as_json: bool = JSON_OPTION) -> None:
-    """The qualified instances of a suite task set, from its committed recipe (builds nothing)."""
-
-    with guarded(as_json):
-        if task_set != "verified-sdist":
-            raise InputError(f"unknown suite task set {task_set!r}; known: verified-sdist", field="task_set")
-
-        rows = load_recipe(recipe).listing()
+    """The qualified instances of a suite task set (verified-sdist), from its committed recipe (builds nothing)."""
+    if dataset != NAME:
+        raise InputError(f"--dataset {dataset!r} is not a suite task set with a recipe; known: {NAME}",
+                         field="--dataset")
+    rows = load_recipe(str(recipe) if recipe else None).listing()
     if as_json:
         emit_json(rows)
         return
     console = Console()
-    table = Table(title=f"{task_set} ({len(rows)} instances)")
+    table = Table(title=f"{dataset} ({len(rows)} instances)")
     for col in ("instance_id", "repo", "release", "python"):
         table.add_column(col)
     for r in rows:
@@ -72,76 +86,95 @@ def list_tasks(task_set: str = typer.Argument("verified-sdist", help="a suite ta
     console.print(table)
 
 
+ROWS = typer.Option(None, "--rows", help=f"the SWE-bench Verified rows the recipe's instances come from (a path "
+                    f"or hub id; default ${DATASET_ENV}, else the hub): read by --reselect and --verify")
+
+
 @app.command("build-sdist")
-@protocol_options
-def build_sdist(instance: list[str] = typer.Option(None, "--instance", help="only these instances (repeatable)"),
-                repo: list[str] = typer.Option(None, "--repo", help="only these repos (repeatable)"),
-                dataset: str = typer.Option(None, "--dataset",
-                                            help="Verified rows (path or hub id); default $EXECCRITIC_VERIFIED "
-                                                 "or SWE-bench/SWE-bench_Verified"),
-                reselect: bool = typer.Option(False, "--reselect",
-                                              help="re-run selection + qualification from the dataset and "
-                                                   "rewrite the recipe (default: build the committed recipe)"),
-                verify: bool = typer.Option(False, "--verify",
-                                            help="after building, check gold -> resolved and empty -> "
-                                                 "unresolved through the official evaluator"),
-                jobs: int = typer.Option(1, help="parallel qualification jobs (--reselect)"),
-                results: str = typer.Option("results/verified_sdist", help="results dir (--reselect)"),
-                recipe_out: str = typer.Option(None, help="recipe file to write (--reselect); default the "
-                                                           "committed recipe"),
-                as_json: bool = JSON_OPTION, *, protocol: ProtocolConfig) -> None:
+@protocol_options("harness")
+def build_sdist(instance: Optional[List[str]] = INSTANCES,
+                repo: Optional[List[str]] = typer.Option(None, "--repo", help="only these repos (repeatable)"),
+                rows: Optional[str] = ROWS,
+                reselect: bool = typer.Option(False, "--reselect", metavar="",
+                                              help="re-run selection + qualification from the rows and rewrite the "
+                                                   "recipe (default: build the committed recipe)"),
+                verify: bool = typer.Option(False, "--verify", metavar="",
+                                            help="after building, check gold -> resolved and empty -> unresolved "
+                                                 "through the official evaluator"),
+                workers: int = WORKERS,
+                results: Path = typer.Option(Path("runs/verified_sdist"), "--results",
+                                             help="qualification results dir (--reselect)"),
+                recipe_out: Optional[Path] = typer.Option(None, "--recipe-out", help="recipe file to write "
+                                                          "(--reselect); default the committed recipe"),
+                no_progress: bool = NO_PROGRESS, as_json: bool = JSON_OPTION, *, protocol: ProtocolConfig) -> None:
     """Build the verified-sdist environments (download sdists, Base repos, venvs) under the cache dir.
 
-    Idempotent: an environment whose env.json matches the recipe is reused untouched.
+    Idempotent (an environment built from this recipe is reused untouched, and the output says so), locked
+    (one builder per environment) and atomic (built beside, renamed into place).
     """
-
+    console = stderr_console()
 
     def log(message: str) -> None:
-        typer.echo(message, err=True)
+        if not as_json:
+            console.print(message, highlight=False)
 
-    with guarded(as_json):
-        if dataset:
-            os.environ[DATASET_ENV] = dataset
-        if reselect:
-
-            rows = load_tasks(verified_source(dataset))
-            repos = set(repo or SUPPORTED_REPOS)
-            tasks = [t for t in rows if t.repo in repos and (not instance or t.instance_id in instance)]
-            summary = run_pipeline(tasks, root=cache_root(), results_dir=Path(results),
-                                   recipe_out=Path(recipe_out) if recipe_out else RECIPE_PATH, jobs=jobs,
-                                   harness=protocol.harness, dataset_manifest=rows.manifest(), log=log)
-            if as_json:
-                emit_json(summary)
-            else:
-                typer.echo(f"qualified {summary['qualified']} from {summary['repos_with_qualified']} repos")
-            return
-        recipe = load_recipe()
-        wanted = [i for i in recipe.instances if (not instance or i.instance_id in instance)
-                  and (not repo or i.repo in repo)]
-        keys = sorted({i.env for i in wanted})
-        out = {"cache": str(cache_root()), "envs": {}, "verified": {}}
-
-        for key in tqdm(keys, desc="environments", unit="env", disable=as_json or len(keys) < 2):
+    if rows:
+        os.environ[DATASET_ENV] = rows
+    if reselect:
+        all_rows = load_tasks(verified_source(rows))
+        repos = set(repo or SUPPORTED_REPOS)
+        _known(instance, {t.instance_id for t in all_rows if t.repo in repos}, "--instance", "the selected repos")
+        tasks = [t for t in all_rows if t.repo in repos and (not instance or t.instance_id in instance)]
+        summary = run_pipeline(tasks, root=cache_root(), results_dir=results,
+                               recipe_out=recipe_out or RECIPE_PATH, jobs=workers, harness=protocol.harness,
+                               dataset_manifest=all_rows.manifest(), log=log)
+        if as_json:
+            emit_json(summary)
+        else:
+            typer.echo(f"qualified {summary['qualified']} from {summary['repos_with_qualified']} repos")
+        return
+    recipe = load_recipe()
+    _known(instance, {i.instance_id for i in recipe.instances}, "--instance", "the verified-sdist recipe")
+    _known(repo, {i.repo for i in recipe.instances}, "--repo", "the verified-sdist recipe")
+    wanted = [i for i in recipe.instances if (not instance or i.instance_id in instance)
+              and (not repo or i.repo in repo)]
+    keys = sorted({i.env for i in wanted})
+    out: dict = {"cache": str(cache_root()), "envs": {}, "verified": {}}
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=console, disable=not progress_on(as_json, no_progress) or len(keys) < 2)
+    with progress:
+        bar = progress.add_task("environments", total=len(keys))
+        for key in keys:
+            progress.update(bar, description=f"environment {key}")
             t0 = time.monotonic()
-            built, _ = build_env(recipe.envs[key], resolve=False, progress=not as_json, log=log)
+            built, _ = build_env(recipe.envs[key], resolve=False, progress=False, log=log)
             out["envs"][key] = {"path": str(built.root), "seconds": round(time.monotonic() - t0, 1),
+                                "built": not built.record.get("reused"),
                                 "build_seconds": built.record.get("build_seconds")}
-            log(f"env {key}: ready ({out['envs'][key]['seconds']}s)")
-        if verify and wanted:
-
-            for task in load_verified_sdist(instance_ids=[i.instance_id for i in wanted]):
-                gold = evaluate_official(task, task.patch, harness=protocol.harness)
-                empty = evaluate_official(task, "", harness=protocol.harness)
-                ok = gold.valid and gold.resolved and empty.valid and not empty.resolved
-                out["verified"][task.instance_id] = {"ok": ok, "gold": [gold.valid, gold.resolved, gold.error[:300]],
-                                                     "empty": [empty.valid, empty.resolved, empty.error[:300]]}
-                log(f"{task.instance_id}: {'ok' if ok else 'FAILED'}")
+            progress.advance(bar)
+    if verify and wanted:
+        for task in load_verified_sdist(instance_ids=[i.instance_id for i in wanted]):
+            gold = evaluate_official(task, task.patch, harness=protocol.harness)
+            empty = evaluate_official(task, "", harness=protocol.harness)
+            ok = gold.valid and gold.resolved and empty.valid and not empty.resolved
+            out["verified"][task.instance_id] = {"ok": ok, "gold": [gold.valid, gold.resolved, gold.error[:300]],
+                                                 "empty": [empty.valid, empty.resolved, empty.error[:300]]}
+            log(f"{task.instance_id}: {'ok' if ok else 'FAILED'}")
+    bad = [k for k, v in out["verified"].items() if not v["ok"]]
     if as_json:
         emit_json(out)
     else:
-        typer.echo(f"{len(out['envs'])} environment(s) ready under {out['cache']}")
-        bad = [k for k, v in out["verified"].items() if not v["ok"]]
+        made = [k for k, v in out["envs"].items() if v["built"]]
+        typer.echo(f"{len(out['envs'])} environment(s) ready under {out['cache']}: {len(made)} built now, "
+                   f"{len(out['envs']) - len(made)} already built from this recipe (unchanged)")
         if out["verified"]:
             typer.echo(f"verified {len(out['verified']) - len(bad)}/{len(out['verified'])}")
-        if bad:
-            raise typer.Exit(1)
+    if bad:
+        raise typer.Exit(ExitCode.NEGATIVE)
+
+
+def _known(given: list[str] | None, known: set[str], flag: str, where: str) -> None:
+    unknown = sorted(set(given or ()) - known)
+    if unknown:
+        raise InputError(f"{flag} {', '.join(unknown)}: not in {where} ({len(known)} known; `execcritic tasks "
+                         "list` shows them)", field=flag)

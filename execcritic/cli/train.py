@@ -8,41 +8,53 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import List, Optional
 
 import typer
 
-from execcritic.cli.common import JSON_OPTION, emit_json, guarded, protocol_options
+from execcritic.cli.common import (
+    BACKEND,
+    DATASET,
+    INSTANCES,
+    JSON_OPTION,
+    LIMIT,
+    NO_PROGRESS,
+    choice,
+    choices,
+    emit_json,
+    load_selected,
+    progress_on,
+    protocol_options,
+)
 from execcritic.config import ProtocolConfig
-from execcritic.tasks import load_tasks
+from execcritic.errors import InputError
+from execcritic.pipeline import preflight
+from execcritic.pipeline.stats import shown
 
 app = typer.Typer(no_args_is_help=True, help="SFT and GRPO on real episodes (TRL, CPU-testable); evaluate a "
                                              "trained checkpoint with the pipeline.")
 
-DATASET_ARG = typer.Argument("verified-sdist", help="task set")
-INSTANCE = typer.Option(None, help="instance id (repeatable)")
-LIMIT = typer.Option(None, help="first N tasks")
-CANDIDATES = typer.Option(None, help="labeled pools: results/candidates/<run_id> (required for test-rl; restricts "
-                          "repair-rl to its RL set)")
-WORKERS = typer.Option(1, help="episodes (or pipeline units) run in parallel (threads)")
-THREADS = typer.Option(1, help="torch CPU threads")
-SEED = typer.Option(0, help="seed of episode sampling and the data order")
-OFFICIAL = typer.Option("always", help="repair-rl: official evaluation on every usable terminal patch ('always') or "
-                        "only where Eq. 6 depends on it ('needed')")
-LABEL = typer.Option("", help="label shown in progress lines and the manifest (e.g. 'CPU smoke run')")
-BACKEND = typer.Option(None, help="local | docker (default: the task's own)")
+CANDIDATES = typer.Option(None, "--candidates", help="labeled pools: a `candidates build` run directory (required "
+                          "for test-rl; restricts repair-rl to its RL set)")
+WORKERS_EP = typer.Option(1, "--workers", "-w", min=1, help="episodes (or pipeline units) run in parallel (threads)")
+TORCH_THREADS = typer.Option(1, "--torch-threads", min=1, help="torch CPU threads of the trainer")
+SEED = typer.Option(0, "--seed", min=0, help="seed of episode sampling and the data order")
+OFFICIAL = typer.Option("always", "--official", metavar="always|needed", callback=choice("always", "needed"),
+                        help="repair-rl: official evaluation on every usable terminal patch ('always') or only where "
+                             "Eq. 6 depends on it ('needed')")
+LABEL = typer.Option("", "--label", help="label shown in progress lines and the manifest (e.g. 'CPU smoke run')")
 DATA = typer.Option(..., "--data", help="generation.jsonl with Test-agent trajectories (repeatable)")
 REASONING = typer.Option(True, "--reasoning/--no-reasoning", help="keep the teacher's reasoning (Table 4)")
-TEACHER = typer.Option(None, help="teacher name (default: the records' model source)")
+TEACHER = typer.Option(None, "--teacher", help="teacher name (default: the records' model source)")
 CHECKPOINT = typer.Argument(..., help="a HF checkpoint dir (e.g. runs/train/<run_id>/final)")
-EVAL_DATASET = typer.Option("verified-sdist", help="task set")
-OUT = typer.Option(None, help="pipeline run directory (default: runs/eval/<checkpoint parent name>)")
-WHAT = typer.Option(["test", "repair"], help="test (generation + B2G audit) and/or repair (resolved rate)")
-NO_PROGRESS = typer.Option(False, help="no progress bars")
+OUT = typer.Option(None, "--out", help="pipeline run directory (default: runs/eval/<checkpoint parent name>)")
+WHAT = typer.Option(["test", "repair"], "--what", callback=choices("test", "repair"),
+                    help="test (generation + B2G audit) and/or repair (resolved rate); repeatable")
 PRESET = typer.Option("custom", "--preset", help="a name for this run's setting, recorded in the results store "
                       "(e.g. cpu-smoke, paper); the numbers come from -c/--set")
 MODEL = typer.Option("smollm2", "--model", help="HF checkpoint dir, or 'tiny' / 'smollm2'")
 RUN_ID = typer.Option(None, "--run-id", help="run id (default: <UTC time>-<kind>-<preset>)")
-RESUME = typer.Option(False, "--resume", help="continue run --run-id from its last checkpoint")
+RESUME = typer.Option(False, "--resume", metavar="", help="continue run --run-id from its last checkpoint")
 INIT = typer.Option(None, "--init", help="what --model is, as Figure 6b names the curve: base | sft | ... (default: "
                     "base for tiny/smollm2, the kind of run that wrote a checkpoint of this CLI, else 'checkpoint')")
 
@@ -51,10 +63,18 @@ def _run_id(kind: str, preset: str, run_id: str | None) -> str:
     return run_id or f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{kind}-{re.sub(r'[^A-Za-z0-9._-]', '_', preset)}"
 
 
-def _tasks(dataset: str, instances: list[str] | None, limit: int | None):
-    ts = load_tasks(dataset, instance_ids=instances or None)
-    tasks = list(ts)
-    return (tasks[:limit] if limit else tasks), ts
+def _model(model: str) -> str:
+    if model not in ("tiny", "smollm2") and not (Path(model) / "config.json").is_file():
+        raise InputError("--model is 'tiny', 'smollm2' or a HF checkpoint directory (with config.json)",
+                         file=model, field="--model")
+    return model
+
+
+def _files(paths: list[str], flag: str) -> list[str]:
+    for p in paths:
+        if not Path(p).is_file():
+            raise InputError("no such file", file=p, field=flag)
+    return paths
 
 
 def _emit(result: dict, as_json: bool) -> None:
@@ -64,25 +84,35 @@ def _emit(result: dict, as_json: bool) -> None:
         typer.echo(json.dumps({k: v for k, v in result.items() if k != "steps"}, indent=2, default=str))
 
 
+RL_SECTIONS = {"test-rl": ("harness", "workspace", "test_agent", "test_reward", "grpo", "test_rl"),
+               "repair-rl": ("harness", "workspace", "repair", "repair_reward", "grpo", "repair_rl")}
+
+
 def _rl(kind: str):
-    @protocol_options
+    @protocol_options(*RL_SECTIONS[kind])
     def command(
-        dataset: str = DATASET_ARG, instance: list[str] | None = INSTANCE, limit: int | None = LIMIT,
-        candidates: str | None = CANDIDATES, preset: str = PRESET, model: str = MODEL, run_id: str | None = RUN_ID,
-        resume: bool = RESUME, workers: int = WORKERS, threads: int = THREADS, seed: int = SEED,
-        official: str = OFFICIAL, label: str = LABEL, backend: str | None = BACKEND, init: str | None = INIT,
-        as_json: bool = JSON_OPTION, *, protocol: ProtocolConfig,
+        dataset: str = DATASET, instance: Optional[List[str]] = INSTANCES, limit: Optional[str] = LIMIT,
+        candidates: Optional[str] = CANDIDATES, preset: str = PRESET, model: str = MODEL,
+        run_id: Optional[str] = RUN_ID, resume: bool = RESUME, workers: int = WORKERS_EP,
+        torch_threads: int = TORCH_THREADS, seed: int = SEED, official: str = OFFICIAL, label: str = LABEL,
+        backend: Optional[str] = BACKEND, init: Optional[str] = INIT, as_json: bool = JSON_OPTION, *,
+        protocol: ProtocolConfig,
     ) -> None:
         from execcritic.training.run import TrainRun, train  # lazy: torch/transformers/trl (train extra)
 
-        with guarded(as_json):
-            tasks, ts = _tasks(dataset, instance, limit)
-            run = TrainRun(kind=kind, preset=preset, model=model, run_id=_run_id(kind, preset, run_id),
-                           protocol=protocol, tasks=tasks, candidates=candidates, workers=workers, seed=seed,
-                           resume=resume, backend=backend, threads=threads, official=official, label=label,
-                           init=init, datasets=[ts.manifest()], command=sys.argv)
-            result = train(run)
-        _emit(result, as_json)
+        if kind == "test-rl" and not candidates:
+            raise InputError("test-rl needs --candidates (a `candidates build` run directory)", field="--candidates")
+        if candidates and not Path(candidates).is_dir():
+            raise InputError("no such candidate run directory", file=candidates, field="--candidates")
+        if resume and not run_id:
+            raise InputError("--resume continues a run: give its --run-id", field="--resume")
+        tasks, ts = load_selected(dataset, instance, limit)
+        preflight.prepare_environments(tasks, backend)
+        run = TrainRun(kind=kind, preset=preset, model=_model(model), run_id=_run_id(kind, preset, run_id),
+                       protocol=protocol, tasks=tasks, candidates=candidates, workers=workers, seed=seed,
+                       resume=resume, backend=backend, threads=torch_threads, official=official, label=label,
+                       init=init, datasets=[ts.manifest()], command=sys.argv)
+        _emit(train(run), as_json)
 
     command.__doc__ = {"test-rl": "Test-agent GRPO (Eq. 5, Table 7) on real Test episodes with labeled candidates.",
                        "repair-rl": "Repair-agent GRPO (Eq. 6, Table 8) on real Repair episodes with one Oracle F2P "
@@ -95,49 +125,53 @@ app.command("repair-rl")(_rl("repair-rl"))
 
 
 @app.command("sft")
-@protocol_options
+@protocol_options("sft", "grpo", "test_agent")
 def sft_cmd(
-    data: list[str] = DATA, preset: str = PRESET, model: str = MODEL, run_id: str | None = RUN_ID,
-    resume: bool = RESUME, reasoning: bool = REASONING, teacher: str | None = TEACHER, threads: int = THREADS,
-    seed: int = SEED, label: str = LABEL, init: str | None = INIT, as_json: bool = JSON_OPTION, *,
-    protocol: ProtocolConfig,
+    data: List[str] = DATA, preset: str = PRESET, model: str = MODEL, run_id: Optional[str] = RUN_ID,
+    resume: bool = RESUME, reasoning: bool = REASONING, teacher: Optional[str] = TEACHER,
+    torch_threads: int = TORCH_THREADS, seed: int = SEED, label: str = LABEL, init: Optional[str] = INIT,
+    as_json: bool = JSON_OPTION, *, protocol: ProtocolConfig,
 ) -> None:
     """Test-agent SFT (Table 7a) on admitted teacher trajectories (protocol-valid, clean Base failure)."""
     from execcritic.training.run import TrainRun, train  # lazy: torch/transformers/trl (train extra)
 
-    with guarded(as_json):
-        run = TrainRun(kind="sft", preset=preset, model=model, run_id=_run_id("sft", preset, run_id),
-                       protocol=protocol, sft_data=list(data), reasoning_visible=reasoning, teacher=teacher,
-                       seed=seed, resume=resume, threads=threads, label=label, init=init, command=sys.argv)
-        result = train(run)
-    _emit(result, as_json)
+    if resume and not run_id:
+        raise InputError("--resume continues a run: give its --run-id", field="--resume")
+    run = TrainRun(kind="sft", preset=preset, model=_model(model), run_id=_run_id("sft", preset, run_id),
+                   protocol=protocol, sft_data=_files(list(data), "--data"), reasoning_visible=reasoning,
+                   teacher=teacher, seed=seed, resume=resume, threads=torch_threads, label=label, init=init,
+                   command=sys.argv)
+    _emit(train(run), as_json)
 
 
 @app.command("evaluate")
-@protocol_options
+@protocol_options("harness", "workspace", "test_agent", "repair")
 def evaluate_cmd(
-    checkpoint: Path = CHECKPOINT, dataset: str = EVAL_DATASET, instance: list[str] | None = INSTANCE,
-    limit: int | None = LIMIT, out: Path | None = OUT, what: list[str] = WHAT, workers: int = WORKERS,
-    backend: str | None = BACKEND, no_progress: bool = NO_PROGRESS, as_json: bool = JSON_OPTION, *,
+    checkpoint: Path = CHECKPOINT, dataset: str = DATASET, instance: Optional[List[str]] = INSTANCES,
+    limit: Optional[str] = LIMIT, out: Optional[Path] = OUT, what: List[str] = WHAT, workers: int = WORKERS_EP,
+    backend: Optional[str] = BACKEND, no_progress: bool = NO_PROGRESS, as_json: bool = JSON_OPTION, *,
     protocol: ProtocolConfig,
 ) -> None:
     """Serve CHECKPOINT and evaluate it with the pipeline: Test B2G audit and Repair resolved rate."""
     from execcritic.training.evaluate import evaluate_checkpoint  # lazy: torch for serving (cpu-model extra)
 
-    with guarded(as_json):
-        tasks, ts = _tasks(dataset, instance, limit)
-        target = out or Path("runs/eval") / checkpoint.resolve().parent.name
-        result = evaluate_checkpoint(checkpoint, tasks, target, protocol=protocol, what=what, workers=workers,
-                                     backend=backend, show_progress=not no_progress, datasets=[ts.manifest()],
-                                     command=sys.argv)
+    if not (checkpoint / "config.json").is_file():
+        raise InputError("not a HF checkpoint directory (no config.json)", file=str(checkpoint), field="CHECKPOINT")
+    tasks, ts = load_selected(dataset, instance, limit)
+    preflight.prepare_environments(tasks, backend)
+    target = out or Path("runs/eval") / checkpoint.resolve().parent.name
+    result = evaluate_checkpoint(checkpoint, tasks, target, protocol=protocol, what=what, workers=workers,
+                                 backend=backend, show_progress=progress_on(as_json, no_progress),
+                                 datasets=[ts.manifest()], command=sys.argv)
     if as_json:
         emit_json(result)
         return
     audit = result.get("audit") or {}
     typer.echo(f"checkpoint {result['checkpoint']}")
     if audit:
-        typer.echo(f"  Test: Base-to-Gold {audit['b2g_pct']}% of {audit['tasks']} (misses {audit['miss_kinds']})")
+        typer.echo(f"  Test: Base-to-Gold {shown(audit['b2g_pct'])} of {audit['tasks']} (misses "
+                   f"{audit['miss_kinds']})")
     for label, s in result["pipeline"]["sources"].items():
-        typer.echo(f"  Repair [{label}]: resolved {s['resolved_pct_mean']}% (runs {s['resolved_pct_per_run']}), "
-                   f"final reasons {s['final_reasons']}")
+        typer.echo(f"  Repair [{label}]: resolved {shown(s['resolved_pct_mean'])} (runs "
+                   f"{', '.join(shown(x) for x in s['resolved_pct_per_run'])}), final reasons {s['final_reasons']}")
     typer.echo(f"  records and evaluation.json in {result['out']}")

@@ -503,9 +503,13 @@ def resolve_patch_arg(task: Task, patch: str) -> str:
     if patch == "empty":
         return ""
     p = Path(patch)
-    if not p.exists():
-        raise InputError("patch file not found (use a path, 'gold' or 'empty')", file=patch)
-    return p.read_text()
+    if not p.is_file():
+        raise InputError("patch file not found (use a path, 'gold' or 'empty')", file=patch, field="--patch")
+    try:
+        return p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError("the patch file is not UTF-8 text (a binary file?); give a unified diff", file=patch,
+                         field="--patch") from None
 
 
 __all__ = ["OfficialResult", "evaluate_official", "evaluate_local", "evaluate_docker", "grade_log",

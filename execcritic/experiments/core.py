@@ -25,6 +25,7 @@ import pandas as pd
 from execcritic.experiments import training
 from execcritic.experiments.conditions import BUILTIN_SOURCES, ArtifactSpec, Planned, plan
 from execcritic.experiments.presets import Binding, role_reason, served_spec
+from execcritic.files import atomic_write
 from execcritic.pipeline import stages
 from execcritic.pipeline.audit import AuditConfig, run_audit
 from execcritic.pipeline.config import PipelineConfig, source_label
@@ -165,10 +166,7 @@ def _served_needed(groups: Sequence[Group], params: Params) -> list[str]:
 
 
 def _write_lines(path: Path, rows: Iterable[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in rows))
-    os.replace(tmp, path)
+    atomic_write(path, "".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in rows))
 
 
 def _audit(g: Group, source: str, params: Params, show_progress: bool) -> Any:

@@ -34,6 +34,7 @@ from execcritic.experiments.core import (
 )
 from execcritic.experiments.params import new_run_id, parameters
 from execcritic.experiments.presets import REPO
+from execcritic.files import atomic_write
 from execcritic.results.schemas import PAPER_ARTIFACTS
 from execcritic.results.store import attach_notebook, latest_run
 
@@ -74,11 +75,7 @@ class Session:
         return Path(self.results) / "reproduce" / f"{self.session}.json"
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        d = asdict(self)
-        tmp.write_text(json.dumps(d, indent=2) + "\n")
-        os.replace(tmp, self.path)
+        atomic_write(self.path, json.dumps(asdict(self), indent=2) + "\n")
 
     @classmethod
     def load(cls, path: Path) -> Session:

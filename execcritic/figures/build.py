@@ -9,13 +9,13 @@ Nothing in the output depends on the clock, so the same inputs rebuild byte-iden
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from execcritic.figures.tables import ArtifactView, build_view, md_table, to_latex, to_markdown
+from execcritic.files import atomic_write
 from execcritic.results import paper
 from execcritic.results.schemas import PAPER_ARTIFACTS, stand_in_name
 from execcritic.results.store import Run, latest_run, list_runs, load_run, training_curve, training_init
@@ -35,10 +35,7 @@ class BuildReport:
 
 
 def _write(path: Path, text: str, report: BuildReport) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    atomic_write(path, text)
     report.files.append(path)
 
 

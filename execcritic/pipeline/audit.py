@@ -21,6 +21,7 @@ from execcritic.harness.gate import gold_audit
 from execcritic.harness.oracle.build import oracle_bundle
 from execcritic.pipeline.envs import task_environment
 from execcritic.pipeline.records import RecordStore, unit_key
+from execcritic.pipeline.stats import pct
 from execcritic.pipeline.workers import RunSummary, Unit, run_units
 from execcritic.sandbox.base import Limits
 from execcritic.tasks.model import Task
@@ -132,8 +133,8 @@ def summarize_audit(tasks: Sequence[Task], cfg: AuditConfig) -> dict[str, Any]:
         for side in ("base", "gold"):
             for k, v in (r.get(side) or {}).get("phases", {}).items():
                 phases.setdefault(k, []).append(v)
-    return {"tasks": n, "audited": len(recs), "b2g_pct": round(100.0 * sum(q) / n, 2) if n else 0.0,
-            "B_pct": round(100.0 * sum(recs.get(t.instance_id, {}).get("B", 0) for t in tasks) / n, 2) if n else 0.0,
+    return {"tasks": n, "audited": len(recs), "b2g_pct": pct(sum(q), n),
+            "B_pct": pct(sum(recs.get(t.instance_id, {}).get("B", 0) for t in tasks), n),
             "miss_kinds": dict(Counter(m["miss"] for m in misses)), "misses": misses, "per_repo": per_repo,
             "check_phase_median_s": {k: round(statistics.median(v), 3) for k, v in phases.items()}}
 

@@ -83,6 +83,15 @@ def validate_spec(spec: str, *, field: str = "model") -> str:
                      "local, hf:<checkpoint dir>, or scripted:<module>:<factory>", field=field)
 
 
+def split_endpoint(spec: str) -> tuple[str, str, str | None] | None:
+    """(base URL, model name, API-key variable) of an `openai:`/`openai-text:` spec; None for other kinds."""
+    for prefix in ("openai-text:", "openai:"):
+        if spec.startswith(prefix):
+            base, model, options = _split(spec[len(prefix):])
+            return base.rstrip("/"), model, options.get("key_env") or None
+    return None
+
+
 def checkpoint_dir(spec: str, *, field: str = "model") -> Path:
     """The directory of an `hf:<dir>` spec (a trained checkpoint: `execcritic train` prints it as
     `final_checkpoint`); an InputError naming the directory when it holds no HF checkpoint."""

@@ -13,14 +13,16 @@ statistics are pure (stats.py).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Sequence
 
+from execcritic.files import atomic_write_json
 from execcritic.pipeline.config import PipelineConfig, source_label
 from execcritic.pipeline.records import RecordStore, unit_key
 from execcritic.pipeline.units import generation_unit, repair_unit, score_unit
 from execcritic.pipeline.workers import RunSummary, Unit, run_units
+from execcritic.results.fingerprint import section_digests
+from execcritic.results.manifest import harness_digest
 from execcritic.tasks.model import Task
 
 
@@ -80,11 +82,22 @@ def score(tasks: Sequence[Task], cfg: PipelineConfig, *, workers: int = 1, backe
 
 def run_all(tasks: Sequence[Task], cfg: PipelineConfig, *, workers: int = 1, backend: str = "threads",
             show_progress: bool = True) -> dict[str, RunSummary]:
-    Path(cfg.out_dir).mkdir(parents=True, exist_ok=True)
-    (Path(cfg.out_dir) / "run_config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
+    atomic_write_json(Path(cfg.out_dir) / "run_config.json", cfg.to_dict())
     return {"generate-tests": generate_tests(tasks, cfg, workers=workers, backend=backend, show_progress=show_progress),
             "repair": repair(tasks, cfg, workers=workers, backend=backend, show_progress=show_progress),
             "score": score(tasks, cfg, workers=workers, backend=backend, show_progress=show_progress)}
 
 
-__all__ = ["generate_tests", "repair", "score", "run_all"]
+def run_fingerprint(stage: str, sections: tuple[str, ...], protocol, *, dataset_sha: str, repair_model: str | None,
+                    backend: str | None) -> dict:
+    """What makes a stage's records (results.fingerprint): the rows, the protocol sections it reads, the harness
+    code, the backend and the Repair model (Repair records are keyed by issue, source and run, not by model).
+    Test sources are not in it: each one's records are keyed by it."""
+    fp = {"dataset_sha256": dataset_sha, "harness_code": harness_digest(), "backend": backend or "task's own",
+          **section_digests(protocol, sections, ignore=("repair.runs_per_source",))}
+    if repair_model is not None:
+        fp["repair_model"] = repair_model
+    return fp
+
+
+__all__ = ["generate_tests", "repair", "run_all", "run_fingerprint", "score"]

@@ -39,12 +39,13 @@ def summarize(tasks: Sequence[Task], cfg: PipelineConfig) -> dict[str, Any]:
                     invalid += 1
                 else:
                     resolved += bool(sc["resolved"])
-            per_run.append(100.0 * resolved / n if n else 0.0)
+            per_run.append(pct(resolved, n))
         mine = [r for r in reps if r["source"] == label]
         out["sources"][label] = {
             "qualified": sum(1 for t in tasks if gen.get((t.instance_id, label), {}).get("qualified")),
-            "resolved_pct_mean": round(statistics.fmean(per_run), 2) if per_run else 0.0,
-            "resolved_pct_per_run": [round(x, 2) for x in per_run],
+            "resolved_pct_mean": (round(statistics.fmean(per_run), 2)
+                                  if per_run and None not in per_run else None),
+            "resolved_pct_per_run": per_run,
             "local_pass": sum(r.get("local_status") == "pass" for r in mine),
             "entered_repair": sum(bool(r.get("entered_repair")) for r in mine),
             "official_invalid": invalid, "official_missing": missing,
@@ -52,6 +53,16 @@ def summarize(tasks: Sequence[Task], cfg: PipelineConfig) -> dict[str, Any]:
         }
     out["revision_turns"] = revision_turn_stats(reps)
     return out
+
+
+def pct(part: float, whole: int) -> float | None:
+    """A percentage, or None where it is undefined (a rate over zero tasks or runs is not 0%)."""
+    return round(100.0 * part / whole, 2) if whole else None
+
+
+def shown(value: float | None, unit: str = "%") -> str:
+    """How a person reads a rate: `undefined` where there is nothing to divide by."""
+    return "undefined" if value is None else f"{value}{unit}"
 
 
 def _count(items: Iterable[Any]) -> dict[Any, int]:

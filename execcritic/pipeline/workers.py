@@ -3,7 +3,8 @@
 The driver owns the RecordStore: workers return records, the driver appends them, so a record exists
 iff its unit finished. A unit that raises is logged to `<store>.errors.jsonl` and left undone, so a
 resume retries it; an operational problem *inside* a unit (timeouts, invalid executions) is part of its
-record, not an exception.
+record, not an exception. A model endpoint that stays unavailable (`ModelUnavailable`, after the client's own
+retries) stops the run: the units not yet started are left for a rerun instead of each failing the same way.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from execcritic.agents.models.base import ModelUnavailable
 from execcritic.pipeline.records import RecordStore
 
 
@@ -35,10 +38,19 @@ class RunSummary:
     errors: int = 0
     counts: Counter = field(default_factory=Counter)
     wall_s: float = 0.0
+    stage: str = ""
+    failures: list = field(default_factory=list)  # {"key", "stage", "error" (first line), "record" (errors file)}
+    not_started: int = 0            # left for a rerun after the run stopped (`stopped` says why)
+    stopped: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"total": self.total, "skipped": self.skipped, "done": self.done, "errors": self.errors,
-                "counts": dict(self.counts), "wall_s": round(self.wall_s, 2)}
+                "counts": dict(self.counts), "wall_s": round(self.wall_s, 2), "failures": self.failures,
+                "not_started": self.not_started, "stopped": self.stopped}
+
+    @property
+    def complete(self) -> bool:
+        return self.done + self.skipped == self.total
 
 
 def _describe(label: str, counts: Counter, errors: int) -> str:
@@ -49,21 +61,26 @@ def _describe(label: str, counts: Counter, errors: int) -> str:
 def run_units(units: Sequence[Unit], fn: Callable[[Any], dict[str, Any]], *, store: RecordStore, workers: int = 1,
               backend: str = "threads", label: str = "units", count: Callable[[dict], dict[str, int]] | None = None,
               show_progress: bool = True, ray_address: str | None = None) -> RunSummary:
-    summary = RunSummary(total=len(units))
+    summary = RunSummary(total=len(units), stage=label)
     todo = [u for u in units if u.key not in store]
     summary.skipped = len(units) - len(todo)
     errors_path = store.path.with_suffix(".errors.jsonl")
     started = time.monotonic()
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        disable=not show_progress, transient=False)
+                        disable=not show_progress, transient=False, console=Console(stderr=True))
 
     def finish(unit: Unit, record: dict | None, exc: BaseException | None, bar) -> None:
         if exc is not None:
             summary.errors += 1
+            error = f"{type(exc).__name__}: {exc}"
             with errors_path.open("a") as fh:
-                fh.write(json.dumps({"key": unit.key, "error": f"{type(exc).__name__}: {exc}",
+                fh.write(json.dumps({"key": unit.key, "error": error,
                                      "traceback": "".join(traceback.format_exception(exc))[-4000:],
                                      "t": time.time()}) + "\n")
+            summary.failures.append({"key": unit.key, "stage": label, "error": error.strip().splitlines()[0][:300],
+                                     "record": str(errors_path)})
+            if isinstance(exc, ModelUnavailable) and not summary.stopped:
+                summary.stopped = f"stopped after {unit.key}: {error.splitlines()[0][:300]}"
         else:
             assert record is not None
             record = {**record, "key": unit.key}
@@ -82,17 +99,24 @@ def run_units(units: Sequence[Unit], fn: Callable[[Any], dict[str, Any]], *, sto
                     finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                     for fut in finished:
                         unit = pending.pop(fut)
+                        if fut.cancelled():
+                            summary.not_started += 1
+                            continue
                         exc = fut.exception()
                         finish(unit, None if exc else fut.result(), exc, bar)
+                    if summary.stopped:
+                        for fut in pending:
+                            fut.cancel()
         elif backend == "ray":
-            _run_ray(todo, fn, workers, finish, bar, ray_address)
+            _run_ray(todo, fn, workers, finish, bar, ray_address, summary)
         else:
-            raise ValueError(f"unknown backend {backend!r}; use 'threads' or 'ray'")
+            raise ValueError(f"unknown executor {backend!r}; use 'threads' or 'ray'")
     summary.wall_s = time.monotonic() - started
     return summary
 
 
-def _run_ray(todo: Sequence[Unit], fn, workers: int, finish, bar, address: str | None) -> None:
+def _run_ray(todo: Sequence[Unit], fn, workers: int, finish, bar, address: str | None,
+             summary: RunSummary) -> None:
     """Scale-out path: one Ray task per unit, at most `workers` in flight; results come back to the driver."""
     import ray  # lazy: ray extra
 
@@ -102,6 +126,9 @@ def _run_ray(todo: Sequence[Unit], fn, workers: int, finish, bar, address: str |
     queue = list(todo)
     inflight: dict[Any, Unit] = {}
     while queue or inflight:
+        if summary.stopped:
+            summary.not_started += len(queue)
+            queue = []
         while queue and len(inflight) < max(1, workers):
             unit = queue.pop(0)
             inflight[remote.remote(unit.payload)] = unit

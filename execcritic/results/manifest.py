@@ -20,6 +20,7 @@ from typing import Any
 
 from execcritic import __version__
 from execcritic.config import PAPER, ProtocolConfig
+from execcritic.files import atomic_write
 from execcritic.prompts import prompt_digests
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
@@ -85,9 +86,4 @@ def build_manifest(*, command: list[str] | str | None = None, config: ProtocolCo
 
 def write_result(path: str | Path, payload: dict[str, Any], manifest: dict[str, Any]) -> Path:
     """Write `payload` with its manifest as one JSON document (atomic rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps({"manifest": manifest, **payload}, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
-    return path
+    return atomic_write(path, json.dumps({"manifest": manifest, **payload}, indent=2, default=str) + "\n")

@@ -36,9 +36,10 @@ import pandas as pd
 
 from execcritic.config import PAPER
 from execcritic.errors import InputError
-from execcritic.results.records import RecordStore, unit_key
+from execcritic.files import atomic_write
 from execcritic.results import stats
 from execcritic.results.manifest import build_manifest
+from execcritic.results.records import RecordStore, unit_key
 from execcritic.results.schemas import (
     CURVE_SUMMARY_COLUMNS,
     DELTA_COLUMNS,
@@ -60,17 +61,6 @@ RESERVED_FILES = ("manifest.json", "summary.csv", "deltas.csv", "notebook.ipynb"
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def _atomic_write(path: Path, data: str | bytes) -> None:
-    """Write via a temporary file in the same directory, fsync, rename: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data.encode() if isinstance(data, str) else data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def _csv_text(df: pd.DataFrame) -> str:
@@ -282,7 +272,7 @@ class RunWriter:
             raise InputError(f"table name {name!r} must be a plain *.csv name other than {RESERVED_FILES}",
                              field="name")
         p = self.path / name
-        _atomic_write(p, _csv_text(df))
+        atomic_write(p, _csv_text(df))
         return p
 
     def update_manifest(self, **fields: Any) -> None:
@@ -314,7 +304,7 @@ class RunWriter:
 
     def attach_notebook(self, notebook: str | Path) -> Path:
         p = self.path / "notebook.ipynb"
-        _atomic_write(p, Path(notebook).read_bytes())
+        atomic_write(p, Path(notebook).read_bytes())
         self.manifest["notebook"] = "notebook.ipynb"
         self._write_manifest()
         return p
@@ -330,7 +320,7 @@ class RunWriter:
         self.manifest["status"] = status
 
     def _write_manifest(self) -> None:
-        _atomic_write(self.path / "manifest.json", json.dumps(self.manifest, indent=2, default=str) + "\n")
+        atomic_write(self.path / "manifest.json", json.dumps(self.manifest, indent=2, default=str) + "\n")
         _upsert_index(self.root, self.manifest)
 
     def finalize(self, *, n_boot: int = stats.N_BOOT, seed: int = stats.SEED, level: float = stats.LEVEL) -> Run:
@@ -344,9 +334,9 @@ class RunWriter:
                                   denominators=dens)
         deltas = stats.contrasts(self.schema, df, instances, runs, n_boot=n_boot, seed=seed, level=level,
                                  denominators=dens)
-        _atomic_write(self.path / "summary.csv", _csv_text(summary))
+        atomic_write(self.path / "summary.csv", _csv_text(summary))
         if self.schema.kind == "instance":
-            _atomic_write(self.path / "deltas.csv", _csv_text(deltas))
+            atomic_write(self.path / "deltas.csv", _csv_text(deltas))
         self.manifest["stats"] = {"n_boot": n_boot, "seed": seed, "level": level}
         self.manifest["n_records"] = len(recs)
         if not self._usage_added and self.manifest["usage"].get("source") != "add_usage":
@@ -375,9 +365,9 @@ def attach_notebook(artifact: str, run_id: str, notebook: str | Path, *, root: s
     mpath = base / artifact / run_id / "manifest.json"
     m = _read_manifest(mpath, artifact, run_id)
     p = mpath.parent / "notebook.ipynb"
-    _atomic_write(p, Path(notebook).read_bytes())
+    atomic_write(p, Path(notebook).read_bytes())
     m["notebook"] = "notebook.ipynb"
-    _atomic_write(mpath, json.dumps(m, indent=2, default=str) + "\n")
+    atomic_write(mpath, json.dumps(m, indent=2, default=str) + "\n")
     _upsert_index(base, m)
     return p
 
@@ -657,7 +647,7 @@ def _write_index(root: Path, rows: list[dict[str, Any]]) -> None:
     w = csv.DictWriter(buf, fieldnames=list(INDEX_COLUMNS), lineterminator="\n")
     w.writeheader()
     w.writerows(rows)
-    _atomic_write(root / "index.csv", buf.getvalue())
+    atomic_write(root / "index.csv", buf.getvalue())
 
 
 def _read_index(root: Path) -> list[dict[str, Any]]:

@@ -39,11 +39,12 @@ import tempfile
 import time
 import uuid
 import weakref
-from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from execcritic.errors import EnvironmentMissing, InputError, SandboxError
+from execcritic.sandbox import hostfs
 from execcritic.sandbox.base import (
     CHANNEL_MOUNT,
     HARNESS_FILES,
@@ -53,7 +54,6 @@ from execcritic.sandbox.base import (
     Limits,
     Sandbox,
 )
-from execcritic.sandbox import hostfs
 from execcritic.sandbox.capture import OutputCapture
 from execcritic.sandbox.cgroup import Cgroups
 from execcritic.sandbox.snapshot import TreeSnapshot, _remove
@@ -173,6 +173,7 @@ class LocalSandbox(Sandbox):
         self.env = dict(env or {})
         self.warm_bytecode = warm_bytecode
         self._closed = False
+        self._held: list = []                    # open files whose locks this sandbox holds while it lives
         self._timings: dict[str, float] = {}
         if not self.checkout.is_dir():
             raise InputError(f"checkout {self.checkout} is not a directory", field="checkout")
@@ -544,6 +545,12 @@ class LocalSandbox(Sandbox):
             if cgroup is not None:
                 cgroup.remove()
         self._finalizer()
+        while self._held:
+            self._held.pop().close()
+
+    def hold(self, resource) -> None:
+        """Keep `resource` (an open lock file: the environment's use lock) until this sandbox closes."""
+        self._held.append(resource)
 
     def _end_spawned(self) -> None:
         while self._spawned:

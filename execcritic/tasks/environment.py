@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from execcritic.errors import EnvironmentMissing
+from execcritic.files import hold_shared
 from execcritic.sandbox.base import Limits, Sandbox
 from execcritic.sandbox.local import LocalSandbox, warm_checkout
-from execcritic.tasks.sdist.build import env_dir
+from execcritic.tasks.sdist.build import env_dir, use_lock
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
@@ -50,22 +51,35 @@ class TaskEnvironment:
             if self.env:
                 opts.setdefault("env", self.env)
             return DockerSandbox(self.image, **opts)
-        if self.checkout is None or not Path(self.checkout).is_dir():
-            raise EnvironmentMissing(f"the task checkout {self.checkout} is not built; run "
-                                     "`execcritic tasks build-sdist` first")
-        if self.venv is not None and not (Path(self.venv) / "bin" / "python").exists():
-            raise EnvironmentMissing(f"the task venv {self.venv} is not built; run `execcritic tasks build-sdist`")
-
-        opts.setdefault("activate", self.activation)
-        opts.setdefault("isolated", True)
-        opts.setdefault("network", False)
-        if self.env:
-            opts.setdefault("env", self.env)
-        binds = list(opts.pop("binds", ()))
-        if self.venv is not None:
-            binds.insert(0, self.venv)
-        warm_checkout(self.checkout, activate=self.activation, binds=binds)   # once per environment
-        return LocalSandbox(self.checkout, binds=binds, **opts)
+        root = self.meta.get("env_root")
+        held = hold_shared(use_lock(Path(root))) if root else None   # a rebuild waits until this sandbox closes
+        try:
+            if root and not (Path(root) / "env.json").is_file():
+                raise EnvironmentMissing(f"the task environment {root} is not built (or a build of it did not "
+                                         "finish); run `execcritic tasks build-sdist` first")
+            if self.checkout is None or not Path(self.checkout).is_dir():
+                raise EnvironmentMissing(f"the task checkout {self.checkout} is not built; run "
+                                         "`execcritic tasks build-sdist` first")
+            if self.venv is not None and not (Path(self.venv) / "bin" / "python").exists():
+                raise EnvironmentMissing(f"the task venv {self.venv} is not built; run "
+                                         "`execcritic tasks build-sdist`")
+            opts.setdefault("activate", self.activation)
+            opts.setdefault("isolated", True)
+            opts.setdefault("network", False)
+            if self.env:
+                opts.setdefault("env", self.env)
+            binds = list(opts.pop("binds", ()))
+            if self.venv is not None:
+                binds.insert(0, self.venv)
+            warm_checkout(self.checkout, activate=self.activation, binds=binds)   # once per environment
+            box = LocalSandbox(self.checkout, binds=binds, **opts)
+        except BaseException:
+            if held is not None:
+                held.close()
+            raise
+        if held is not None:
+            box.hold(held)
+        return box
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "image": self.image, "checkout": str(self.checkout or ""),
@@ -94,4 +108,5 @@ def environment_for(task: "Task", *, backend: str | None = None, root: Path | No
     return TaskEnvironment(kind="local", checkout=d / "checkout", venv=d / "venv",
                            activation=f"source {d / 'venv'}/bin/activate", base_commit=sdist["base_commit"],
                            upstream_base_commit=sdist["upstream_base_commit"],
-                           meta={"env": sdist["env"], "release": sdist["release"], "python": sdist["python"]})
+                           meta={"env": sdist["env"], "release": sdist["release"], "python": sdist["python"],
+                                 "env_root": str(d)})

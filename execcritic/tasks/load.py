@@ -9,6 +9,9 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import os
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
@@ -17,6 +20,7 @@ from execcritic.errors import InputError
 from execcritic.hashing import file_sha256
 from execcritic.tasks.model import Task
 
+DATA_SUFFIXES = (".parquet", ".jsonl", ".ndjson", ".json")
 # Short names users type; they resolve to hub ids (or to a local copy via $EXECCRITIC_DATA_DIR).
 HUB_ALIASES = {
     "verified": "SWE-bench/SWE-bench_Verified",
@@ -61,13 +65,23 @@ class TaskSet:
 
 def _rows_from_file(path: Path) -> list[dict[str, Any]]:
     suffix = path.suffix.lower()
+    if suffix not in DATA_SUFFIXES:
+        raise InputError(f"unsupported dataset file type {suffix!r}; use .parquet, .jsonl or .json", file=str(path))
     if suffix == ".parquet":
         import pandas as pd  # lazy: pandas (slow import)
 
-        return pd.read_parquet(path).to_dict(orient="records")
+        try:
+            return pd.read_parquet(path).to_dict(orient="records")
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises many kinds for a file that is not parquet
+            raise InputError(f"not a readable parquet file ({type(exc).__name__}: {str(exc)[:200]})",
+                             file=str(path)) from None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError("not a UTF-8 text file", file=str(path)) from None
     if suffix in (".jsonl", ".ndjson"):
         rows = []
-        for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        for lineno, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:
@@ -76,7 +90,10 @@ def _rows_from_file(path: Path) -> list[dict[str, Any]]:
                 raise InputError(f"line {lineno} is not JSON ({exc.msg})", file=str(path)) from exc
         return rows
     if suffix == ".json":
-        data = json.loads(path.read_text())
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not JSON ({exc.msg} at line {exc.lineno})", file=str(path)) from None
         if isinstance(data, dict):
             data = data.get("rows") or data.get("data") or list(data.values())
         if not isinstance(data, list):
@@ -90,6 +107,11 @@ def _rows_from_hub(name: str, split: str) -> list[dict[str, Any]]:
         import datasets  # lazy: HF datasets (slow import)
     except ImportError as exc:  # pragma: no cover - datasets is a core dependency
         raise InputError("loading a hub dataset needs the 'datasets' package", file=name) from exc
+    if os.environ.get("HF_HUB_OFFLINE") != "1" and not _hub_reachable():
+        hint = [a for a, hub in HUB_ALIASES.items() if hub == name]
+        fix = f"set ${alias_variable(hint[0])} to a local copy" if hint else "give a local parquet/JSONL file"
+        raise InputError(f"the Hugging Face hub cannot be reached, so {name!r} cannot be loaded: {fix} (or set "
+                         "HF_HUB_OFFLINE=1 to use the datasets cache)", file=name)
     try:
         ds = datasets.load_dataset(name, split=split)
     except Exception as exc:  # hub errors are many; report them as input errors with the id
@@ -97,11 +119,33 @@ def _rows_from_hub(name: str, split: str) -> list[dict[str, Any]]:
     return [dict(r) for r in ds]
 
 
+def alias_variable(alias: str) -> str:
+    """The environment variable that points an alias at a local copy: `verified` -> EXECCRITIC_VERIFIED."""
+    return f"EXECCRITIC_{alias.upper()}"
+
+
+def _hub_reachable(timeout_s: float = 5.0) -> bool:
+    """One quick request, so that an offline machine fails in seconds instead of after the hub client's
+    retries."""
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    try:
+        urllib.request.urlopen(urllib.request.Request(f"{endpoint}/api/health", method="HEAD"), timeout=timeout_s)
+    except urllib.error.HTTPError:
+        return True                     # it answered
+    except OSError:
+        return False
+    return True
+
+
 def resolve_source(source: str) -> str:
-    """A path if it exists, else an alias expanded to a hub id, else the string itself (hub id)."""
+    """A path if it exists; an alias (`verified`) is its variable's value when set (a local copy or another
+    id: $EXECCRITIC_VERIFIED), else its hub id; anything else is taken as a hub id."""
     if Path(source).expanduser().exists():
         return str(Path(source).expanduser())
-    return HUB_ALIASES.get(source, source)
+    if source in HUB_ALIASES:
+        local = os.environ.get(alias_variable(source))
+        return resolve_source(local) if local and local != source else HUB_ALIASES[source]
+    return source
 
 
 def load_tasks(source: str, split: str = "test", instance_ids: Sequence[str] | None = None,
@@ -122,6 +166,8 @@ def load_tasks(source: str, split: str = "test", instance_ids: Sequence[str] | N
         rows = _rows_from_file(path)
         digest = file_sha256(path)
     else:
+        if source.startswith(("/", "./", "../", "~")) or Path(source).suffix.lower() in DATA_SUFFIXES:
+            raise InputError("no such dataset file", file=source, field="--dataset")
         if "/" not in resolved:
             raise InputError(f"no such file, and {source!r} is not a hub dataset id (owner/name) or one of "
                              f"{sorted(HUB_ALIASES) + sorted(_NAMED_TASK_SETS)}", file=source)

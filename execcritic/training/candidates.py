@@ -31,6 +31,7 @@ from typing import Any
 from execcritic.config import PAPER, ProtocolConfig, RepairRLConfig, TestRLConfig
 from execcritic.errors import InputError
 from execcritic.evaluation.official import evaluate_official
+from execcritic.files import atomic_write_json
 from execcritic.harness.gate import LabeledPatch
 from execcritic.pipeline.envs import task_environment
 from execcritic.pipeline.workers import RunSummary, Unit, run_units
@@ -259,7 +260,7 @@ def build_candidates(tasks: Sequence[Task], run_dir: str | Path, *, repair_runs:
         "wall_s": round(time.time() - started, 2),
         "env": {"PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE")}})
     write_result(run_dir / POOLS, {"pools": facts}, manifest)
-    (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+    atomic_write_json(run_dir / "manifest.json", manifest)
     return BuildResult(run_dir, summary, facts)
 
 

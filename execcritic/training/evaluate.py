@@ -1,9 +1,9 @@
 """Close the loop: serve a trained checkpoint and evaluate it with the existing pipeline, no manual step.
 
 `evaluate_checkpoint(ckpt, tasks, out)` = what a user would otherwise type by hand:
-  execcritic generate-tests DATASET --test-source hf:CKPT --out OUT      (Test agent: generation + Base gate)
-  execcritic audit DATASET --test-source bundles:OUT/generation.jsonl    (offline Gold audit: B2G)
-  execcritic run DATASET --test-source hf:CKPT --repair-model hf:CKPT    (Repair + fresh official scoring)
+  execcritic generate-tests -d DATASET --test-source hf:CKPT --out OUT      (Test agent: generation + Base gate)
+  execcritic audit -d DATASET --test-source bundles:OUT/generation.jsonl    (offline Gold audit: B2G)
+  execcritic run -d DATASET --test-source hf:CKPT --repair-model hf:CKPT    (Repair + fresh official scoring)
 run through the same pipeline functions, with the checkpoint behind one `transformers serve` process
 (`pipeline.models.served_specs`, spec `hf:<dir>`). Everything is resumable (the pipeline's records) and the
 summary (B2G, resolved rate, per-stage counts) is written with its manifest to `OUT/evaluation.json`.

@@ -56,7 +56,7 @@ def cli(*args: str) -> list[str]:
 
 
 def run_cmd(dataset: Path, out: Path, *extra: str) -> list[str]:
-    return cli("run", str(dataset), "--out", str(out), "--test-source", "oracle", "--repair-model", POLICY,
+    return cli("run", "--dataset", str(dataset), "--out", str(out), "--test-source", "oracle", "--repair-model", POLICY,
                "--runs", "1", "--no-progress", "--json", *extra)
 
 

@@ -71,7 +71,7 @@ def _env(tmp_path: Path) -> dict:
 def test_train_cli_resumes_after_kill(sympy_task, tiny_model_dir, tmp_path):
     """`execcritic train repair-rl` is SIGKILLed after its first checkpoint and resumed with --resume: the run
     finishes with every GRPO step in metrics.jsonl exactly once and the manifest records both sessions."""
-    argv = [sys.executable, "-m", "execcritic.cli", "train", "repair-rl", "verified-sdist", "--instance",
+    argv = [sys.executable, "-m", "execcritic.cli", "train", "repair-rl", "--dataset", "verified-sdist", "--instance",
             sympy_task.instance_id, "--model", str(tiny_model_dir), "-c", "cpu-train", "--preset", "tiny-cpu",
             "--run-id", "resume-test", "--workers", "2", "--official", "needed", "--label", "test",
             "--set", "repair_rl.steps=2", "--set", "grpo.rollouts_per_group=2", "--set", "grpo.max_groups_offered=1",

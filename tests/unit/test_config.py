@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from execcritic.cli import app
+from execcritic.cli.pipeline import SECTIONS
 from execcritic.config import PAPER, PROFILES_DIR, ProtocolConfig, apply_overrides, knobs, load_protocol
 from execcritic.errors import InputError
 from execcritic.results.manifest import build_manifest
@@ -53,13 +54,23 @@ def test_cli_aliases_are_unique_and_name_fields():
     assert all(a.startswith("--") for a in aliases)
 
 
-@pytest.mark.parametrize("command", ["run", "repair", "generate-tests", "audit", "official"])
-def test_protocol_commands_offer_every_alias_and_the_generic_options(command):
+READS = {**SECTIONS, "audit": ("harness", "workspace", "repair"), "official": ("harness",)}
+
+
+@pytest.mark.parametrize("command", sorted(READS))
+def test_protocol_commands_offer_the_aliases_of_what_they_read_and_only_those(command):
+    """A command shows only the options it reads: `official` has no `--runs`, `repair` has no `--test-turns`."""
     out = CliRunner().invoke(app, [command, "--help"], terminal_width=200).output
     for k in knobs():
         if k.cli:
-            assert k.cli in out, f"`execcritic {command}` lacks {k.cli} ({k.key})"
+            reads = k.key.split(".")[0] in READS[command]
+            assert (k.cli in out) == reads, f"`execcritic {command}` {'lacks' if reads else 'shows'} {k.cli}"
     assert "--set" in out and "--config" in out
+
+
+def test_set_refuses_a_knob_the_command_does_not_read():
+    bad = CliRunner().invoke(app, ["official", "--set", "repair.turns_per_round=3", "--patch", "gold"])
+    assert bad.exit_code == 2 and "would ignore this one" in bad.output
 
 
 def test_a_cli_override_reaches_the_config_and_the_manifest():

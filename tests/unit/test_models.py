@@ -258,16 +258,12 @@ def test_openai_model_rejects_bad_settings():
         OpenAIChatModel("http://x/v1", "m", max_tokens_param="n")
 
 
-def test_backoff_is_exponential_capped_and_honours_retry_after():
+def test_retries_are_the_sdks_with_the_configured_count():
+    """Transient failures are retried by the OpenAI SDK (backoff, Retry-After); ours only sets how often."""
     from execcritic.agents.models.openai_model import OpenAIChatModel
 
-    model = OpenAIChatModel("http://x/v1", "m", backoff_base_s=1.0, backoff_max_s=10.0)
-    delays = [model.backoff_delay(i) for i in range(6)]
-    for i, d in enumerate(delays):
-        base = min(10.0, 2.0 ** i)
-        assert base <= d <= base * 1.1
-    assert model.backoff_delay(0, retry_after=5.0) >= 5.0
-    assert model.backoff_delay(0, retry_after=500.0) <= 10.0
+    model = OpenAIChatModel("http://x/v1", "m", max_retries=3, api_key_env=None)
+    assert model._get_client().max_retries == 3 and model.serialize()["max_retries"] == 3
 
 
 # --- the SmolLM2 tool-aware template keeps SmolLM2's own rendering when there are no tools ------------------

@@ -15,8 +15,8 @@ from execcritic.errors import InputError
 from execcritic.evaluation.official import GIT_APPLY_CMDS, OfficialResult, grade_log, local_eval_script
 from execcritic.tasks.sdist.recipe import RECIPE_PATH, load_recipe, parse_recipe
 from execcritic.tasks.sdist.select import Release, releases_before, releases_from_json
-
 from tests.paths import VERIFIED
+
 needs_verified = pytest.mark.skipif(not VERIFIED.exists(),
                                     reason="SWE-bench Verified rows not found in shared/")
 
@@ -80,13 +80,13 @@ def test_cli_list_json_builds_nothing(tmp_path, monkeypatch):
     from execcritic.cli import app
 
     monkeypatch.setenv("EXECCRITIC_CACHE", str(tmp_path / "cache"))
-    out = CliRunner().invoke(app, ["tasks", "list", "verified-sdist", "--json"])
+    out = CliRunner().invoke(app, ["tasks", "list", "--dataset", "verified-sdist", "--json"])
     assert out.exit_code == 0, out.output
     rows = json.loads(out.stdout)
     assert len(rows) == len(load_recipe().instances)
     assert {"instance_id", "repo", "release"} <= set(rows[0])
     assert not (tmp_path / "cache").exists()
-    bad = CliRunner().invoke(app, ["tasks", "list", "nope", "--json"])
+    bad = CliRunner().invoke(app, ["tasks", "list", "-d", "nope", "--json"])
     assert bad.exit_code == 2 and "verified-sdist" in bad.stdout
 
 

@@ -1,9 +1,9 @@
 """`OpenAIChatModel`: the `openai` client against any OpenAI-compatible endpoint.
 
 That covers the paper's setting (vLLM and SGLang servers), hosted APIs and `transformers serve` (the
-embedded CPU default). Retries are ours, not the SDK's, so that exactly the transient failures are retried
-(connection errors, 429, 5xx) with exponential backoff, and a persistent one surfaces as
-`ModelUnavailable` (operational) instead of a format error or a verdict. The API key is read from the
+embedded CPU default). Transient failures (connection errors, timeouts, 408/409/429, 5xx) are retried by the
+SDK itself (`max_retries`: exponential backoff with jitter, a server's Retry-After honoured); one that persists
+surfaces as `ModelUnavailable` (operational) instead of a format error or a verdict. The API key is read from the
 environment when the client is built and lives only inside the SDK client: it is never an attribute of
 this object, never in `serialize()`, `repr()` or any response record.
 """
@@ -11,10 +11,8 @@ this object, never in `serialize()`, `repr()` or any response record.
 from __future__ import annotations
 
 import os
-import random
 import time
 import urllib.parse
-from collections.abc import Callable
 from typing import Any
 
 from execcritic.agents.models.base import (
@@ -55,9 +53,8 @@ class OpenAIChatModel(ChatModel):
 
     def __init__(self, base_url: str, model: str, *, api_key_env: str | None = "OPENAI_API_KEY",
                  sampling: SamplingConfig | None = None, tool_mode: str = "tools", timeout: float = 600.0,
-                 max_retries: int = 5, backoff_base_s: float = 1.0, backoff_max_s: float = 60.0,
-                 max_tokens_param: str = "max_tokens", extra_body: dict[str, Any] | None = None,
-                 context_window: int | None = None, sleep: Callable[[float], None] = time.sleep):
+                 max_retries: int = 5, max_tokens_param: str = "max_tokens",
+                 extra_body: dict[str, Any] | None = None, context_window: int | None = None):
         if tool_mode not in TOOL_MODES:
             raise ValueError(f"tool_mode must be one of {TOOL_MODES}, got {tool_mode!r}")
         if max_tokens_param not in ("max_tokens", "max_completion_tokens"):
@@ -71,13 +68,10 @@ class OpenAIChatModel(ChatModel):
         self.tool_mode = tool_mode
         self.timeout = float(timeout)
         self.max_retries = int(max_retries)
-        self.backoff_base_s = float(backoff_base_s)
-        self.backoff_max_s = float(backoff_max_s)
         self.max_tokens_param = max_tokens_param
         self.extra_body = dict(extra_body or {})
         self.context_window = context_window
         self.reply_tokens = self.sampling.max_tokens
-        self._sleep = sleep
         self._client: Any = None
         self._turn = 0
 
@@ -95,8 +89,6 @@ class OpenAIChatModel(ChatModel):
             "context_window": self.context_window,
             "timeout_s": self.timeout,
             "max_retries": self.max_retries,
-            "backoff_base_s": self.backoff_base_s,
-            "backoff_max_s": self.backoff_max_s,
         }
 
     def __repr__(self) -> str:
@@ -111,7 +103,8 @@ class OpenAIChatModel(ChatModel):
             except ImportError as exc:  # pragma: no cover - depends on the install
                 raise ModelError("the 'openai' package is not installed: pip install 'execcritic[serve]'") from exc
             key = (os.environ.get(self.api_key_env) if self.api_key_env else None) or "EMPTY"
-            self._client = openai.OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout, max_retries=0)
+            self._client = openai.OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout,
+                                         max_retries=self.max_retries)
         return self._client
 
     def request_body(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
@@ -132,14 +125,6 @@ class OpenAIChatModel(ChatModel):
             body["extra_body"] = extra
         return body
 
-    def backoff_delay(self, retry_index: int, retry_after: float | None = None) -> float:
-        """Exponential backoff with up to 10% jitter; a server's Retry-After wins when it is larger."""
-        delay = min(self.backoff_max_s, self.backoff_base_s * (2 ** retry_index))
-        delay *= 1.0 + 0.1 * random.random()
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, self.backoff_max_s))
-        return delay
-
     def query(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None) -> ModelResponse:
         import openai  # lazy: serve extra
 
@@ -147,26 +132,16 @@ class OpenAIChatModel(ChatModel):
         body = self.request_body(messages, tools)
         self._turn += 1
         started = time.monotonic()
-        last_error: Exception | None = None
-        completion = None
-        attempts = 0
-        for retry_index in range(self.max_retries + 1):
-            attempts += 1
-            try:
-                completion = client.chat.completions.create(**body)
-                break
-            except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as exc:
-                last_error = exc
-                if retry_index < self.max_retries:
-                    self._sleep(self.backoff_delay(retry_index, _retry_after(exc)))
-            except openai.APIStatusError as exc:
-                raise self._status_error(exc) from None
-        if completion is None:
-            raise ModelUnavailable(f"{self._where()}: gave up after {attempts} attempts in "
-                                   f"{time.monotonic() - started:.1f} s: {type(last_error).__name__}: "
-                                   f"{_error_detail(last_error)}")
+        try:
+            raw = client.chat.completions.with_raw_response.create(**body)
+        except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as exc:
+            raise ModelUnavailable(f"{self._where()}: gave up after {self.max_retries + 1} attempts in "
+                                   f"{time.monotonic() - started:.1f} s: {type(exc).__name__}: "
+                                   f"{_error_detail(exc)}") from None
+        except openai.APIStatusError as exc:
+            raise self._status_error(exc) from None
         latency = time.monotonic() - started
-        return self._to_response(completion, latency, attempts)
+        return self._to_response(raw.parse(), latency, raw.retries_taken + 1)
 
     def _status_error(self, exc: Any) -> ModelError:
         """A non-retryable HTTP error, with what to fix."""
@@ -207,17 +182,6 @@ class OpenAIChatModel(ChatModel):
                               latency_s=round(latency, 4), finish_reason=choice.finish_reason, attempts=attempts,
                               reasoning=reasoning, model=getattr(completion, "model", None) or self.model,
                               turn_tag=str(self._turn))
-
-
-def _retry_after(exc: Exception) -> float | None:
-    response = getattr(exc, "response", None)
-    if response is None:
-        return None
-    value = response.headers.get("retry-after")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
 
 
 def _error_detail(exc: Exception) -> str:

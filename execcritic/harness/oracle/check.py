@@ -134,7 +134,7 @@ def summarize(results: list[OracleResult]) -> dict:
         "total": total,
         "valid": valid,
         "rejected": total - valid,
-        "rate": round(valid / total, 4) if total else 0.0,
+        "rate": round(valid / total, 4) if total else None,   # undefined over zero bundles
         "by_runner": by_runner,
         "rejections_by_code": {
             k: sorted(v) for k, v in sorted(by_code.items(), key=lambda kv: (-len(kv[1]), kv[0]))

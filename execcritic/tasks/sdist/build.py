@@ -4,14 +4,21 @@ Layout under the cache root (`$EXECCRITIC_CACHE` or the user cache dir, `.../exe
 
     sdists/<filename>                 downloaded archives (sha256-checked against the recipe/PyPI)
     pypi/<project>.json               PyPI metadata used for release selection
+    bases/<project>-<version>/        pristine git Base of a release (shared by the envs built on it)
     envs/<env_key>/checkout/          git repo; first and only commit = the Base (sdist content)
     envs/<env_key>/venv/              the task venv (interpreter from SWE-bench's specs)
-    envs/<env_key>/env.json           what was built, the lock (pip freeze), timings; written last
+    envs/<env_key>/env.json           what was built, the lock, timings; written last
 
 The install step runs inside bubblewrap with the checkout bound at /testbed, so editable installs
 record /testbed: at evaluation time the sandbox binds a copy of the checkout at /testbed and the venv
-read-only at its own host path. A build is idempotent: an env whose env.json matches the recipe is
-reused untouched; a half-built one (no env.json) is removed and rebuilt.
+read-only at its own host path.
+
+Environments are shared by every process on the machine (audits, pipelines, training, tests), so a build is
+idempotent (an env whose env.json says it was built from this recipe is reused untouched, and the build says
+so), locked (one builder per env: `envs/.<key>.build.lock`), and atomic: it happens in a staging directory
+beside the env, which every build step sees at the env's final path (a bubblewrap bind), and is renamed into
+place complete. Users of an env hold `envs/.<key>.lock` shared while they use it (`use_lock`); a swap takes it
+exclusively, so no user ever sees an env half-built or replaced under it.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import threading
 import time
 import urllib.request
 import zipfile
@@ -34,9 +42,11 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import platformdirs
-from tqdm import tqdm
+from rich.console import Console
+from rich.progress import DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
 from execcritic.errors import EnvironmentMissing, ExecCriticError
+from execcritic.files import atomic_write, locked
 from execcritic.hashing import file_sha256
 from execcritic.tasks.sdist.select import Release, parse_time
 
@@ -73,7 +83,7 @@ def download_sdist(release: Release, root: Path | None = None, *, progress: bool
             return dest
         dest.unlink()  # corrupt or replaced upstream: fetch again and check again
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(dest.name + ".part")
+    tmp = dest.with_name(f"{dest.name}.part-{os.getpid()}-{threading.get_ident()}")
     try:
         with urllib.request.urlopen(release.url, timeout=120) as resp, tmp.open("wb") as out:
             total = int(resp.headers.get("Content-Length") or release.size or 0)
@@ -94,9 +104,24 @@ def download_sdist(release: Release, root: Path | None = None, *, progress: bool
     return dest
 
 
-def _bar(total: int, desc: str, enabled: bool):
+class _Bar:
+    """A download's progress on stderr (rich), or nothing."""
 
-    return tqdm(total=total or None, desc=desc, unit="B", unit_scale=True, disable=not enabled, leave=False)
+    def __init__(self, total: int, desc: str, enabled: bool):
+        self._progress = Progress(TextColumn(desc), DownloadColumn(), TransferSpeedColumn(), transient=True,
+                                  disable=not enabled, console=Console(stderr=True))
+        self._progress.start()
+        self._task = self._progress.add_task(desc, total=total or None)
+
+    def update(self, n: int) -> None:
+        self._progress.advance(self._task, n)
+
+    def close(self) -> None:
+        self._progress.stop()
+
+
+def _bar(total: int, desc: str, enabled: bool) -> _Bar:
+    return _Bar(total, desc, enabled)
 
 
 # ---- unpack into a git Base ----------------------------------------------------------------------
@@ -144,7 +169,7 @@ def unpack_to_git(archive: Path, dest: Path, *, commit_date: str, project: str =
     repository and the install step regenerates it.
     """
     if dest.exists():
-        shutil.rmtree(dest)
+        raise BuildError(f"{dest} exists: a Base is unpacked beside its final place, then renamed")
     with tempfile.TemporaryDirectory(prefix="sdist-", dir=dest.parent) as tmp:
         tmpdir = Path(tmp)
         _extract(archive, tmpdir)
@@ -215,8 +240,10 @@ def bwrap_available() -> bool:
     return shutil.which("bwrap") is not None
 
 
-def bwrap_prefix(checkout: Path, writable: Sequence[Path], *, network: bool = True) -> list[str]:
-    """A bubblewrap command prefix: host / read-only, `checkout` at /testbed, `writable` paths rw."""
+def bwrap_prefix(checkout: Path | None, writable: Sequence[Path], *, network: bool = True,
+                 mapped: Sequence[tuple[Path, Path]] = ()) -> list[str]:
+    """A bubblewrap command prefix: host / read-only, `checkout` at /testbed, `writable` paths rw, and each
+    `(host dir, path)` of `mapped` writable at that path (a staging dir seen at its env's final path)."""
     if not bwrap_available():
         raise EnvironmentMissing("bubblewrap (`bwrap`) is not installed; `apt-get install bubblewrap`")
     args = ["bwrap", "--die-with-parent"]
@@ -231,7 +258,12 @@ def bwrap_prefix(checkout: Path, writable: Sequence[Path], *, network: bool = Tr
     args += ["--proc", "/proc", "--dev", "/dev", "--ro-bind", "/sys", "/sys", "--tmpfs", "/tmp"]
     for w in writable:
         args += ["--bind", str(w), str(w)]
-    args += ["--bind", str(checkout), WORKDIR, "--chdir", WORKDIR]
+    for host, seen_at in mapped:
+        args += ["--bind", str(host), str(seen_at)]
+    if checkout is not None:
+        args += ["--bind", str(checkout), WORKDIR, "--chdir", WORKDIR]
+    else:
+        args += ["--chdir", "/tmp"]
     if not network:
         args += ["--unshare-net"]
     return args
@@ -250,7 +282,7 @@ class StepLog:
         dt = round(time.monotonic() - t0, 2)
         shown = " ".join(cmd)
         if "bwrap" in cmd[:1]:
-            shown = "bwrap[/testbed] " + " ".join(cmd[cmd.index("--chdir") + 2:])
+            shown = "bwrap " + " ".join(cmd[cmd.index("--chdir") + 2:])
         self.steps.append({"what": what, "cmd": shown[-2000:], "exit": res.returncode, "seconds": dt})
         if log:
             log(f"{what}: exit {res.returncode} in {dt}s")
@@ -280,21 +312,53 @@ def _subst(text: str, env_dir: Path) -> str:
 # ---- pristine Base checkouts (release selection and env builds start from these) ----------------
 
 def base_checkout(release: Release, root: Path | None = None, *, progress: bool = True) -> tuple[Path, str]:
-    """A pristine git checkout of the release's sdist under bases/, built once; (path, base commit)."""
+    """A pristine git checkout of the release's sdist under bases/, built once (locked, unpacked beside and
+    renamed into place); (path, base commit)."""
     root = root or cache_root()
     dest = root / "bases" / f"{release.project}-{release.version}"
-    marker = dest / ".git" / "execcritic-base"
     stamp = f"overlay {overlay_digest(release.project)}"
-    if marker.exists():
+
+    def current() -> tuple[Path, str] | None:
+        marker = dest / ".git" / "execcritic-base"
+        if not marker.exists():
+            return None
         lines = marker.read_text().split("\n")
         recorded = lines[1] if len(lines) > 1 and lines[1] else f"overlay {overlay_digest('')}"
-        if recorded == stamp:
-            return dest, lines[0].strip()
-    archive = download_sdist(release, root, progress=progress)
+        return (dest, lines[0].strip()) if recorded == stamp else None
+
+    found = current()
+    if found:
+        return found
     dest.parent.mkdir(parents=True, exist_ok=True)
-    commit = unpack_to_git(archive, dest, commit_date=release.upload_time, project=release.project)
-    marker.write_text(f"{commit}\n{stamp}\n")
+    with locked(base_lock(dest)):
+        found = current()
+        if found:
+            return found
+        archive = download_sdist(release, root, progress=progress)
+        staging = dest.with_name(f".{dest.name}.staging-{os.getpid()}")
+        shutil.rmtree(staging, ignore_errors=True)
+        commit = unpack_to_git(archive, staging, commit_date=release.upload_time, project=release.project)
+        (staging / ".git" / "execcritic-base").write_text(f"{commit}\n{stamp}\n")
+        _swap_into_place(staging, dest)
     return dest, commit
+
+
+def base_lock(base: Path) -> Path:
+    """Held exclusively to (re)build a Base, shared while an env build copies it."""
+    return base.with_name(f".{base.name}.lock")
+
+
+def _swap_into_place(staging: Path, dest: Path) -> None:
+    """Rename a complete `staging` directory to `dest`, replacing what was there (an empty mount point, or an
+    older build whose users are gone: the caller holds the lock they hold shared)."""
+    old = None
+    if dest.exists() and any(dest.iterdir()):
+        old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+        shutil.rmtree(old, ignore_errors=True)
+        os.rename(dest, old)
+    os.rename(staging, dest)            # over an empty directory, or where nothing is: atomic
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 # ---- the task environment ------------------------------------------------------------------------
@@ -393,65 +457,123 @@ def load_built(key: str, root: Path | None = None) -> BuiltEnv | None:
     return BuiltEnv(key, d, d / "checkout", d / "venv", json.loads(rec.read_text()))
 
 
+def use_lock(env_root: Path) -> Path:
+    """Held shared by every user of an env while it uses it; a build takes it exclusively to swap."""
+    return env_root.with_name(f".{env_root.name}.lock")
+
+
+def _reusable(env, root: Path, resolve: bool):
+    """(BuiltEnv, locked EnvRecipe) if the env in the cache was built from this recipe, else None. The check
+    is against what was asked for (the recipe's digest), never against what a build happened to install."""
+    built = load_built(env.key, root)
+    if built is None:
+        return None
+    rec = built.record
+    if resolve and rec.get("resolved_from") != _resolve_digest(env) or \
+            not resolve and rec.get("recipe_digest") != env_digest(env):
+        return None
+    return built, dataclasses.replace(env, lock=tuple(rec["lock"]),
+                                      requirements=tuple(rec.get("requirements", env.requirements)),
+                                      skipped=dict(rec.get("skipped", {})))
+
+
 def build_env(env, *, root: Path | None = None, resolve: bool = False, progress: bool = True,
               log: Callable[[str], None] | None = None):
     """Build (or reuse) the environment for an EnvRecipe. Returns (BuiltEnv, resolved EnvRecipe).
 
     resolve=False installs the recipe's lock exactly (reproducible rebuild); resolve=True resolves
     the spec's packages with uv under `--exclude-newer env.exclude_newer` and records the new lock.
+    Idempotent, locked and atomic (module docstring); `BuiltEnv.record["reused"]` says whether it built.
     """
-
     root = root or cache_root()
     d = env_dir(env.key, root)
-    built = load_built(env.key, root)
-    if built is not None and (resolve and built.record.get("resolved_from") == _resolve_digest(env)
-                              or not resolve and built.record.get("digest") == env_digest(env)):
-        locked = dataclasses.replace(env, lock=tuple(built.record["lock"]),
-                                     requirements=tuple(built.record.get("requirements", env.requirements)),
-                                     skipped=dict(built.record.get("skipped", {})))
-        return built, locked
+    found = _reusable(env, root, resolve)
+    if found is None:
+        d.parent.mkdir(parents=True, exist_ok=True)
+        with locked(d.with_name(f".{d.name}.build.lock")):
+            found = _reusable(env, root, resolve)      # another process built it while this one waited
+            if found is None:
+                return _build_beside(env, d, root, resolve=resolve, progress=progress, log=log)
+    if log:
+        log(f"env {env.key}: already built from this recipe, unchanged ({d})")
+    found[0].record["reused"] = True
+    return found
+
+
+def _build_beside(env, d: Path, root: Path, *, resolve: bool, progress: bool, log):
+    """Build into `.<key>.staging-<pid>`, which every step sees at `d` (so the venv's paths are the final
+    ones), then swap it into place."""
+    for stale in d.parent.glob(f".{d.name}.staging-*"):   # a builder that died: we hold the build lock
+        shutil.rmtree(stale, ignore_errors=True)
+    staging = d.with_name(f".{d.name}.staging-{os.getpid()}")
+    staging.mkdir()
+    placeholder = not d.exists()
+    d.mkdir(exist_ok=True)              # the mount point at which the build sees the staging dir
+    try:
+        built, new_env = _build_into(env, staging, d, root, resolve=resolve, progress=progress, log=log)
+        with locked(use_lock(d)):
+            _swap_into_place(staging, d)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        if placeholder and d.is_dir() and not any(d.iterdir()):
+            d.rmdir()
+        raise
+    return dataclasses.replace(built, root=d, checkout=d / "checkout", venv=d / "venv"), new_env
+
+
+def _uv_cache_dir(uv: str) -> Path:
+    out = subprocess.run([uv, "cache", "dir"], capture_output=True, text=True)
+    path = Path(out.stdout.strip() or Path.home() / ".cache" / "uv")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _build_into(env, staging: Path, d: Path, root: Path, *, resolve: bool, progress: bool, log):
     t0 = time.monotonic()
     steps = StepLog([])
-    if d.exists():
-        shutil.rmtree(d)
-    d.mkdir(parents=True)
     base, commit = base_checkout(env.release, root, progress=progress)
     if commit != env.base_commit:
         raise BuildError(f"env {env.key}: Base commit of {env.release.filename} is {commit}, recipe says "
                          f"{env.base_commit}; the unpack is not reproducible here (git version?) - report it")
-    checkout, venv = d / "checkout", d / "venv"
-    steps.run(["cp", "-a", "--no-target-directory", str(base), str(checkout)], what="copy Base", log=log)
-    (checkout / ".git" / "execcritic-base").unlink(missing_ok=True)
+    venv = d / "venv"                                 # as every step sees it
+    with locked(base_lock(base), shared=True):
+        steps.run(["cp", "-a", "--no-target-directory", str(base), str(staging / "checkout")], what="copy Base",
+                  log=log)
+    (staging / "checkout" / ".git" / "execcritic-base").unlink(missing_ok=True)
     interp = find_interpreter(env.python)
     uv = uv_binary()
+    seen = [(staging, d)]
+    host = bwrap_prefix(None, [_uv_cache_dir(uv)], mapped=seen)     # uv's steps, with the staging dir at `d`
     try:  # uv's venv (seeded with pip) is several times faster than `python -m venv` + ensurepip
-        steps.run([uv, "venv", "--seed", "--no-project", "--python", str(interp), str(venv)],
+        steps.run(host + [uv, "venv", "--seed", "--no-project", "--python", str(interp), str(venv)],
                   what=f"venv on {interp}", env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"}, log=log)
     except BuildError:
-        shutil.rmtree(venv, ignore_errors=True)
-        steps.run([str(interp), "-m", "venv", str(venv)], what=f"venv on {interp} (python -m venv)", log=log)
+        shutil.rmtree(staging / "venv", ignore_errors=True)
+        steps.run(host + [str(interp), "-m", "venv", str(venv)], what=f"venv on {interp} (python -m venv)",
+                  log=log)
     py = str(venv / "bin" / "python")
-    uv_env = {**os.environ, "UV_NO_PROGRESS": "0" if progress else "1", "VIRTUAL_ENV": str(venv)}
+    uv_env = {**os.environ, "UV_NO_PROGRESS": "0" if progress else "1", "VIRTUAL_ENV": str(venv),
+              "UV_CACHE_DIR": str(_uv_cache_dir(uv))}
     spec = dict(env.spec)
     skipped = dict(env.skipped) if not resolve else {}
     requirements = list(env.requirements)
     if resolve:
         # SWE-bench's conda envs (built 2024) carry a setuptools with pkg_resources, which test suites of
         # that era import; uv seeds the newest setuptools, which no longer has it (removed in 81).
-        steps.run([uv, "pip", "install", "--python", py, SEED_SETUPTOOLS], what="seed setuptools", env=uv_env,
-                  log=log)
+        steps.run(host + [uv, "pip", "install", "--python", py, SEED_SETUPTOOLS], what="seed setuptools",
+                  env=uv_env, log=log)
         first = conda_packages(spec) + requirements
         if first:
-            skipped.update(_uv_install(steps, uv, py, first, env.exclude_newer, uv_env, log, what="packages"))
+            skipped.update(_uv_install(steps, host + [uv], py, first, env.exclude_newer, uv_env, log,
+                                       what="packages"))
         pip_pkgs = list(spec.get("pip_packages") or [])
         if pip_pkgs:
-            skipped.update(_uv_install(steps, uv, py, pip_pkgs, env.exclude_newer, uv_env, log,
+            skipped.update(_uv_install(steps, host + [uv], py, pip_pkgs, env.exclude_newer, uv_env, log,
                                        what="pip_packages"))
     elif env.lock:
-        lock_file = d / "lock.txt"
-        lock_file.write_text("\n".join(env.lock) + "\n")
-        steps.run([uv, "pip", "install", "--python", py, "--no-deps", "-r", str(lock_file)], what="install lock",
-                  env=uv_env, log=log)
+        (staging / "lock.txt").write_text("\n".join(env.lock) + "\n")
+        steps.run(host + [uv, "pip", "install", "--python", py, "--no-deps", "-r", str(d / "lock.txt")],
+                  what="install lock", env=uv_env, log=log)
     # pre_install (minus system package steps) and the install command, at /testbed under bwrap
     host_steps = []
     for cmd in spec.get("pre_install") or []:
@@ -459,26 +581,29 @@ def build_env(env, *, root: Path | None = None, resolve: bool = False, progress:
             skipped[f"pre_install: {cmd}"] = "system package step: not run in a venv build (host requirement)"
             host_steps.append(cmd)
             continue
-        steps.run(bwrap_prefix(checkout, [d]) + ["bash", "-c", cmd], what="pre_install", env=_build_env(env, venv),
-                  log=log)
+        steps.run(bwrap_prefix(staging / "checkout", [], mapped=seen) + ["bash", "-c", cmd], what="pre_install",
+                  env=_build_env(env, venv), log=log)
     install = install_command(spec)
     if install != spec["install"]:
         skipped[f"install: {spec['install']}"] = f"run as `{install}`: the sandbox mounts the venv read-only, so " \
             "the checkout must be importable in place (editable) for patches to take effect"
-    steps.run(bwrap_prefix(checkout, [d]) + ["bash", "-c", f"source {venv}/bin/activate && {install}"],
+    steps.run(bwrap_prefix(staging / "checkout", [], mapped=seen)
+              + ["bash", "-c", f"source {venv}/bin/activate && {install}"],
               what="install", env=_build_env(env, venv), log=log)
-    freeze = subprocess.run([uv, "pip", "freeze", "--python", py], capture_output=True, text=True, env=uv_env)
+    freeze = subprocess.run(host + [uv, "pip", "freeze", "--python", py], capture_output=True, text=True,
+                            env=uv_env)
     lock = sorted(line for line in freeze.stdout.splitlines()
                   if line.strip() and not line.startswith("-e ") and "file:///testbed" not in line
                   and "/testbed" not in line)
     new_env = dataclasses.replace(env, lock=tuple(lock), requirements=tuple(requirements), skipped=skipped)
-    record = {"key": env.key, "digest": env_digest(new_env), "resolved_from": _resolve_digest(env),
-              "release": env.release.to_dict(), "base_commit": env.base_commit, "python": env.python,
-              "interpreter": str(interp), "lock": lock, "requirements": requirements, "skipped": skipped,
-              "host_steps": host_steps, "steps": steps.steps, "build_seconds": round(time.monotonic() - t0, 1),
-              "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    (d / "env.json").write_text(json.dumps(record, indent=1))
-    return BuiltEnv(env.key, d, checkout, venv, record), new_env
+    record = {"key": env.key, "recipe_digest": env_digest(env), "digest": env_digest(new_env),
+              "resolved_from": _resolve_digest(env), "release": env.release.to_dict(),
+              "base_commit": env.base_commit, "python": env.python, "interpreter": str(interp), "lock": lock,
+              "requirements": requirements, "skipped": skipped, "host_steps": host_steps, "steps": steps.steps,
+              "build_seconds": round(time.monotonic() - t0, 1),
+              "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "reused": False}
+    atomic_write(staging / "env.json", json.dumps(record, indent=1))
+    return BuiltEnv(env.key, staging, staging / "checkout", staging / "venv", record), new_env
 
 
 def _resolve_digest(env) -> str:
@@ -500,12 +625,12 @@ def _build_env(env, venv: Path) -> dict:
     return out
 
 
-def _uv_install(steps: StepLog, uv: str, py: str, reqs: list[str], cutoff: str, env: dict, log, *,
+def _uv_install(steps: StepLog, uv: list[str], py: str, reqs: list[str], cutoff: str, env: dict, log, *,
                 what: str) -> dict[str, str]:
     """Install `reqs` into the venv; pins SWE-bench chose are exempt from the date cutoff. If the set
     fails as a whole, install one by one and return {requirement: why it was left out}."""
     def cmd(items: list[str], dated: bool = True) -> list[str]:
-        c = [uv, "pip", "install", "--python", py]
+        c = [*uv, "pip", "install", "--python", py]
         if dated:
             c += ["--exclude-newer", cutoff]
             for name in BUILD_TOOLS:  # build backends of any era must still build on this interpreter

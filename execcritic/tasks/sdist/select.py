@@ -22,6 +22,7 @@ from typing import Iterable
 from packaging.version import InvalidVersion, Version
 
 from execcritic.errors import InputError
+from execcritic.files import atomic_write
 
 PYPI_JSON = "https://pypi.org/pypi/{project}/json"
 
@@ -126,10 +127,7 @@ def fetch_releases(project: str, cache_dir: Path, *, max_age_s: float = 7 * 8640
             else:
                 raise InputError(f"could not read PyPI metadata for {project!r} ({exc}); check network access "
                                  f"to PyPI", file=url) from exc
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(body)
-        tmp.replace(path)
+        atomic_write(path, body)
     return releases_from_json(project, json.loads(path.read_bytes()))
 
 
