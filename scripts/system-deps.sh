@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the system components the harness uses, when they are missing and we can (root + apt):
 #   bubblewrap (local sandbox), docker.io (dockerd for the docker backend), debootstrap (test images),
-#   git and patch (patch application). Prints what is missing otherwise; never fails the caller.
+#   git and patch (patch application), Go (the `go test` runner's real-project test; cargo, javac and mvn
+#   come with this kind of machine). Prints what is missing otherwise; never fails the caller.
 set -u
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
@@ -10,6 +11,7 @@ command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v patch >/dev/null 2>&1 || need+=(patch)
 command -v jq >/dev/null 2>&1 || need+=(jq)
+command -v go >/dev/null 2>&1 || need+=(golang-go)
 # Django's eval commands export LANG=en_US.UTF-8; without the locale its tests change behaviour
 locale_missing=0
 locale -a 2>/dev/null | grep -qi '^en_US\.utf-\?8$' || locale_missing=1

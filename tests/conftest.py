@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.allowed_skips import is_allowed
+
 TOOLZ_VERSION = "1.0.0"
 
 
@@ -184,3 +186,37 @@ def check_write_files(clean) -> None:
     name, mode, mtime = lines[1].split()
     assert (name, mode) == ("__pycache__/a.tag.pyc", "600") and int(mtime) > 1_700_000_000, r.output
     assert clean.read_file("/testbed/w/__pycache__/a.tag.pyc") == b"\0pyc"
+
+
+# ---------------------------------------------------------------------------------------------
+# A fresh machine runs what a warm one runs: under CI=true a skip must be on tests/allowed_skips.py's list,
+# and a test marked `only_for(fixture=[values])` is not collected for the other values of that fixture
+# (a parametrization that does not apply is not a skip to explain)
+# ---------------------------------------------------------------------------------------------
+
+def pytest_collection_modifyitems(config, items):
+    keep, drop = [], []
+    for item in items:
+        mark = item.get_closest_marker("only_for")
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if mark and any(name in params and params[name] not in values for name, values in mark.kwargs.items()):
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get("CI") != "true" or not report.skipped or hasattr(report, "wasxfail"):
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    if not is_allowed(reason):
+        report.outcome = "failed"
+        report.longrepr = (f"skipped under CI=true for a reason that is not on tests/allowed_skips.py's list "
+                           f"(build or install what the test needs, or add the reason there with why no command "
+                           f"here can provide it): {reason}")

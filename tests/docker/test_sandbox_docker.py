@@ -37,6 +37,21 @@ def clean(sb):
     return sb
 
 
+@pytest.fixture(scope="module")
+def host_sb(docker_client, toolz_image):
+    """Files through the volumes' host directories only: the tests of that path."""
+    with DockerSandbox(toolz_image, client=docker_client, activate="", limits=Limits(memory_mb=256, pids=1024)) as s:
+        if not s._host_roots:
+            pytest.skip("the daemon's volumes are not accessible from here")
+        yield s
+
+
+@pytest.fixture
+def host_clean(host_sb):
+    host_sb.reset()
+    return host_sb
+
+
 def after_summary(out: str) -> str:
     """What a check printed after pytest's summary line (the tree listing)."""
     return out[out.index("\n", out.index(" passed")) + 1:]
@@ -297,11 +312,10 @@ def test_stdin_reaches_the_command_byte_for_byte(clean, data):
     assert r.exit_code == 0 and r.output.strip() == hashlib.sha256(data).hexdigest(), r.output
 
 
-def test_files_are_read_as_the_container_sees_them(clean):
+def test_files_are_read_as_the_container_sees_them(host_clean):
     """Reads and writes go through the volumes' host directories when the daemon is local; a link that leaves
     them is resolved by the container (its /etc, not the host's), and a FIFO is neither read nor opened."""
-    if not clean._host_roots:
-        pytest.skip("this sandbox's files go through the Docker API (host_files=False, or no access to the volumes from here)")
+    clean = host_clean
     r = clean.run("echo container-only > /etc/ec-marker && ln -s /etc/ec-marker out_link && mkfifo fifo && "
                   "ln -s ../../etc/hostname up_link && echo ok", timeout=30)
     assert r.output == "ok\n"
@@ -316,9 +330,9 @@ def test_files_are_read_as_the_container_sees_them(clean):
     clean.reset()          # (the write under /etc replaced the container)
 
 
-def test_changed_paths_from_the_host_match_the_containers_listing(clean):
-    if clean._host_snap is None:
-        pytest.skip("this sandbox's files go through the Docker API (host_files=False, or no access to the volumes from here)")
+def test_changed_paths_from_the_host_match_the_containers_listing(host_clean):
+    clean = host_clean
+    assert clean._host_snap is not None
     assert clean.changed_paths() == []
     assert clean.run(DIRTY_RUN, timeout=60).exit_code == 0
     inside = clean._exec_simple(["bash", "-c", CHANGED_SCRIPT, "changed", clean._restored_at, clean.workdir,

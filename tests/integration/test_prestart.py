@@ -240,6 +240,7 @@ HIDING_MODULE = ("import sys\n"
                  "del sys.modules[__name__]     # gone from sys.modules: the importer fails, and swallows it\n")
 
 
+@pytest.mark.only_for(kit=["local"])   # the Docker test image puts nothing of the checkout on sys.path before pytest
 def test_code_of_the_checkout_that_runs_before_the_go_and_hides_is_still_stale(kit):
     """The patches are applied while the run started ahead waits: a module the reporter's early imports reach
     (pytest's junitxml imports `xml`; PYTHONPATH has the checkout) runs the candidate's code before the go,
@@ -247,8 +248,6 @@ def test_code_of_the_checkout_that_runs_before_the_go_and_hides_is_still_stale(k
     code that ran (audit `exec` events), not only the modules left behind."""
     bundle = kit.official_bundle()
     sb = kit.sandbox
-    if sb.backend != "local":
-        pytest.skip("the Docker test image puts nothing of the checkout on sys.path before pytest loads")
     prestart.discard(sb)
     cold = execute(kit.task, bundle, sandbox=sb, config=COLD)
     candidate = diff_after(kit.demo.repo,

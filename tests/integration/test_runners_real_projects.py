@@ -8,6 +8,8 @@ import os
 
 import pytest
 
+from tests.allowed_skips import allowed
+
 from execcritic.bundle.command import parse_command
 from execcritic.runners.registry import get_runner
 
@@ -101,7 +103,8 @@ def test_maven_exact_selection_real_project(tmp_path):
         "org/apache/maven/plugins/maven-resources-plugin/3.3.1",
     ]
     if not shutil.which("mvn") or not all(os.path.isdir(os.path.join(repo, p)) for p in needed):
-        pytest.skip("maven or its plugins are not available offline")
+        pytest.skip(allowed("maven-central", "mvn or the surefire/compiler/resources plugins and JUnit 5 are "
+                                              "not in ~/.m2"))
     pom = (
         '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
         "<groupId>com.ex</groupId><artifactId>demo</artifactId><version>1.0</version>"

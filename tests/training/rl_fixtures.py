@@ -11,15 +11,14 @@ in the pipeline's `repair.jsonl` shape that supplies a hand-made candidate.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import threading
-from pathlib import Path
 
 import pytest
 
 from execcritic.agents.loop import CHECK_MARKER, SUBMIT_MARKER
 from execcritic.bundle.model import TestBundle
+from tests.sdist import load_sdist_tasks
 from tests.paths import VERIFIED
 from tests.training_fixtures import ForcedTurns, bash_call_text
 
@@ -142,15 +141,7 @@ def sympy_task():
     why = requirements()
     if why:
         pytest.skip(why)
-    os.environ["EXECCRITIC_VERIFIED"] = str(VERIFIED)
-    from execcritic.tasks.environment import environment_for
-    from execcritic.tasks.sdist import load_verified_sdist
-
-    task = next(iter(load_verified_sdist(instance_ids=[INSTANCE])))
-    env = environment_for(task)
-    if env.checkout is None or not Path(env.checkout).is_dir():
-        pytest.skip(f"the {INSTANCE} environment is not built (execcritic tasks build-sdist --instance {INSTANCE})")
-    return task
+    return load_sdist_tasks([INSTANCE])[INSTANCE]        # built here on a fresh machine (cached, locked)
 
 
 def renamed_candidate(task) -> str:

@@ -25,7 +25,7 @@ from execcritic.harness.execute import base_reader, execute
 from execcritic.harness.execution import FailureKind, Verdict
 from execcritic.sandbox.base import Limits
 from tests.adversarial.runtime import cheats as C
-from tests.paths import VERIFIED
+from tests.sdist import load_sdist_tasks
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -94,19 +94,11 @@ def _open(request, fam: str, backend: str) -> Target:
         else:
             sandbox = demo.open_local(limits=limits)
         return Target(demo.task, ScenarioKit(demo, sandbox).official_bundle(), sandbox)
-    if not VERIFIED.exists():
-        pytest.skip("SWE-bench Verified rows not found in shared/")
-    os.environ.setdefault("EXECCRITIC_VERIFIED", str(VERIFIED))
-    from execcritic.errors import EnvironmentMissing
     from execcritic.harness.oracle.build import oracle_bundle
     from execcritic.tasks.environment import environment_for
-    from execcritic.tasks.sdist import load_verified_sdist
 
-    task = next(iter(load_verified_sdist(instance_ids=[INSTANCE[fam]])))
-    try:
-        sandbox = environment_for(task).open_sandbox(limits=limits)
-    except EnvironmentMissing as exc:
-        pytest.skip(f"{task.instance_id}: {exc}")
+    task = load_sdist_tasks([INSTANCE[fam]])[INSTANCE[fam]]     # the environment is built here on a fresh machine
+    sandbox = environment_for(task).open_sandbox(limits=limits)
     sandbox.reset()
     return Target(task, oracle_bundle(task, read_base=base_reader(sandbox)), sandbox)
 
