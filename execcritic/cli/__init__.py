@@ -30,6 +30,23 @@ class Root(typer.core.TyperGroup):
             raise typer.Exit(report(exc, as_json=ctx.meta.get(JSON_KEY, False), debug=ctx.meta.get(DEBUG_KEY, False)))
 
 
+def _flag_help(cls) -> None:
+    """`--help` is a flag: shown without the `<bool>` typer 0.29 gives every bool option that names no metavar."""
+    original = cls.get_help_option
+
+    def get_help_option(self, ctx):
+        option = original(self, ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    cls.get_help_option = get_help_option
+
+
+for _cls in (typer.core.TyperCommand, typer.core.TyperGroup):
+    _flag_help(_cls)
+
+
 def _usage(exc, as_json: bool) -> None:
     message = exc.format_message()
     if "unexpected extra argument" in message:

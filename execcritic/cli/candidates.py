@@ -36,7 +36,7 @@ app = typer.Typer(no_args_is_help=True, help="Labeled candidate patches (Gold, G
 
 REPAIR_RUN = typer.Option(None, "--repair-run", help="a pipeline run directory whose repair.jsonl supplies final "
                           "and Round-0 patches (repeatable)")
-MUTANTS = typer.Option(True, "--mutants/--no-mutants", help="add deterministic Gold mutants")
+MUTANTS = typer.Option(True, "--mutants/--no-mutants", metavar="", help="add deterministic Gold mutants")
 RUN_ID = typer.Option(None, "--run-id", help="<root>/<run_id> (an existing one continues, if made with the same "
                       "settings); default: the UTC time")
 ROOT = typer.Option(Path("runs/candidates"), "--root", help="where candidate runs live")

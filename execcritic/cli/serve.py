@@ -18,7 +18,7 @@ from execcritic.cli.common import JSON_OPTION, emit_json, fail
 app = typer.Typer(no_args_is_help=True, help="Model servers: vLLM / SGLang launch lines, the embedded CPU model.")
 
 _EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
-PRINT_OPTION = typer.Option(False, "--print", help="Print the command instead of running it.")
+PRINT_OPTION = typer.Option(False, "--print", metavar="", help="Print the command instead of running it.")
 
 
 def _emit_or_exec(argv: list[str], resolve, *, print_only: bool, as_json: bool, config: dict) -> None:
@@ -39,12 +39,12 @@ def vllm_cmd(ctx: typer.Context,
              served_model_name: str = typer.Option(launch.PAPER_SERVED_NAME, help="Name clients request."),
              tp: int = typer.Option(2, "--tp", help="Tensor-parallel size."),
              dp: int = typer.Option(1, "--dp", help="Data-parallel size."),
-             ep: bool = typer.Option(True, "--ep/--no-ep", help="Expert parallelism (size TP x DP)."),
+             ep: bool = typer.Option(True, "--ep/--no-ep", metavar="", help="Expert parallelism (size TP x DP)."),
              max_model_len: int = typer.Option(65_536, help="Context length."),
              tool_call_parser: str = typer.Option("qwen3_coder", help="Tool-call parser ('' to disable)."),
              reasoning_parser: str = typer.Option("qwen3", help="Reasoning parser ('' to disable)."),
-             language_model_only: bool = typer.Option(True, "--language-model-only/--with-vision"),
-             prefix_caching: bool = typer.Option(True, "--prefix-caching/--no-prefix-caching"),
+             language_model_only: bool = typer.Option(True, "--language-model-only/--with-vision", metavar=""),
+             prefix_caching: bool = typer.Option(True, "--prefix-caching/--no-prefix-caching", metavar=""),
              gpu_memory_utilization: float = typer.Option(None, help="vLLM --gpu-memory-utilization."),
              host: str = typer.Option("127.0.0.1"),
              port: int = typer.Option(8000),
@@ -73,7 +73,7 @@ def sglang_cmd(ctx: typer.Context,
                tp: int = typer.Option(None, "--tp", help="Tensor-parallel size (overrides the preset)."),
                dp: int = typer.Option(None, "--dp", help="Data-parallel size (overrides the preset)."),
                ep: int = typer.Option(None, "--ep", help="Expert-parallel size (overrides the preset)."),
-               dp_attention: bool = typer.Option(None, "--dp-attention/--no-dp-attention"),
+               dp_attention: bool = typer.Option(None, "--dp-attention/--no-dp-attention", metavar=""),
                context_length: int = typer.Option(65_536),
                tool_call_parser: str = typer.Option("qwen3_coder"),
                reasoning_parser: str = typer.Option("qwen3"),

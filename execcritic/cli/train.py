@@ -44,7 +44,7 @@ OFFICIAL = typer.Option("always", "--official", metavar="always|needed", callbac
                              "Eq. 6 depends on it ('needed')")
 LABEL = typer.Option("", "--label", help="label shown in progress lines and the manifest (e.g. 'CPU smoke run')")
 DATA = typer.Option(..., "--data", help="generation.jsonl with Test-agent trajectories (repeatable)")
-REASONING = typer.Option(True, "--reasoning/--no-reasoning", help="keep the teacher's reasoning (Table 4)")
+REASONING = typer.Option(True, "--reasoning/--no-reasoning", metavar="", help="keep the teacher's reasoning (Table 4)")
 TEACHER = typer.Option(None, "--teacher", help="teacher name (default: the records' model source)")
 CHECKPOINT = typer.Argument(..., help="a HF checkpoint dir (e.g. runs/train/<run_id>/final)")
 OUT = typer.Option(None, "--out", help="pipeline run directory (default: runs/eval/<checkpoint parent name>)")

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from tqdm import tqdm
+from rich.console import Console
+from rich.progress import track
 
 from execcritic.config import PAPER, HarnessConfig
 from execcritic.errors import ExecCriticError
@@ -205,7 +206,8 @@ def select_releases(tasks: Sequence[Task], root: Path, *, max_tries: int = 3, jo
     bases: dict[tuple[str, str], tuple[Path, str]] = {}
     with cf.ThreadPoolExecutor(jobs) as ex:
         futs = {ex.submit(base_checkout, r, root, progress=False): k for k, r in needed.items()}
-        for fut in tqdm(cf.as_completed(futs), total=len(futs), desc="sdists", leave=False):
+        for fut in track(cf.as_completed(futs), total=len(futs), description="sdists", transient=True,
+                         console=Console(stderr=True)):
             bases[futs[fut]] = fut.result()
     for c in cands:
         if c.decision:

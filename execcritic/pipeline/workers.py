@@ -93,20 +93,23 @@ def run_units(units: Sequence[Unit], fn: Callable[[Any], dict[str, Any]], *, sto
     with progress:
         bar = progress.add_task(_describe(label, summary.counts, 0), total=len(todo))
         if backend == "threads":
+            queue = list(todo)
             with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-                pending = {pool.submit(fn, u.payload): u for u in todo}
-                while pending:
+                pending: dict = {}
+                while queue or pending:       # at most `workers` in flight: a stop leaves the rest unstarted
+                    if summary.stopped:
+                        summary.not_started += len(queue)
+                        queue = []
+                    while queue and len(pending) < max(1, workers):
+                        unit = queue.pop(0)
+                        pending[pool.submit(fn, unit.payload)] = unit
+                    if not pending:
+                        break
                     finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                     for fut in finished:
                         unit = pending.pop(fut)
-                        if fut.cancelled():
-                            summary.not_started += 1
-                            continue
                         exc = fut.exception()
                         finish(unit, None if exc else fut.result(), exc, bar)
-                    if summary.stopped:
-                        for fut in pending:
-                            fut.cancel()
         elif backend == "ray":
             _run_ray(todo, fn, workers, finish, bar, ray_address, summary)
         else:

@@ -130,6 +130,14 @@ def test_budget_exhaustion_submits_latest(env):
     assert messages_with(res, "has not produced a valid pass after the fifth feedback-guided revision")
 
 
+def test_zero_revision_rounds_scores_the_checked_round0_patch(env):
+    """`--revision-rounds 0` (Round 0 only, an ablation): the initial CHECK fails, and Round 0's patch is final."""
+    res, model = repair(env, [[WRONG], *submit()], config=RepairConfig(revision_rounds=0))
+    assert res.final_reason == "budget_exhausted" and res.revision_rounds == 0 and res.revision_turns == 0
+    assert [(c.trigger, c.status) for c in res.checks] == [("initial", "hard_fail")]
+    assert res.final_patch == res.round0["patch"] and model.remaining == 0
+
+
 def test_final_submit_before_pass(env):
     res, _ = repair(env, [[WRONG], *submit(), [WRONG2], *submit()])
     assert res.final_reason == "final_submit" and "looked again" in res.final_patch
