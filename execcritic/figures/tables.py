@@ -17,7 +17,7 @@ import pandas as pd
 
 from execcritic.figures.reasons import not_run
 from execcritic.results.schemas import ArtifactSchema, order_key, paper_part, schema
-from execcritic.results.stats import condition_values, contrast_pairs, is_null
+from execcritic.results.stats import CI_METHODS, condition_values, contrast_pairs, is_null
 from execcritic.results.store import Run
 
 PRETTY = {"test_source": "Test source", "repair_agent": "Repair agent", "objective": "Training objective",
@@ -182,9 +182,12 @@ def _provenance(view: ArtifactView) -> list[str]:
     lines.append(f"**Measured (this suite)**: run `{view.artifact}/{run.run_id}`, preset `{run.preset}`, "
                  f"{len(run.instances)} instances x {run.runs} run(s), git `{sha}`, created {m.get('created_at')}. "
                  f"Command: `{m.get('command')}`.")
-    lines.append(f"95% CI: percentile bootstrap over instances (an instance's runs resampled together; "
-                 f"{st.get('n_boot')} resamples, seed {st.get('seed')}). Every instance is in the denominator; "
-                 "invalid and missing scores count as failures and are also listed.")
+    used = sorted(set(run.summary["ci_method"]) | set(run.deltas["ci_method"] if run.deltas is not None else ())) \
+        if run.summary is not None and "ci_method" in run.summary else []
+    methods = "; ".join(f"{CI_METHODS[m]}" + (f" ({st.get('n_boot')} resamples, seed {st.get('seed')})"
+                                              if m == "bootstrap_percentile" else "") for m in used)
+    lines.append(f"95% intervals: {methods or 'none'}. Every instance is in the denominator; invalid and missing "
+                 "scores count as failures and are also listed.")
     return lines
 
 
@@ -247,7 +250,7 @@ def to_markdown(view: ArtifactView, extra_sections: Sequence[str] = ()) -> str:
     parts.append(md_table(*table_rows(view)))
     if not view.deltas.empty:
         parts.append("## Paired differences (percentage points)\n")
-        parts.append("Measured Δ: paired on the same instances; CI by the same instance bootstrap; p-value exact "
+        parts.append("Measured Δ: paired on the same instances, with the interval named above; p-value exact "
                      "(McNemar for one binary run, sign-flip permutation over instances otherwise). Reported Δ: "
                      "the difference of the two reported values (the paper reports no interval).\n")
         parts.append(md_table(*delta_rows(view)))

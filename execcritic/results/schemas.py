@@ -338,11 +338,11 @@ MANIFEST_KEYS = ("artifact", "run_id", "preset", "created_at", "command", "git",
                  "instances", "runs", "status", "started_at", "ended_at", "wall_s", "usage")
 
 #: columns of summary.csv (plus the artifact's condition columns first)
-SUMMARY_COLUMNS = ("metric", "value", "ci_low", "ci_high", "n_instances", "n_runs", "n_invalid", "n_missing",
-                   "n_boot", "seed")
+SUMMARY_COLUMNS = ("metric", "value", "ci_low", "ci_high", "ci_method", "n_instances", "n_runs", "n_invalid",
+                   "n_missing", "n_boot", "seed")
 #: columns of deltas.csv
-DELTA_COLUMNS = ("metric", "vary", "baseline", "treatment", "within", "delta", "ci_low", "ci_high", "p_value",
-                 "test", "n_instances", "n_better", "n_worse", "n_boot", "seed")
+DELTA_COLUMNS = ("metric", "vary", "baseline", "treatment", "within", "delta", "ci_low", "ci_high", "ci_method",
+                 "p_value", "test", "n_instances", "n_better", "n_worse", "n_boot", "seed")
 #: columns of a curve artifact's summary.csv
 CURVE_SUMMARY_COLUMNS = ("metric", "value")
 

@@ -1,19 +1,24 @@
-"""Aggregation with the paper's denominators, bootstrap intervals and paired tests (pure: no I/O).
+"""Aggregation with the paper's denominators, intervals fit for the quantity and the n, and paired tests
+(pure: no I/O).
 
 * Every instance of the run counts: a missing record, a missing outcome or an operationally invalid
   run is 0 (unresolved / Q=0) and is also counted separately (`n_missing`, `n_invalid`).
 * A resolved rate is the mean over Repair runs of the all-instance rate, i.e. the mean over instances of
   each instance's mean over runs.
-* 95% intervals are percentile bootstraps over instances; an instance's runs are resampled together
-  (cluster bootstrap), with a fixed seed so the same records give the same interval.
-* Every Δ is paired on the same instances: a bootstrap CI of the mean per-instance difference and an
-  exact two-sided p-value - exact McNemar for one binary run, otherwise the exact sign-flip
-  permutation distribution of the per-instance differences (which reduces to McNemar for 0/1 data).
+* 95% intervals of a rate: exact Clopper-Pearson for one run (k of n instances); with several runs, the Wilson
+  score interval of the mean with n = instances (conservative: an instance's mean over runs varies no more than
+  one Bernoulli outcome); undefined (NaN) over zero instances. Every row names its `ci_method`.
+* Every Δ is paired on the same instances, with an exact two-sided p-value - exact McNemar for one binary run,
+  otherwise the exact sign-flip permutation distribution of the per-instance differences (which reduces to
+  McNemar for 0/1 data). Its interval: Newcombe's paired score interval (method 10) for one binary run; a
+  cluster bootstrap (percentile, an instance's runs resampled together, fixed seed) from
+  `MIN_BOOTSTRAP_N` instances up; below that, undefined: a bootstrap over 2 instances says nothing.
 """
 
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +39,98 @@ N_BOOT = 2000
 SEED = 0
 LEVEL = 0.95
 DECIMALS = 4          # summary values are stored rounded; the schema check compares at this precision
+MIN_BOOTSTRAP_N = 20  # fewer instances: a percentile bootstrap of a mean difference is not an interval
+CI_METHODS = {
+    "clopper_pearson": "exact binomial (Clopper-Pearson), k of n instances",
+    "wilson_instances": "Wilson score interval of the mean over runs, n = instances (conservative)",
+    "newcombe_paired": "Newcombe's score interval for a paired difference of proportions (method 10)",
+    "bootstrap_percentile": "cluster bootstrap over instances, percentile (runs resampled together)",
+    "undefined": "no interval: zero instances, or too few for the bootstrap",
+}
+
+
+def _z(level: float) -> float:
+    return NormalDist().inv_cdf(0.5 + level / 2.0)
+
+
+def _binom_cdf(k: int, n: int, p: float) -> float:
+    """P(X <= k), X ~ Binomial(n, p), summed in log space (stable for n in the thousands)."""
+    if k < 0:
+        return 0.0
+    if k >= n:
+        return 1.0
+    if p <= 0.0:
+        return 1.0
+    if p >= 1.0:
+        return 0.0
+    lp, lq = math.log(p), math.log1p(-p)
+    logs = [math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * lp + (n - i) * lq
+            for i in range(k + 1)]
+    top = max(logs)
+    return min(1.0, math.exp(top) * sum(math.exp(x - top) for x in logs))
+
+
+def _solve(f, target: float) -> float:
+    """p in [0, 1] with f(p) = target for a monotone f (bisection to 1e-12)."""
+    lo, hi = 0.0, 1.0
+    rising = f(1.0) > f(0.0)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if (f(mid) < target) == rising:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def clopper_pearson(k: int, n: int, *, level: float = LEVEL) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) interval of a binomial proportion k/n; NaN when n = 0."""
+    if n == 0:
+        return (math.nan, math.nan)
+    a = (1.0 - level) / 2.0
+    lo = 0.0 if k == 0 else _solve(lambda p: 1.0 - _binom_cdf(k - 1, n, p), a)   # P(X >= k | lo) = a
+    hi = 1.0 if k == n else _solve(lambda p: _binom_cdf(k, n, p), a)             # P(X <= k | hi) = a
+    return (lo, hi)
+
+
+def wilson(p: float, n: int, *, level: float = LEVEL) -> tuple[float, float]:
+    """The Wilson score interval of a proportion p over n; NaN when n = 0."""
+    if n == 0:
+        return (math.nan, math.nan)
+    z = _z(level)
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def newcombe_paired(both: int, only_a: int, only_b: int, neither: int, *, level: float = LEVEL
+                    ) -> tuple[float, float]:
+    """Newcombe's (1998, method 10) score interval for p_a - p_b from paired binary outcomes."""
+    n = both + only_a + only_b + neither
+    if n == 0:
+        return (math.nan, math.nan)
+    pa, pb = (both + only_a) / n, (both + only_b) / n
+    la, ua = wilson(pa, n, level=level)
+    lb, ub = wilson(pb, n, level=level)
+    denom = (both + only_a) * (only_b + neither) * (both + only_b) * (only_a + neither)
+    phi = (both * neither - only_a * only_b) / math.sqrt(denom) if denom else 0.0
+    d = pa - pb
+    low = math.sqrt(max(0.0, (pa - la) ** 2 - 2 * phi * (pa - la) * (ub - pb) + (ub - pb) ** 2))
+    high = math.sqrt(max(0.0, (ua - pa) ** 2 - 2 * phi * (ua - pa) * (pb - lb) + (pb - lb) ** 2))
+    return (max(-1.0, d - low), min(1.0, d + high))
+
+
+def rate_interval(m: np.ndarray, *, level: float = LEVEL) -> tuple[float, float, str]:
+    """The interval of a rate from its (instances x runs) 0/1 outcomes, and the method used."""
+    m = np.asarray(m, dtype=float)
+    n = m.shape[0]
+    if n == 0:
+        return (math.nan, math.nan, "undefined")
+    if m.ndim == 1 or m.shape[1] == 1:
+        lo, hi = clopper_pearson(int(round(m.sum())), n, level=level)
+        return (lo, hi, "clopper_pearson")
+    lo, hi = wilson(float(_per_instance(m).mean()), n, level=level)
+    return (lo, hi, "wilson_instances")
 
 
 # ---- array level -------------------------------------------------------------------------------------
@@ -107,6 +204,7 @@ class PairedDelta:
     n_instances: int
     n_better: int
     n_worse: int
+    ci_method: str = "bootstrap_percentile"
 
 
 def paired_delta(a: np.ndarray, b: np.ndarray, *, n_boot: int = N_BOOT, seed: int = SEED,
@@ -116,16 +214,23 @@ def paired_delta(a: np.ndarray, b: np.ndarray, *, n_boot: int = N_BOOT, seed: in
     if a.shape[0] != b.shape[0]:
         raise ValueError(f"paired outcomes need the same instances: {a.shape[0]} vs {b.shape[0]}")
     d = _per_instance(a) - _per_instance(b)
-    lo, hi = bootstrap_mean_ci(d, n_boot=n_boot, seed=seed, level=level)
     better, worse = int((d > 0).sum()), int((d < 0).sum())
     runs = {x.shape[1] if x.ndim == 2 else 1 for x in (a, b)}
     binary = all(np.isin(x, (0.0, 1.0)).all() for x in (a, b))
     if runs == {1} and binary:
         p, test = mcnemar_exact(better, worse), "mcnemar_exact"
+        va, vb = _per_instance(a).astype(bool), _per_instance(b).astype(bool)
+        lo, hi = newcombe_paired(int((va & vb).sum()), better, worse, int((~va & ~vb).sum()), level=level)
+        method = "newcombe_paired" if d.size else "undefined"
     else:
         scale = math.lcm(*runs) if binary else None
         p, test = sign_flip_pvalue(d, scale=scale, seed=seed)
-    return PairedDelta(float(d.mean()) if d.size else math.nan, lo, hi, p, test, int(d.size), better, worse)
+        if d.size >= MIN_BOOTSTRAP_N:
+            (lo, hi), method = bootstrap_mean_ci(d, n_boot=n_boot, seed=seed, level=level), "bootstrap_percentile"
+        else:
+            lo, hi, method = math.nan, math.nan, "undefined"
+    return PairedDelta(float(d.mean()) if d.size else math.nan, lo, hi, p, test, int(d.size), better, worse,
+                       method)
 
 
 # ---- records level -----------------------------------------------------------------------------------
@@ -201,11 +306,11 @@ def summarize(schema: ArtifactSchema, records: pd.DataFrame, instances: Sequence
         ids = denominator(schema, cond, instances, denominators)
         for metric in schema.metrics:
             m, invalid, missing = outcome_matrix(records, cond, metric, ids, runs)
-            lo, hi = bootstrap_mean_ci(m, n_boot=n_boot, seed=seed, level=level)
+            lo, hi, method = rate_interval(m, level=level)
             value = float(_per_instance(m).mean()) if len(ids) else math.nan
             rows.append({**cond, "metric": metric.name, "value": _pct(value), "ci_low": _pct(lo),
-                         "ci_high": _pct(hi), "n_instances": len(ids), "n_runs": runs, "n_invalid": invalid,
-                         "n_missing": missing, "n_boot": n_boot, "seed": seed})
+                         "ci_high": _pct(hi), "ci_method": method, "n_instances": len(ids), "n_runs": runs,
+                         "n_invalid": invalid, "n_missing": missing, "n_boot": n_boot, "seed": seed})
     return pd.DataFrame(rows, columns=[*schema.condition, *SUMMARY_COLUMNS])
 
 
@@ -296,30 +401,37 @@ def contrasts(schema: ArtifactSchema, records: pd.DataFrame, instances: Sequence
         treat = outcome_matrix(records, pair.treatment_cond, schema.metric(pair.treatment_metric), ids, runs)[0]
         pdl = paired_delta(treat, base, n_boot=n_boot, seed=seed, level=level)
         rows.append({**pair.ids(), "delta": _pct(pdl.delta), "ci_low": _pct(pdl.ci_low),
-                     "ci_high": _pct(pdl.ci_high), "p_value": round(pdl.p_value, 6), "test": pdl.test,
+                     "ci_high": _pct(pdl.ci_high), "ci_method": pdl.ci_method, "p_value": round(pdl.p_value, 6),
+                     "test": pdl.test,
                      "n_instances": pdl.n_instances, "n_better": pdl.n_better, "n_worse": pdl.n_worse,
                      "n_boot": n_boot, "seed": seed})
     return pd.DataFrame(rows, columns=list(DELTA_COLUMNS))
 
 
 __all__ = [
+    "CI_METHODS",
     "DECIMALS",
+    "MIN_BOOTSTRAP_N",
     "LEVEL",
     "N_BOOT",
     "SEED",
     "ContrastPair",
     "PairedDelta",
     "bootstrap_mean_ci",
+    "clopper_pearson",
     "condition_values",
     "contrast_pairs",
     "contrasts",
     "denominator",
     "is_null",
     "mcnemar_exact",
+    "newcombe_paired",
     "outcome_matrix",
     "paired_delta",
+    "rate_interval",
     "sign_flip_pvalue",
     "summarize",
     "summarize_curve",
+    "wilson",
     "within_label",
 ]

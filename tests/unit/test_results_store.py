@@ -101,6 +101,39 @@ def test_paired_delta_chooses_the_exact_test():
     assert d3.test == "sign_flip_exact" and d3.delta == pytest.approx((2 - 1 / 3) / 8)
 
 
+def test_rate_intervals_fit_the_quantity_and_the_n():
+    """Exact binomial for one run (0 of 2 is [0, 84.2]%, not [0, 0]), Wilson over instances for several runs,
+    undefined over nothing. Reference values: Clopper & Pearson's tables / R's binom.test and prop.test."""
+    lo, hi = stats.clopper_pearson(0, 2)
+    assert lo == 0.0 and hi == pytest.approx(0.841886, abs=1e-6)
+    assert stats.clopper_pearson(5, 10) == pytest.approx((0.187086, 0.812914), abs=1e-6)
+    assert stats.clopper_pearson(48, 96) == pytest.approx((0.396178, 0.603822), abs=1e-6)
+    assert stats.clopper_pearson(1, 1) == pytest.approx((0.025, 1.0), abs=1e-9)
+    assert stats.wilson(0.5, 10) == pytest.approx((0.236593, 0.763407), abs=1e-6)
+    assert stats.rate_interval(np.array([[0.0], [0.0]]))[2] == "clopper_pearson"
+    lo3, hi3, method = stats.rate_interval(np.array([[1, 0, 1], [0, 0, 0]], dtype=float))
+    assert method == "wilson_instances" and lo3 < 1 / 3 < hi3
+    assert all(map(math.isnan, stats.rate_interval(np.zeros((0, 1)))[:2]))
+    assert stats.rate_interval(np.zeros((0, 1)))[2] == "undefined"
+    for k in range(0, 11):                          # the interval always holds the estimate and stays in [0, 1]
+        lo, hi = stats.clopper_pearson(k, 10)
+        assert 0 <= lo <= k / 10 <= hi <= 1
+
+
+def test_delta_intervals_are_never_zero_width_at_small_n():
+    """Two instances both improved: the bootstrap said [100, 100] beside p = 0.5; Newcombe's paired score
+    interval says [7.0, 100]. Several runs and few instances: no interval at all."""
+    d = stats.paired_delta(np.array([1.0, 1.0]), np.array([0.0, 0.0]))
+    assert d.ci_method == "newcombe_paired" and d.p_value == 0.5
+    assert d.ci_low == pytest.approx(0.0700, abs=1e-3) and d.ci_high == 1.0
+    lo, hi = stats.newcombe_paired(8, 5, 4, 21)        # holds the estimate, far narrower than [-1, 1]
+    assert lo < (5 - 4) / 38 < hi and hi - lo < 0.5
+    few = stats.paired_delta(np.ones((5, 3)), np.zeros((5, 3)))
+    assert few.ci_method == "undefined" and math.isnan(few.ci_low)
+    many = stats.paired_delta(np.ones((25, 3)), np.zeros((25, 3)))
+    assert many.ci_method == "bootstrap_percentile" and many.ci_low == many.ci_high == 1.0
+
+
 def test_resolved_rate_is_the_mean_over_runs_with_every_instance_counted():
     sch = schema("table2")
     inst = ["i0", "i1", "i2", "i3"]
