@@ -2,7 +2,7 @@
 # Both create/update the virtualenv at .venv from pyproject.toml; nothing is assumed installed by hand.
 PYTHON ?= python3
 VENV ?= .venv
-EXTRAS ?= dev,serve,notebooks,cpu-model,ray,train,verl
+EXTRAS ?= dev,serve,notebooks,lab,cpu-model,ray,train,verl
 
 .PHONY: run test venv system-deps clean-venv
 

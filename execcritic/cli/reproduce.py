@@ -17,11 +17,12 @@ from rich.table import Table
 
 from execcritic.cli.common import JSON_OPTION, ExitCode, emit_json
 from execcritic.errors import InputError
+from execcritic.results.pins import pins_path
 from execcritic.experiments import reproduce as rp
 from execcritic.experiments.core import UnitCounts
 from execcritic.experiments.presets import load_preset
 from execcritic.figures import build_all
-from execcritic.figures.notebook import latest_runs, measured_rows
+from execcritic.figures.notebook import measured_rows, shown_runs
 from execcritic.results import paper
 
 
@@ -53,9 +54,10 @@ def register(app: typer.Typer) -> None:
         t_all = time.monotonic()
         artifacts = rp.check_artifacts(only)
         pre = load_preset(preset)
-        if from_results and not any(latest_runs(results, artifacts).values()):
-            raise InputError(f"--from-results: {results} holds no complete run of {', '.join(artifacts)}; nothing "
-                             "to render (run `execcritic reproduce` first)", file=str(results), field="--results")
+        if from_results and not any(shown_runs(results, artifacts).values()):
+            raise InputError(f"--from-results: {results} pins no run of {', '.join(artifacts)} "
+                             f"({pins_path(results).name}); nothing to render (run `execcritic reproduce` first)",
+                             file=str(results), field="--results")
         command = shlex.join(["execcritic", *sys.argv[1:]]) if sys.argv[1:2] == ["reproduce"] else \
             f"execcritic reproduce --preset {preset}"
         os.environ["EXECCRITIC_INVOKED_BY"] = command
@@ -108,6 +110,8 @@ def register(app: typer.Typer) -> None:
                             session.part(name).status = "partial"        # rerun after the units are retried
                         timings.append((f"{a} notebook", time.monotonic() - t0, str(path / "notebook.ipynb")))
                     prog.advance(bar)
+        if session is not None and not failed:
+            rp.pin(session)
         t0 = time.monotonic()
         own = results / "paper" / "reported_numbers.json"
         report = build_all(results, figures, reported_path=own if own.is_file() else paper.DEFAULT_PATH)
@@ -116,7 +120,7 @@ def register(app: typer.Typer) -> None:
             session.part("paper_figures").status = "done"
             session.part("paper_figures").seconds = round(time.monotonic() - t0, 1)
             rp.finish(session, complete=not failed)
-        runs = latest_runs(results, artifacts)
+        runs = shown_runs(results, artifacts)
         total = time.monotonic() - t_all
         rows = [r for run in runs.values() if run is not None for r in measured_rows(run)]
         if as_json:

@@ -3,6 +3,7 @@ artifact (table1 ... figure6) whose `run(params)` launches the evaluation throug
 writes its results through the results store. The notebooks in notebooks/ are thin shells over these."""
 
 from execcritic.experiments.artifacts import MODULES, SPECS
+from execcritic.experiments.keep import keep_notebook
 from execcritic.experiments.params import Params, parameters
 from execcritic.experiments.presets import load_preset, preset_names
 
@@ -12,4 +13,4 @@ def run(params: Params, *, show_progress: bool = True):
     return MODULES[params.artifact].run(params, show_progress=show_progress)
 
 
-__all__ = ["MODULES", "SPECS", "Params", "load_preset", "parameters", "preset_names", "run"]
+__all__ = ["MODULES", "SPECS", "Params", "keep_notebook", "load_preset", "parameters", "preset_names", "run"]

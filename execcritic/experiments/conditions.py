@@ -8,14 +8,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from execcritic.experiments.presets import TRAINED_ROLES
+from execcritic.experiments.resolved import Params
 from execcritic.results.reasons import REASONS
 from execcritic.results.schemas import schema, stand_in
-
-if TYPE_CHECKING:                                  # only for annotations: params imports this package's registry
-    from execcritic.experiments.params import Params
 
 BUILTIN_SOURCES = ("oracle", "none")
 

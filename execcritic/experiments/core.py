@@ -18,13 +18,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
 from execcritic.experiments import training
 from execcritic.experiments.conditions import BUILTIN_SOURCES, ArtifactSpec, Planned, plan
 from execcritic.experiments.presets import Binding, role_reason, served_spec
+from execcritic.experiments.resolved import Params
 from execcritic.files import atomic_write
 from execcritic.pipeline import stages
 from execcritic.pipeline.audit import AuditConfig, run_audit
@@ -40,9 +41,6 @@ from execcritic.tasks import load_tasks
 from execcritic.tasks.model import Task
 from execcritic.tasks.sdist.build import build_env
 from execcritic.tasks.sdist.recipe import load_recipe
-
-if TYPE_CHECKING:
-    from execcritic.experiments.params import Params
 
 #: set by `execcritic reproduce` for the notebooks it runs: it has already run (and retried) every pipeline
 #: unit, so the notebook only turns the records into the artifact's and renders it

@@ -4,14 +4,10 @@ Oracle F2P tests). Panel (b) shares its Repair runs with Table 2's base row when
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from execcritic.experiments.conditions import ArtifactSpec, Condition
 from execcritic.experiments.core import execute
+from execcritic.experiments.resolved import Params
 from execcritic.results.store import Run
-
-if TYPE_CHECKING:
-    from execcritic.experiments.params import Params
 
 _A = (("Baseline", "none"), ("GPT-5.6 generated", "test_gpt56"), ("Oracle", "oracle"))
 _B = (("Baseline", "none"), ("Qwen-35B generated", "test_base"), ("GPT-5.6 generated", "test_gpt56"),

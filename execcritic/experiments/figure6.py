@@ -4,15 +4,11 @@ curves, which come from training runs (`results/training/`, via the training ada
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from execcritic.experiments import training
 from execcritic.experiments.conditions import ArtifactSpec, Condition
 from execcritic.experiments.core import execute
+from execcritic.experiments.resolved import Params
 from execcritic.results.store import Run
-
-if TYPE_CHECKING:
-    from execcritic.experiments.params import Params
 
 POINTS = (("sft", 0, "test_base"), ("sft", 1000, "test_sft_1k"), ("sft", 3000, "test_sft_3k"),
           ("sft", 5000, "test_sft"), ("sft", 10000, "test_sft_10k"), ("sft_rl", 5000, "test_rl"),

@@ -8,73 +8,36 @@ unparsable model spec, a run id that is not in the results store, or any other b
 
 from __future__ import annotations
 
+import json
 import re
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
-from execcritic.config import ProtocolConfig
 from execcritic.errors import InputError
 from execcritic.experiments.artifacts import SPECS
-from execcritic.experiments.presets import ROLES, Binding, Preset, check_spec, load_preset
+from execcritic.experiments.presets import ROLES, Binding, check_spec, load_preset
+from execcritic.experiments.resolved import Params, new_run_id, with_run_id
 from execcritic.results.schemas import PAPER_ARTIFACTS
 from execcritic.results.store import DEFAULT_ROOT, latest_run
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
 
 
-@dataclass(frozen=True)
-class Params:
-    """A notebook's resolved parameters: the preset with every override applied."""
-
-    artifact: str
-    preset: Preset
-    dataset: str | None
-    instances: tuple[str, ...] | None
-    limit: int | None
-    models: Mapping[str, Binding]
-    test_sources: tuple[str, ...] | None
-    repair_agents: tuple[str, ...] | None
-    runs: int
-    workers: int
-    seeds: tuple[int, ...]
-    output_dir: Path
-    reuse: str | None
-    run_id: str
-    work_dir: Path | None
-    protocol: ProtocolConfig
-    given: Mapping[str, Any] = field(default_factory=dict)     # what the caller passed (for the manifest)
-
-    def binding(self, role: str) -> Binding:
-        return self.models[role] if role in self.models else self.preset.binding(role)
-
-    @property
-    def pipeline_dir(self) -> Path:
-        """Where this run's pipeline units (episodes, Repair runs, official scores) are kept."""
-        return self.work_dir or (self.output_dir / "pipeline" / f"suite-{self.run_id}")
-
-    def describe(self) -> pd.DataFrame:
-        """The resolved parameters as a two-column table (shown under the parameters cell)."""
-        rows = [("artifact", self.artifact), ("preset", f"{self.preset.name}: {self.preset.banner}"),
-                ("dataset", self.dataset), ("instances", ", ".join(self.instances) if self.instances else "all"),
-                ("limit", self.limit), ("runs", self.runs), ("workers", self.workers), ("seeds", list(self.seeds)),
-                ("output_dir", str(self.output_dir)), ("run_id", self.run_id), ("reuse", self.reuse),
-                ("protocol deviations", ", ".join(f"{k}={b}" for k, (_, b) in self.protocol.deviations().items())
-                 or "none")]
-        for role in ROLES:
-            b = self.binding(role)
-            if b.bound:
-                rows.append((f"model: {role}", f"{b.spec}" + (f" (stand-in: {b.name})" if b.stand_in else "")))
-        return pd.DataFrame(rows, columns=["parameter", "value"])
-
-
 def _int(name: str, v: Any, *, minimum: int = 1) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
         raise InputError(f"{name} must be an integer >= {minimum}, got {v!r}", field=name)
+    return v
+
+
+def _json(name: str, v: Any) -> Any:
+    """A structured parameter given as JSON text (`papermill -p models '{"repair_base": "local"}'` passes a
+    string: papermill's -p only types numbers and booleans) becomes the value it spells."""
+    if isinstance(v, str) and v.strip()[:1] in ("{", "["):
+        try:
+            return json.loads(v)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{name}: not valid JSON ({exc.msg} at column {exc.colno}): {v!r}", field=name) from None
     return v
 
 
@@ -88,10 +51,6 @@ def _strings(name: str, v: Any) -> tuple[str, ...] | None:
     return tuple(v)
 
 
-def new_run_id(preset: str) -> str:
-    return f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{preset}"
-
-
 def parameters(artifact: str, *, preset: str = "smoke", dataset: str | None = None,
                instances: Sequence[str] | None = None, limit: int | None = None,
                models: Mapping[str, str] | None = None, test_sources: Sequence[str] | None = None,
@@ -101,6 +60,9 @@ def parameters(artifact: str, *, preset: str = "smoke", dataset: str | None = No
     """Resolve and check a notebook's parameters (see the module docstring). `models` maps a role
     (execcritic.experiments.presets.ROLES) to a model spec and replaces the preset's binding; `test_sources`
     and `repair_agent` select conditions by their paper labels (None: all of the artifact's)."""
+    models, instances, test_sources = _json("models", models), _json("instances", instances), \
+        _json("test_sources", test_sources)
+    repair_agent, seeds = _json("repair_agent", repair_agent), _json("seeds", seeds)
     passed = {"preset": preset, "dataset": dataset, "instances": instances, "limit": limit, "models": models,
               "test_sources": test_sources, "repair_agent": repair_agent, "runs": runs, "workers": workers,
               "seeds": seeds, "output_dir": output_dir, "reuse": reuse, "run_id": run_id, "work_dir": work_dir}
@@ -179,10 +141,6 @@ def parameters(artifact: str, *, preset: str = "smoke", dataset: str | None = No
                   reuse=reuse, run_id=run_id or reuse or new_run_id(pre.name),
                   work_dir=Path(work_dir) if work_dir is not None else None, protocol=pre.protocol(n_runs),
                   given=given)
-
-
-def with_run_id(params: Params, run_id: str) -> Params:
-    return replace(params, run_id=run_id)
 
 
 __all__ = ["Params", "new_run_id", "parameters", "with_run_id"]

@@ -36,7 +36,8 @@ from execcritic.experiments.params import new_run_id, parameters
 from execcritic.experiments.presets import REPO
 from execcritic.files import atomic_write
 from execcritic.results.schemas import PAPER_ARTIFACTS
-from execcritic.results.store import attach_notebook, latest_run
+from execcritic.results.pins import read_pins, write_pins
+from execcritic.results.store import FINISHED, attach_notebook
 
 NOTEBOOKS_DIR = REPO / "notebooks"
 
@@ -134,7 +135,7 @@ def is_complete(artifact: str, run_id: str, results: Path) -> bool:
     if not m.is_file():
         return False
     try:
-        return json.loads(m.read_text()).get("status") == "complete"
+        return json.loads(m.read_text()).get("status") in FINISHED
     except ValueError:
         return False
 
@@ -229,8 +230,8 @@ def run_notebook(session: Session, artifact: str, *, workers: int | None = None)
 
 
 def render_notebook(artifact: str, results: Path, out_dir: Path) -> Path | None:
-    """Re-render the latest complete run of `artifact` (nothing runs); None when there is no run."""
-    run_id = latest_run(artifact, root=results)
+    """Re-render the pinned run of `artifact` (results.pins; nothing runs); None when none is pinned."""
+    run_id = read_pins(results)["runs"].get(artifact)
     if run_id is None:
         return None
     manifest = json.loads((results / artifact / run_id / "manifest.json").read_text())
@@ -256,6 +257,13 @@ def timed_part(session: Session, name: str, fn: Callable[[], Any], *, detail: st
     return out
 
 
+def pin(session: Session) -> Path:
+    """The session's finished runs become the pinned ones (`results/paper_runs.json`): paper_figures/ shows
+    what this reproduction made, and nothing else that happens to be newer."""
+    return write_pins(session.results, runs={a: session.session for a in session.artifacts
+                                             if is_complete(a, session.session, Path(session.results))})
+
+
 def finish(session: Session, *, complete: bool = True) -> None:
     """Close the session; an incomplete one (units that kept failing) is continued by the next run."""
     session.status = "finished" if complete else "incomplete"
@@ -264,4 +272,4 @@ def finish(session: Session, *, complete: bool = True) -> None:
 
 
 __all__ = ["NOTEBOOKS_DIR", "NotebookFailed", "Part", "Session", "check_artifacts", "execute_notebook", "find_unfinished", "finish", "is_complete",
-           "notebook_path", "open_session", "prepare", "render_notebook", "run_notebook", "timed_part"]
+           "notebook_path", "open_session", "pin", "prepare", "render_notebook", "run_notebook", "timed_part"]

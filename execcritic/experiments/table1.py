@@ -3,14 +3,10 @@ Test source; Q = clean Base failure x Gold pass (offline audit), every instance 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from execcritic.experiments.conditions import ArtifactSpec, Condition
 from execcritic.experiments.core import execute
+from execcritic.experiments.resolved import Params
 from execcritic.results.store import Run
-
-if TYPE_CHECKING:
-    from execcritic.experiments.params import Params
 
 ROWS = (("Qwen3.5-35B-A3B", "test_base"), ("Qwen3.5-35B-A3B + SFT", "test_sft"),
         ("Qwen3.5-35B-A3B + SFT + RL", "test_rl"), ("Codex-5.3", "test_codex53"),

@@ -4,14 +4,10 @@ Base-gate failures keep their Round-0 patch, Δ = paired difference from "None (
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from execcritic.experiments.conditions import ArtifactSpec, Condition
 from execcritic.experiments.core import execute
+from execcritic.experiments.resolved import Params
 from execcritic.results.store import Run
-
-if TYPE_CHECKING:
-    from execcritic.experiments.params import Params
 
 AGENTS = (("base", "repair_base"), ("trained", "repair_trained"))
 SOURCES = (("None (Round 0)", "none"), ("GPT-5.6-sol", "test_gpt56"), ("Oracle F2P", "oracle"),

@@ -3,14 +3,10 @@ the direct-solve bonus, and full T2I; Round-0 and final resolved rates with fixe
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from execcritic.experiments.conditions import ArtifactSpec, Condition
 from execcritic.experiments.core import execute
+from execcritic.experiments.resolved import Params
 from execcritic.results.store import Run
-
-if TYPE_CHECKING:
-    from execcritic.experiments.params import Params
 
 ROWS = (("Standard (no T2I)", "repair_standard"), ("T2I, no direct bonus", "repair_t2i_no_bonus"),
         ("Full T2I", "repair_trained"))

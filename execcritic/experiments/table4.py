@@ -3,14 +3,10 @@ from GPT-5.6-sol without chain of thought and from DeepSeek-V4-Flash with it (si
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from execcritic.experiments.conditions import ArtifactSpec, Condition
 from execcritic.experiments.core import execute
+from execcritic.experiments.resolved import Params
 from execcritic.results.store import Run
-
-if TYPE_CHECKING:
-    from execcritic.experiments.params import Params
 
 ROWS = (("GPT-5.6-sol (no CoT)", False, "test_sft_gpt56", "test_rl_gpt56"),
         ("DeepSeek-V4-Flash (CoT)", True, "test_sft", "test_rl"))

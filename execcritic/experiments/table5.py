@@ -4,14 +4,10 @@ language is a rate over its own subset (per-condition denominators in the manife
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from execcritic.experiments.conditions import ArtifactSpec, Condition
 from execcritic.experiments.core import execute
+from execcritic.experiments.resolved import Params
 from execcritic.results.store import Run
-
-if TYPE_CHECKING:
-    from execcritic.experiments.params import Params
 
 SPEC = ArtifactSpec("table5", "b2g", (
     Condition({"language": "Python"}, test="test_rl", labels={"language": "test_rl"},

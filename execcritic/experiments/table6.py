@@ -3,14 +3,10 @@ feedback, both evaluated with fixed RL-35B tests; Round-0 and final resolved rat
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from execcritic.experiments.conditions import ArtifactSpec, Condition
 from execcritic.experiments.core import execute
+from execcritic.experiments.resolved import Params
 from execcritic.results.store import Run
-
-if TYPE_CHECKING:
-    from execcritic.experiments.params import Params
 
 ROWS = (("Generated tests", "repair_generated_fb"), ("Oracle tests", "repair_trained"))
 

@@ -18,7 +18,10 @@ from execcritic.figures.tables import ArtifactView, build_view, md_table, to_lat
 from execcritic.files import atomic_write
 from execcritic.results import paper
 from execcritic.results.schemas import PAPER_ARTIFACTS, stand_in_name
-from execcritic.results.store import Run, latest_run, list_runs, load_run, training_curve, training_init
+from execcritic.errors import InputError
+from execcritic.results.pins import pins_path, read_pins
+from execcritic.results.store import (FINISHED, Run, latest_run, list_runs, load_run, training_curve,
+                                     training_init)
 
 
 @dataclass
@@ -39,29 +42,44 @@ def _write(path: Path, text: str, report: BuildReport) -> None:
     report.files.append(path)
 
 
-def select_runs(results: Path, runs: Mapping[str, str] | None, report: BuildReport) -> dict[str, Run | None]:
-    """The run shown for each paper artifact: the one named in `runs`, else the latest complete one."""
+def select_runs(results: Path, runs: Mapping[str, str] | None, report: BuildReport, *, latest: bool = False
+                ) -> dict[str, Run | None]:
+    """The run shown for each paper artifact: the one named in `runs`, else the one pinned in
+    `results/paper_runs.json` (results.pins), else - only with `latest` (exploration) - the latest complete one."""
     chosen: dict[str, Run | None] = {}
+    pins = read_pins(results)["runs"]
     index = list_runs(root=results)
     for artifact in PAPER_ARTIFACTS:
-        run_id = (runs or {}).get(artifact) or latest_run(artifact, root=results)
+        run_id = (runs or {}).get(artifact) or pins.get(artifact) or \
+            (latest_run(artifact, root=results) if latest else None)
+        if run_id and not (results / artifact / run_id / "manifest.json").is_file():
+            raise InputError(f"{artifact} run {run_id!r} is pinned but not in the store", file=str(pins_path(results)),
+                             field=f"runs.{artifact}")
         mine = index[index["artifact"] == artifact]
-        report.skipped += [f"{artifact}/{r}" for r in mine[mine["status"] != "complete"]["run_id"]]
+        report.skipped += [f"{artifact}/{r}" for r in mine[~mine["status"].isin(FINISHED)]["run_id"]]
         chosen[artifact] = load_run(artifact, run_id, root=results) if run_id else None
         report.sources[artifact] = f"{artifact}/{run_id}" if run_id else None
     return chosen
 
 
-def training_runs(results: Path, report: BuildReport) -> list[Run]:
-    """The latest complete training run per (role, init) (`training_init`: runs written before the init label
-    existed count as `base` when they started from an embedded base model)."""
-    idx = list_runs("training", root=results)
-    latest: dict[tuple[str, str], Run] = {}
-    for run_id in idx[idx["status"] == "complete"]["run_id"]:
-        run = load_run("training", run_id, root=results)
-        latest[(str(run.manifest["role"]), training_init(run.manifest))] = run
-    report.training = [f"training/{r.run_id} ({k[0]}, init {k[1]})" for k, r in sorted(latest.items())]
-    return [latest[k] for k in sorted(latest)]
+def training_runs(results: Path, report: BuildReport, *, latest: bool = False) -> list[Run]:
+    """The pinned training runs (results.pins); with `latest`, the latest complete run per (role, init)
+    (`training_init`: runs written before the init label existed count as `base` when they started from an
+    embedded base model)."""
+    chosen: dict[tuple[str, str, str], Run] = {}
+    if latest:
+        idx = list_runs("training", root=results)
+        latest_of: dict[tuple[str, str], Run] = {}
+        for run_id in idx[idx["status"] == "complete"]["run_id"]:
+            run = load_run("training", run_id, root=results)
+            latest_of[(str(run.manifest["role"]), training_init(run.manifest))] = run
+        chosen = {(*k, r.run_id): r for k, r in latest_of.items()}
+    else:
+        for run_id in read_pins(results)["training"]:
+            run = load_run("training", run_id, root=results)
+            chosen[(str(run.manifest["role"]), training_init(run.manifest), run_id)] = run
+    report.training = [f"training/{r.run_id} ({k[0]}, init {k[1]})" for k, r in sorted(chosen.items())]
+    return [chosen[k] for k in sorted(chosen)]
 
 
 def _training_section(runs: list[Run]) -> str:
@@ -90,8 +108,10 @@ def _training_section(runs: list[Run]) -> str:
 
 
 def build_all(results: str | Path = "results", out: str | Path = "paper_figures", *,
-              reported_path: str | Path | None = None, runs: Mapping[str, str] | None = None) -> BuildReport:
-    """Regenerate every table and figure. `runs` pins an artifact to a run_id (default: latest complete)."""
+              reported_path: str | Path | None = None, runs: Mapping[str, str] | None = None,
+              latest: bool = False) -> BuildReport:
+    """Regenerate every table and figure from the runs `results/paper_runs.json` pins (`runs` overrides one
+    artifact; `latest`: the latest complete runs instead, for exploring a store of one's own)."""
     from execcritic.figures.plots import figure5, figure6, save  # lazy: imports matplotlib
 
     results, out = Path(results), Path(out)
@@ -99,8 +119,8 @@ def build_all(results: str | Path = "results", out: str | Path = "paper_figures"
     rep = paper.reported(reported_path)
     notes = paper.reported_notes(reported_path)
     report = BuildReport(out)
-    chosen = select_runs(results, runs, report)
-    train = training_runs(results, report)
+    chosen = select_runs(results, runs, report, latest=latest)
+    train = training_runs(results, report, latest=latest)
     views: dict[str, ArtifactView] = {a: build_view(a, chosen[a], rep, notes) for a in PAPER_ARTIFACTS}
     for artifact, view in views.items():
         extra: list[str] = []

@@ -18,6 +18,7 @@ from execcritic.figures.tables import ArtifactView, build_view, delta_rows, fmt,
 from execcritic.results import paper
 from execcritic.results.schemas import paper_part, stand_in_name
 from execcritic.results.stats import is_null
+from execcritic.results.pins import read_pins
 from execcritic.results.store import Run, list_runs, load_run, training_curve, training_init
 
 
@@ -133,15 +134,12 @@ def measured_rows(run: Run) -> list[dict[str, Any]]:
     return out
 
 
-def latest_runs(results: str | Path, artifacts: Sequence[str]) -> dict[str, Run | None]:
-    """The latest complete run of each artifact under `results` (None where there is none)."""
-    idx = list_runs(root=results)
-    out: dict[str, Run | None] = {}
-    for a in artifacts:
-        mine = idx[(idx["artifact"] == a) & (idx["status"] == "complete")]
-        out[a] = load_run(a, str(mine.iloc[-1]["run_id"]), root=results) if not mine.empty else None
-    return out
+def shown_runs(results: str | Path, artifacts: Sequence[str]) -> dict[str, Run | None]:
+    """The run of each artifact that paper_figures/ shows: the one `results/paper_runs.json` pins (None where
+    none is pinned)."""
+    pins = read_pins(results)["runs"]
+    return {a: load_run(a, pins[a], root=results) if a in pins else None for a in artifacts}
 
 
-__all__ = ["CURVE_EXTRA", "banner", "deltas", "figure", "latest_runs", "measured_rows", "png", "table",
+__all__ = ["CURVE_EXTRA", "banner", "deltas", "figure", "shown_runs", "measured_rows", "png", "table",
            "training_curves", "view"]

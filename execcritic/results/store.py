@@ -51,13 +51,21 @@ from execcritic.results.schemas import (
     schema,
 )
 
-DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "results"
+#: the committed store (what paper_figures/ is built from) and where runs go by default: `runs/results`, outside
+#: it, so an exploratory notebook or training run never lands among the runs a reviewer cites
+COMMITTED_ROOT = Path(__file__).resolve().parents[2] / "results"
+DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "runs" / "results"
 INDEX_COLUMNS = ("artifact", "run_id", "preset", "created_at", "git_sha", "n_instances", "status", "path", "command")
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
 RESERVED_FILES = ("manifest.json", "summary.csv", "deltas.csv", "notebook.ipynb")
 
 
 # ---- small helpers -------------------------------------------------------------------------------------
+
+#: statuses of a finalized run: "complete" (records measured), "empty" (finalized with no record: its manifest
+#: still says why each condition was not run, but it is never taken for a measured run)
+FINISHED = ("complete", "empty")
+
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -341,7 +349,9 @@ class RunWriter:
         self.manifest["n_records"] = len(recs)
         if not self._usage_added and self.manifest["usage"].get("source") != "add_usage":
             self.manifest["usage"] = _usage_from_records(recs)
-        self._session_close("complete")
+        # a run that measured nothing (every condition not run here) is finished, but never "complete": it
+        # must not stand in for a measured run anywhere a complete one is looked for
+        self._session_close("complete" if recs else "empty")
         self._write_manifest()
         return load_run(self.artifact, self.run_id, root=self.root)
 
@@ -608,7 +618,7 @@ def load_run(artifact: str, run_id: str, *, root: str | Path | None = None, allo
     m = _read_manifest(path / "manifest.json", artifact, run_id)
     recs = _read_records(path / sch.records_file, sch, m)
     run = Run(artifact, run_id, path, m, _frame(sch, recs), None)
-    complete = m.get("status") == "complete"
+    complete = m.get("status") in FINISHED
     if not complete and not allow_incomplete:
         raise InputError(f"run is not complete (status {m.get('status')!r}); finalize it or pass "
                          "allow_incomplete=True", file=str(path / "manifest.json"), field="status")
@@ -719,6 +729,7 @@ def remove_run(artifact: str, run_id: str, *, root: str | Path | None = None) ->
 
 __all__ = [
     "BASE_MODEL_ALIASES",
+    "COMMITTED_ROOT",
     "DEFAULT_ROOT",
     "INDEX_COLUMNS",
     "TRAINING_ROLES",

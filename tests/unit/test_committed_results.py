@@ -11,10 +11,11 @@ import pandas as pd
 import pytest
 
 from execcritic.figures import build_all
-from execcritic.figures.notebook import figure, latest_runs, view
+from execcritic.figures.notebook import figure, shown_runs, view
 from execcritic.figures.tables import PRETTY, fmt
 from execcritic.results import paper
 from execcritic.results.schemas import PAPER_ARTIFACTS, schema, stand_in_name
+from execcritic.results.store import FINISHED
 from tests.synthetic_results import REPO
 from tests.unit.test_figures import _find, md_tables
 
@@ -23,9 +24,9 @@ RESULTS, FIGURES = REPO / "results", REPO / "paper_figures"
 
 @pytest.fixture(scope="module")
 def runs():
-    got = latest_runs(RESULTS, PAPER_ARTIFACTS)
+    got = shown_runs(RESULTS, PAPER_ARTIFACTS)
     missing = [a for a, r in got.items() if r is None]
-    assert not missing, f"no complete committed run of {missing} under results/ (run `make run`)"
+    assert not missing, f"results/paper_runs.json pins no committed run of {missing} (run `make run`)"
     return got
 
 
@@ -34,7 +35,7 @@ def test_one_labeled_smoke_run_per_artifact(runs):
     assert len(sessions) == 1, sessions                     # one reproduce session made them all
     for a, run in runs.items():
         m = run.manifest
-        assert run.complete and run.preset == "smoke" and "not a reproduction of the paper's numbers" in m["banner"]
+        assert run.manifest["status"] in FINISHED and run.preset == "smoke" and "not a reproduction of the paper's numbers" in m["banner"]
         assert not m["git"]["dirty"], f"{a}: made from uncommitted code"
         for b in m["models"].values():
             assert b["stand_in"] and b["spec"] == "local"

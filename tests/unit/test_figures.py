@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from execcritic.cli import app
 from execcritic.figures import build_all
+from execcritic.results.pins import read_pins
 from execcritic.figures.plots import figure5, figure6
 from execcritic.figures.tables import PRETTY, build_view, fmt, fmt_ci
 from execcritic.results import paper
@@ -24,7 +25,7 @@ def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("synthetic")
     runs = make_all(root / "results")
     out = root / "paper_figures"
-    res = CliRunner().invoke(app, ["figures", "--results", str(root / "results"), "--out", str(out)])
+    res = CliRunner().invoke(app, ["figures", "--results", str(root / "results"), "--out", str(out), "--latest"])
     assert res.exit_code == 0, res.output
     return root, runs, out
 
@@ -186,7 +187,7 @@ def test_figure6_lines_are_the_measured_values(built):
 
 def test_same_inputs_give_byte_identical_outputs(built, tmp_path):
     root, _, out = built
-    again = build_all(root / "results", tmp_path / "again")
+    again = build_all(root / "results", tmp_path / "again", latest=True)
     names = sorted(p.name for p in out.iterdir())
     assert names == sorted(p.name for p in (tmp_path / "again").iterdir())
     match, mismatch, errors = filecmp.cmpfiles(out, tmp_path / "again", names, shallow=False)
@@ -210,10 +211,17 @@ def test_a_pinned_run_is_shown_and_a_malformed_run_stops_the_build(tmp_path):
     s.to_csv(second.path / "summary.csv", index=False)
     res = runner.invoke(app, ["figures", "--results", str(results), "--out", str(tmp_path / "o2"),
                               "--reported", str(REPO / "results" / "paper" / "reported_numbers.json")])
+    assert res.exit_code == 0 and "table1/" not in (tmp_path / "o2" / "table1.md").read_text()  # nothing pinned
+    res = runner.invoke(app, ["figures", "--results", str(results), "--out", str(tmp_path / "o2"), "--latest",
+                              "--reported", str(REPO / "results" / "paper" / "reported_numbers.json")])
     assert res.exit_code == 2
     assert "summary.csv" in res.output and "field=value" in res.output
     res = runner.invoke(app, ["figures", "--results", str(results), "--run", "table1"])
     assert res.exit_code == 2 and "ARTIFACT=RUN_ID" in res.output
+    res = runner.invoke(app, ["figures", "--results", str(results), "--out", str(tmp_path / "o3"), "--reported",
+                              str(REPO / "results" / "paper" / "reported_numbers.json"),
+                              "--run", f"table1={first.run_id}", "--pin"])
+    assert res.exit_code == 0 and read_pins(results)["runs"] == {"table1": first.run_id}
 
 
 def test_the_repository_results_build_with_reported_values_only(tmp_path):

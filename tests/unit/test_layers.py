@@ -110,3 +110,49 @@ def test_function_level_imports_are_only_heavy_optional_dependencies(path):
                 assert "# lazy:" in lines[node.end_lineno - 1], \
                     f"{path}:{node.lineno}: a function-level import without a `# lazy: <why>` note; move it to the " \
                     "top of the module unless it is a heavy optional dependency"
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """module -> the package modules it imports (every import statement, `if TYPE_CHECKING:` ones included)."""
+    def name(path: Path) -> str:
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        return ".".join(parts)
+
+    modules = {name(p): p for p in PACKAGE.rglob("*.py") if INSIDE not in p.parents}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for mod, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [f"{node.module}.{a.name}" for a in node.names] + [node.module]
+            for t in targets:
+                while t and t not in modules:
+                    t = t.rpartition(".")[0]
+                if t and t != mod and t.startswith("execcritic.") and not mod.startswith(t + "."):
+                    graph[mod].add(t)
+    return graph
+
+
+def test_no_module_imports_itself_through_others():
+    """One-way inside packages too: e.g. experiments/params -> the artifact registry -> core -> params was a
+    circle (through an `if TYPE_CHECKING:` import), which made the layer order a matter of luck."""
+    graph = _module_graph()
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
+
+    def visit(m: str, stack: list[str]) -> None:
+        state[m] = 1
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                cycles.append(stack[stack.index(n):] + [n] if n in stack else [m, n])
+            elif n not in state:
+                visit(n, stack + [n])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles[:10])
