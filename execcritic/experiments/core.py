@@ -22,11 +22,13 @@ from typing import Any
 
 import pandas as pd
 
+from execcritic.agents.models.local_server import smollm2_gguf_path
 from execcritic.experiments import training
 from execcritic.experiments.conditions import BUILTIN_SOURCES, ArtifactSpec, Planned, plan
 from execcritic.experiments.presets import Binding, role_reason, served_spec
 from execcritic.experiments.resolved import Params
 from execcritic.files import atomic_write
+from execcritic.hashing import weights_sha256
 from execcritic.pipeline import stages
 from execcritic.pipeline.audit import AuditConfig, run_audit
 from execcritic.pipeline.config import PipelineConfig, source_label
@@ -329,12 +331,16 @@ def resolve_records(p: Planned, g: Group, runs: int, cfg: PipelineConfig, *, rou
 # ---- the artifact run --------------------------------------------------------------------------------
 
 def _model_entry(b: Binding) -> dict[str, Any]:
-    served = b.spec
+    """A role's model as the manifest records it, with the identity of the weights the suite served itself
+    (an endpoint's weights are the server's business: only its model name is known)."""
+    served, weights = b.spec, None
     if b.spec == "local":
         served = "embedded CPU model behind a local `transformers serve` (started by the suite)"
+        weights = weights_sha256(smollm2_gguf_path())        # the GGUF the checkpoint is converted from
     elif b.spec.startswith("hf:"):
         served = f"checkpoint {b.spec[3:]} behind a local `transformers serve` (started by the suite)"
-    return {"spec": b.spec, "name": b.name, "stand_in": b.stand_in, "endpoint": served}
+        weights = weights_sha256(b.spec[3:])
+    return {"spec": b.spec, "name": b.name, "stand_in": b.stand_in, "endpoint": served, "weights_sha256": weights}
 
 
 def _conditions_table(planned: Sequence[Planned]) -> pd.DataFrame:
@@ -438,13 +444,16 @@ def execute(spec: ArtifactSpec, params: Params, *, show_progress: bool = True,
     groups = build_groups(spec, params, planned, timings=timings)
     instances = list(dict.fromkeys(t.instance_id for g in groups.values() for t in g.tasks))
     roles = {r: b for p in runnable for r, b in p.bindings.items()}
-    extra = {"banner": params.preset.banner, "title": params.preset.title,
+    runs = params.runs if spec.kind == "resolve" else 1
+    extra = {"banner": f"{params.preset.banner} This run: {len(instances)} instance(s) x {runs} "
+                       f"{'Repair run(s)' if spec.kind == 'resolve' else 'generation episode(s)'}.",
+             "title": params.preset.title,
              "pipeline_dir": str(_rel(params.pipeline_dir)),
              "not_run": _not_run(planned), "parameters": {k: v for k, v in params.given.items()},
              "invoked_by": os.environ.get("EXECCRITIC_INVOKED_BY"), "benchmarks": {k: g.dataset for k, g in groups.items()},
              **(extra_manifest or {})}
     writer = new_run(spec.artifact, params.preset.name, run_id=params.run_id, root=params.output_dir,
-                     instances=instances, runs=params.runs if spec.kind == "resolve" else 1,
+                     instances=instances, runs=runs,
                      models={r: _model_entry(b) for r, b in sorted(roles.items())},
                      command=command_line(spec.artifact, params), config=params.protocol,
                      datasets=[g.taskset.manifest() for g in groups.values() if g.taskset is not None],
@@ -472,7 +481,9 @@ def execute(spec: ArtifactSpec, params: Params, *, show_progress: bool = True,
             else:
                 cfg = _repair_cfg(g, p.repair_spec, params, ())
                 writer.extend(resolve_records(p, g, params.runs, cfg, round0_required=spec.round0))
-                reps = [r for r in RecordStore(cfg.paths["repair"]).iter() if r["source"] == source_label(p.test_spec)]
+                mine = {t.instance_id for t in _tasks_of(p, g)}      # the directory is shared with other runs
+                reps = [r for r in RecordStore(cfg.paths["repair"]).iter() if r["source"] == source_label(p.test_spec)
+                        and r["instance_id"] in mine and int(r.get("run", 0)) < params.runs]
                 turns.append({"condition": " / ".join(str(v) for v in p.fields.values()), **revision_turn_stats(reps)})
         writer.write_table("conditions.csv", _conditions_table(planned))
         if turns:

@@ -27,8 +27,9 @@ _PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 
 def git_state(repo: Path | None = None) -> dict[str, Any]:
-    """HEAD and whether the code that ran differs from it. Changes under `results/` (a run rewriting
-    its own output) do not make the code dirty; every changed tracked path is listed (up to 20)."""
+    """HEAD and whether the code that ran differs from it: `changed_paths` lists (up to 20) the changed tracked
+    paths that make it dirty. Changes under `results/` (a run rewriting its own output) do not, and are only
+    counted."""
     repo = repo or _PACKAGE_DIR.parent
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
@@ -38,8 +39,9 @@ def git_state(repo: Path | None = None) -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError):
         return {"sha": None, "dirty": None, "changed_paths": []}
     changed = [line[3:] for line in status.splitlines() if line.strip()]
-    return {"sha": sha or None, "dirty": any(not p.startswith("results/") for p in changed),
-            "changed_paths": changed[:20]}
+    code = [p for p in changed if not p.startswith("results/")]
+    return {"sha": sha or None, "dirty": bool(code), "changed_paths": code[:20],
+            "results_paths_changed": len(changed) - len(code)}
 
 
 def harness_digest() -> str:

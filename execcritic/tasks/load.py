@@ -59,8 +59,24 @@ class TaskSet:
         return TaskSet(self.source, self.split, picked, self.sha256, self.skipped)
 
     def manifest(self) -> dict[str, Any]:
-        return {"source": self.source, "split": self.split, "rows": len(self.tasks), "sha256": self.sha256,
-                "skipped_rows": [list(s) for s in self.skipped]}
+        """What a result records of its rows: where they came from, portably (a local file by its name or its
+        path inside the working directory, never a host path), and the content hash that identifies them."""
+        return {"source": portable_source(self.source), "split": self.split, "rows": len(self.tasks),
+                "sha256": self.sha256, "skipped_rows": [list(s) for s in self.skipped]}
+
+
+def portable_source(source: str) -> str:
+    """`verified-sdist:/abs/dir/verified_test.parquet` -> `verified-sdist:verified_test.parquet (local file)`;
+    a path under the working directory stays relative; a hub id is unchanged."""
+    prefix, sep, rest = source.partition(":") if ":" in source and not source.startswith("/") else ("", "", source)
+    if not Path(rest).is_absolute():
+        return source
+    path = Path(rest)
+    try:
+        shown = str(path.relative_to(Path.cwd()))
+    except ValueError:
+        shown = f"{path.name} (local file)"
+    return f"{prefix}{sep}{shown}"
 
 
 def _rows_from_file(path: Path) -> list[dict[str, Any]]:

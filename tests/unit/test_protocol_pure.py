@@ -151,6 +151,7 @@ def test_git_state_counts_code_changes_not_result_rewrites(tmp_path):
     assert git_state(tmp_path)["dirty"] is False
     (tmp_path / "results" / "r.json").unlink()          # a run rewriting its own output
     state = git_state(tmp_path)
-    assert state["dirty"] is False and state["changed_paths"] == ["results/r.json"]
+    assert state["dirty"] is False and state["changed_paths"] == [] and state["results_paths_changed"] == 1
     (tmp_path / "code.py").write_text("x = 2\n")
-    assert git_state(tmp_path)["dirty"] is True
+    state = git_state(tmp_path)
+    assert state["dirty"] is True and state["changed_paths"] == ["code.py"]      # dirty says which paths
