@@ -10,20 +10,8 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
-from execcritic.cli.common import (
-    BACKEND,
-    DATASET,
-    INSTANCES,
-    JSON_OPTION,
-    LIMIT,
-    NO_PROGRESS,
-    WORKERS,
-    emit_json,
-    load_selected,
-    progress_on,
-    protocol_options,
-    unit_failures,
-)
+from execcritic.cli.common import (BACKEND, DATASET, INSTANCES, JSON_OPTION, LIMIT, NO_PROGRESS, WORKERS,
+                                   emit_json, load_selected, progress_on, protocol_options, unit_failures)
 from execcritic.config import ProtocolConfig
 from execcritic.errors import InputError
 from execcritic.pipeline import preflight

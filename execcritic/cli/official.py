@@ -8,31 +8,12 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                           TimeElapsedColumn)
 
-from execcritic.cli.common import (
-    BACKEND,
-    DATASET,
-    INSTANCES,
-    JSON_OPTION,
-    LIMIT,
-    NO_PROGRESS,
-    SPLIT,
-    WORKERS,
-    ExitCode,
-    emit_json,
-    load_selected,
-    progress_on,
-    protocol_options,
-    stderr_console,
-)
+from execcritic.cli.common import (BACKEND, DATASET, INSTANCES, JSON_OPTION, LIMIT, NO_PROGRESS, SPLIT,
+                                   WORKERS, ExitCode, emit_json, load_selected, progress_on, protocol_options,
+                                   stderr_console)
 from execcritic.config import ProtocolConfig
 from execcritic.evaluation.official import evaluate_official, resolve_patch_arg
 from execcritic.pipeline import preflight

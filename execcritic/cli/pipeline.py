@@ -10,23 +10,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from execcritic.cli.common import (
-    BACKEND,
-    DATASET,
-    EXECUTOR,
-    INSTANCES,
-    JSON_OPTION,
-    LIMIT,
-    NO_PROGRESS,
-    SPLIT,
-    WORKERS,
-    emit_json,
-    load_selected,
-    progress_on,
-    protocol_options,
-    stderr_console,
-    unit_failures,
-)
+from execcritic.cli.common import (BACKEND, DATASET, EXECUTOR, INSTANCES, JSON_OPTION, LIMIT, NO_PROGRESS,
+                                   SPLIT, WORKERS, emit_json, load_selected, progress_on, protocol_options,
+                                   stderr_console, unit_failures)
 from execcritic.config import ProtocolConfig
 from execcritic.files import atomic_write_json
 from execcritic.pipeline import preflight, stages

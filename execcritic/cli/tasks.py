@@ -12,20 +12,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from execcritic.cli.common import (
-    DATASET,
-    DATASET_REQUIRED,
-    INSTANCES,
-    JSON_OPTION,
-    NO_PROGRESS,
-    SPLIT,
-    WORKERS,
-    ExitCode,
-    emit_json,
-    progress_on,
-    protocol_options,
-    stderr_console,
-)
+from execcritic.cli.common import (DATASET, DATASET_REQUIRED, INSTANCES, JSON_OPTION, NO_PROGRESS, SPLIT,
+                                   WORKERS, ExitCode, emit_json, progress_on, protocol_options,
+                                   stderr_console)
 from execcritic.config import ProtocolConfig
 from execcritic.errors import InputError
 from execcritic.evaluation.official import evaluate_official

@@ -12,20 +12,8 @@ from typing import List, Optional
 
 import typer
 
-from execcritic.cli.common import (
-    BACKEND,
-    DATASET,
-    INSTANCES,
-    JSON_OPTION,
-    LIMIT,
-    NO_PROGRESS,
-    choice,
-    choices,
-    emit_json,
-    load_selected,
-    progress_on,
-    protocol_options,
-)
+from execcritic.cli.common import (BACKEND, DATASET, INSTANCES, JSON_OPTION, LIMIT, NO_PROGRESS, choice,
+                                   choices, emit_json, load_selected, progress_on, protocol_options)
 from execcritic.config import ProtocolConfig
 from execcritic.errors import InputError
 from execcritic.pipeline import preflight
