@@ -256,6 +256,7 @@ def test_rewritten_test_modules_are_served_and_a_run_cannot_poison_them(kit):
     assert (gold.valid, gold.verdict) == (True, Verdict.PASS), gold.diagnostic + gold.output_tail
 
 
+@pytest.mark.only_for(kit=[("boltons", "local"), ("boltons", "docker")])    # toolz has no conftest to compile
 def test_what_one_bundles_run_writes_is_never_served_to_another_bundle(kit):
     """A bundle whose test overwrites the conftest's compiled module during its clean Base run (the run the cache
     is filled from: here the sandbox's first) poisons only its own cache: another bundle's runs get the conftest
