@@ -126,7 +126,7 @@ def run_reported(sandbox: Sandbox, command: str, *, timeout: float, facts: dict[
         channel = ReporterChannel(sandbox.channel_dir, {"workdir": sandbox.workdir, **facts})
     try:
         result = (prestarted.spawned.wait(timeout) if prestarted is not None else
-                  sandbox.run(command, timeout=timeout, env=channel.env, cwd=cwd))
+                  sandbox.run(command, timeout=timeout, env=channel.env, cwd=cwd, reporter=True))
     except BaseException:
         if prestarted is not None:
             prestarted.end()

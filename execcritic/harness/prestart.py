@@ -55,7 +55,7 @@ def offer(sandbox: Sandbox, *, observed: str, runner: str, command: str, hashsee
         return False
     channel = ReporterChannel(sandbox.channel_dir, {"workdir": sandbox.workdir, "runner": runner}, prestart=True)
     try:
-        spawned = sandbox.spawn(command, env=channel.env, reset=True)
+        spawned = sandbox.spawn(command, env=channel.env, reset=True, reporter=True)
     except BaseException:
         channel.close()
         raise

@@ -70,15 +70,17 @@ class Sandbox(ABC):
     can_spawn: bool = False           # `spawn` is implemented
 
     def spawn(self, command: str, *, env: Mapping[str, str] | None = None, cwd: str | None = None,
-              reset: bool = False):
+              reset: bool = False, reporter: bool = False):
         """Start `command` now, collect it later (`.wait(timeout)` -> CommandResult, `.kill()`, `.alive()`);
         `reset=True`: `reset()` first (a backend may do both at once). Only where `can_spawn`."""
         raise NotImplementedError(f"the {self.backend} sandbox cannot start a run ahead of time")
 
     @abstractmethod
     def run(self, command: str, *, timeout: float, env: Mapping[str, str] | None = None,
-            cwd: str | None = None, stdin: bytes | None = None) -> CommandResult:
-        """Run `bash -c command`. Raises SandboxError only when the sandbox itself fails."""
+            cwd: str | None = None, stdin: bytes | None = None, reporter: bool = False) -> CommandResult:
+        """Run `bash -c command`. Raises SandboxError only when the sandbox itself fails. `reporter`: the
+        harness's reporter and its channel directory (`HARNESS_MOUNT`, `CHANNEL_MOUNT`) are visible to this
+        run; every other run has no trace of them."""
 
     @abstractmethod
     def write_file(self, path: str, data: bytes | str, mode: int = 0o644, *, mtime: int | None = None) -> None:

@@ -61,7 +61,7 @@ from execcritic.sandbox.base import (
     Limits,
     Sandbox,
 )
-from execcritic.sandbox import hostfs
+from execcritic.sandbox import confine, hostfs
 from execcritic.sandbox.capture import OutputCapture
 
 OFFICIAL_ACTIVATE = "source /opt/miniconda3/bin/activate && conda activate testbed"
@@ -109,16 +109,52 @@ _KILL_FN = r"""__ec_kill_all() {
 """
 
 # One command: $1 = inner script (prelude + cd + command), $2 = stdin file or "", $3 = the session to spare or "",
-# $4 = "inline": stdin is $5; $6 = "spawn": say the session id first (on stderr: the output is the command's).
+# $4 = "inline": stdin is $5; $6 = "spawn": say the session id first (on stderr: the output is the command's);
+# $7 = the confinement script (`_confine_script`): the command runs only after it, and only it says so, on the
+# exec's stderr (a descriptor it closes before the command starts, whose own stderr goes to the output stream: no
+# output of the command can fake it).
 RUN_WRAPPER = (
     _COUNTERS_FN + _KILL_FN
     + 'if [ "${6:-}" = spawn ]; then printf \'EXECCRITIC-SPAWNED sid=%s\\n\' "$$" >&2; fi\n'
-    + 'if [ "${4:-}" = inline ]; then printf %s "$5" | bash -c "$1" 2>&1; '
-    + 'else bash -c "$1" < "${2:-/dev/null}" 2>&1; fi\n'
+    + '__ec_in() { unshare --mount --propagation private -- bash -c "$7" confine "$1" 3>&2 2>&1; }\n'
+    + 'if [ "${4:-}" = inline ]; then printf %s "$5" | __ec_in "$@"; '
+    + 'else __ec_in "$@" < "${2:-/dev/null}"; fi\n'
     + '__ec_rc=$?\n'
     + '__ec_kill_all "${3:-}"\n'
     + "printf '\\nEXECCRITIC-TRAILER rc=%s %s\\n' \"$__ec_rc\" \"$(__ec_counters)\" >&2\n"
     + 'exit $__ec_rc\n')
+CONFINED = b"EXECCRITIC-CONFINED"
+
+# Docker's default capabilities: what the command keeps once the confinement wrapper has dropped CAP_SYS_ADMIN
+# (which the container holds only so that the wrapper can build the command's mount namespace)
+COMMAND_CAPS = ("chown", "dac_override", "fowner", "fsetid", "kill", "setgid", "setuid", "setpcap", "net_bind_service",
+                "net_raw", "sys_chroot", "mknod", "audit_write", "setfcap")
+CONFINE_TOOLS = ("unshare", "mount", "umount", "setpriv", "mktemp")
+# what the image must provide for `_confine_script` (util-linux, coreutils), checked when the sandbox starts
+_TOOLS_SCRIPT = "for t in " + " ".join(CONFINE_TOOLS) + "; do command -v \"$t\" >/dev/null || echo \"$t\"; done; true\n"
+# Binaries the harness's own execs run (with the container's capabilities): read-only for the command
+SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+
+def _confine_script(hide: list[str], ffi_files: list[str]) -> str:
+    """Run by the wrapper in a fresh, private mount namespace, as root with the container's capabilities: unmount
+    the harness's own volumes (`hide`), make the system directories read-only (the harness's execs run binaries
+    from there with CAP_SYS_ADMIN), put /dev/null over the foreign-function modules, unmount /proc (last:
+    mount(8) reads it), then drop every capability Docker would not give a container (the bounding set
+    too) with no_new_privs, and exec the command ($1). Any failing step ends the run before the command starts.
+    The seccomp profile (confine.docker_profile) applies to all of it."""
+    q = shlex.quote
+    lines = ["set -eu"]
+    lines += [f"umount -l {q(h)}" for h in hide]
+    lines += [f'if [ -d {q(d)} ] && [ ! -L {q(d)} ]; then mount --rbind {q(d)} {q(d)}; '
+              f'mount -o remount,bind,ro {q(d)}; fi' for d in SYSTEM_DIRS]
+    lines += [f"mount --bind /dev/null {q(f)}" for f in ffi_files]      # (after the binds above, or under them)
+    lines += ["umount -l /proc",
+              f"printf '{CONFINED.decode()}\\n' >&3; exec 3>&-",
+              "exec setpriv --bounding-set=-all," + ",".join("+" + c for c in COMMAND_CAPS)
+              + " --inh-caps=-all --no-new-privs -- bash -c \"$1\""]
+    return "\n".join(lines) + "\n"
+
 
 # Timeout / recovery: kill everything but PID 1 (and session $1, when given) and report the counters.
 KILL_SCRIPT = (_COUNTERS_FN + _KILL_FN + '__ec_kill_all "${1:-}" || true\n'
@@ -203,11 +239,11 @@ printf 'EXECCRITIC-RESET t=%s removed=%s restored=%s dirs=%s %s\n' \
 if [ -n "${EC_THEN+x}" ]; then
   # reset, then start a run ahead in this same process (`spawn(reset=True)`): the report goes to stderr, the
   # output stream is the command's
-  __then=$EC_THEN; __wrap=$EC_WRAPPER
+  __then=$EC_THEN; __wrap=$EC_WRAPPER; __confine=$EC_CONFINE
   cat "$EC_REPORT" >&2
-  unset EC_THEN EC_WRAPPER EC_CLEAN EC_REPORT
+  unset EC_THEN EC_WRAPPER EC_CLEAN EC_REPORT EC_CONFINE
   trap - ERR; set +Eeuo pipefail
-  exec bash -c "$__wrap" execcritic "$__then" "" "" "" "" spawn
+  exec bash -c "$__wrap" execcritic "$__then" "" "" "" "" spawn "$__confine"
 fi
 cat "$EC_REPORT"
 """
@@ -292,6 +328,11 @@ class DockerSandbox(Sandbox):
     host_files: read, write and list files in the volumes' host directories where possible (None: when the
         daemon is local and this process is root without user-namespace remapping); False: always through the
         Docker API (archive transfers, execs), as with a remote daemon.
+    ffi: leave ctypes/cffi visible to commands (`confine.FFI_MODULES`): only for a task whose recipe says its
+        Gold run needs them.
+
+    Every command runs confined (`_confine_script`, `confine.docker_profile`): no procfs, no foreign-function
+    modules, read-only system directories, Docker's default capabilities only, and the seccomp profile.
     """
 
     backend = "docker"
@@ -300,8 +341,11 @@ class DockerSandbox(Sandbox):
     def __init__(self, image: str, *, client=None, workdir: str = WORKDIR, activate: str = OFFICIAL_ACTIVATE,
                  limits: Limits = Limits(), network: bool = False, read_only_root: bool = False,
                  home: str = "/root", env: Mapping[str, str] | None = None, name: str | None = None,
-                 warm_bytecode: bool = False, nano_cpus: int | None = None, host_files: bool | None = None):
+                 warm_bytecode: bool = False, nano_cpus: int | None = None, host_files: bool | None = None,
+                 ffi: bool = False):
         errors, req_errors = _docker_errors()
+        self.ffi = bool(ffi)
+        self._ffi_files: list[str] = []
         self.image = image
         self.workdir = workdir
         self.activate = activate
@@ -404,10 +448,28 @@ class DockerSandbox(Sandbox):
         self._apply_reset_output(self._exec_simple(["bash", "-c", INIT_SCRIPT, "init", *self._pairs()],
                                                    what="filling the working volumes"))
         self._timings["fill_s"] = time.monotonic() - t2
+        self._check_confinement()
         self._set_rootfs_baseline()
 
     def _volume(self, role: str) -> str:
         return f"execcritic-{self._sid}-{role}"
+
+    def _check_confinement(self) -> None:
+        """The image must have what the confinement wrapper runs; its foreign-function modules are listed once."""
+        missing = self._exec_simple(["bash", "-c", _TOOLS_SCRIPT], what="looking for the confinement tools").split()
+        if missing:
+            raise EnvironmentMissing(f"image {self.image} lacks {', '.join(missing)} (util-linux, coreutils): every "
+                                     "command runs in its own mount namespace without /proc, and cannot without them")
+        if not self.ffi:
+            out = self._exec_simple(["bash", "-c", confine.FIND_FFI_SCRIPT], what="listing foreign-function modules")
+            lines = out.splitlines()
+            if not lines or lines[-1] != "EXECCRITIC-FFI-END":
+                raise SandboxError(f"listing the foreign-function modules of image {self.image} gave no complete answer")
+            self._ffi_files = sorted(ln for ln in lines[:-1] if ln.startswith("/"))
+
+    def _confinement(self, reporter: bool) -> str:
+        hide = [SNAP, IO_DIR] + ([] if reporter else [HARNESS_MOUNT, CHANNEL_MOUNT])
+        return _confine_script(hide, self._ffi_files)
 
     def _host_volumes(self) -> tuple[dict[str, Path], Path | None]:
         """The working volumes' host directories, when the daemon is local and this process may use them as the
@@ -433,7 +495,9 @@ class DockerSandbox(Sandbox):
         errors, req_errors = _docker_errors()
         kwargs = {
             "command": ["bash", "-c", KEEPER], "entrypoint": [], "detach": True, "stdin_open": True,
-            "name": self.name, "hostname": "sandbox", "user": "0", "working_dir": self.workdir,
+            "name": self.name, "hostname": self._sid, "user": "0", "working_dir": self.workdir,
+            # the wrapper builds each command's mount namespace with CAP_SYS_ADMIN, then drops it (`_confine_script`)
+            "cap_add": ["SYS_ADMIN"], "security_opt": [f"seccomp={confine.docker_profile()}"],
             "read_only": self.read_only_root, "labels": {"execcritic.sandbox": self.name},
             "mounts": [Mount(SNAP, self._snap_volume, type="volume", read_only=True),
                        Mount(self.workdir, self._volume("tree"), type="volume", no_copy=True),
@@ -578,14 +642,14 @@ class DockerSandbox(Sandbox):
         return (f"{prelude}\n" if prelude else "") + f"cd -- {shlex.quote(cwd)} || exit 126\n{command}"
 
     def run(self, command: str, *, timeout: float, env: Mapping[str, str] | None = None,
-            cwd: str | None = None, stdin: bytes | None = None) -> CommandResult:
+            cwd: str | None = None, stdin: bytes | None = None, reporter: bool = False) -> CommandResult:
         self._check_open()
         if not timeout or timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds (got {timeout!r})")
         self._settle()
         self.generation += 1
         spare = self._spare()
-        args = [self._script_checked(command, cwd), "", spare, "", ""]
+        args = [self._script_checked(command, cwd), "", spare, "", "", "", self._confinement(reporter)]
         if stdin is not None:
             inline = _inline_text(stdin)
             if inline is not None:
@@ -655,6 +719,9 @@ class DockerSandbox(Sandbox):
             if not self._running():
                 raise self._gone()
             kill_out = self._kill_all(spare)
+        if trailer is not None and CONFINED not in ex.err_head and not timed_out:
+            raise SandboxError(f"container {self.name}: the confinement wrapper did not start the command (a mount "
+                               f"or capability step failed): {ex.cap.text()[-1500:]}")
         counters = trailer
         if counters is None:
             for counters in _TRAILER_RE.finditer(kill_out.encode()):
@@ -674,7 +741,7 @@ class DockerSandbox(Sandbox):
 
     # -- runs started ahead (harness/prestart.py) --------------------------------------------------
     def spawn(self, command: str, *, env: Mapping[str, str] | None = None, cwd: str | None = None,
-              reset: bool = False) -> "DockerSpawnedRun":
+              reset: bool = False, reporter: bool = False) -> "DockerSpawnedRun":
         """Start `command` now, collect it later (`wait(timeout)`: the clock starts there). It waits in a session
         of its own, which the runs made meanwhile (applying a patch) spare when they kill what they started; a
         reset and `close()` kill it. `reset=True`: reset first, in the same exec and in the background - every
@@ -688,10 +755,10 @@ class DockerSandbox(Sandbox):
             clean = " ".join(shlex.quote(d) for d in ("/tmp", "/dev/shm", IO_DIR))
             cmd = ["bash", "-c", RESET_SCRIPT, "reset", self._restored_at, *self._pairs()]
             env = {**(env or {}), "EC_CLEAN": clean, "EC_REPORT": f"{IO_DIR}/.reset-report", "EC_THEN": script,
-                   "EC_WRAPPER": RUN_WRAPPER}
+                   "EC_WRAPPER": RUN_WRAPPER, "EC_CONFINE": self._confinement(reporter)}
             self._pending_reset = self._restored_at
         else:
-            cmd = ["bash", "-c", RUN_WRAPPER, "execcritic", script, "", "", "", "", "spawn"]
+            cmd = ["bash", "-c", RUN_WRAPPER, "execcritic", script, "", "", "", "", "spawn", self._confinement(reporter)]
         t0 = time.monotonic()
         run = DockerSpawnedRun(self, self._start_exec(cmd, env))
         self._spawned = run
@@ -951,6 +1018,8 @@ class DockerSandbox(Sandbox):
             "reset": "ctime since last restore, exact restore from a read-only snapshot volume",
             "file_access": "host (volume directories)" if self._host_roots else "Docker API (archives, execs)",
             "spawn": "waits in its exec's session, spared by the runs made meanwhile",
+            "confinement": ("own mount namespace without procfs, read-only system dirs, Docker default caps, seccomp "
+                            "profile, " + ("ffi visible (recipe)" if self.ffi else f"{len(self._ffi_files)} ffi modules hidden")),
             "timings": dict(self._timings),
         })
         return d

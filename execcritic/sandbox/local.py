@@ -11,7 +11,9 @@ plus read-only binds for the environment (a venv and the interpreter it was made
 checks must write to (a venv that a check `pip install`s into) can be a `writable_binds` entry,
 copied into the workspace and restored like the tree. Network,
 pid, ipc and uts namespaces are private, the root user keeps only Docker's default capabilities
-(minus mknod), and a cgroup memory limit applies with OOM kills counted by the cgroup itself.
+(minus mknod), and a cgroup memory limit applies with OOM kills counted by the cgroup itself. Every process
+runs under the seccomp filter of `confine` (no ptrace, process_vm_*, namespaces, mounts, ...), with no procfs
+mounted at all, and the foreign-function modules of every visible Python behind /dev/null unless `ffi=True`.
 
 Reset is exact and cheap: after every restore we record each entry's inode and change time (ctime),
 which no unprivileged write can preserve or forge, then wait until the kernel's coarse clock has
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import glob
 import os
 import re
 import selectors
@@ -44,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from execcritic.errors import EnvironmentMissing, InputError, SandboxError
-from execcritic.sandbox import hostfs
+from execcritic.sandbox import confine, hostfs
 from execcritic.sandbox.base import (
     CHANNEL_MOUNT,
     HARNESS_FILES,
@@ -154,6 +157,8 @@ class LocalSandbox(Sandbox):
     rootfs: a directory to use as `/` (e.g. the debootstrap rootfs) instead of host dirs.
     warm_bytecode: compile the pristine tree once (checked-hash pycs, so a changed source is never
         served stale bytecode) before snapshotting; the pycs become part of the restored Base.
+    ffi: leave ctypes/cffi (`confine.FFI_MODULES`) visible - only for a task whose recipe says its Gold run
+        needs them (a reduced guarantee: the tested process can then read its own memory).
     """
 
     backend = "local"
@@ -163,8 +168,10 @@ class LocalSandbox(Sandbox):
                  isolated: bool = True, limits: Limits = Limits(), network: bool = False,
                  rootfs: Path | str | None = None, env: Mapping[str, str] | None = None,
                  workspace_dir: Path | str | None = None, warm_bytecode: bool = False,
-                 writable_binds: Sequence[Path | str] = (), bwrap: str = "bwrap"):
+                 writable_binds: Sequence[Path | str] = (), bwrap: str = "bwrap", ffi: bool = False):
         self.checkout = Path(checkout).resolve()
+        self.ffi = bool(ffi)
+        self.hostname = uuid.uuid4().hex[:12]       # what a container's hostname looks like: nothing to sniff
         self.activate = activate
         self.isolated = bool(isolated)
         self.limits = limits
@@ -293,11 +300,29 @@ class LocalSandbox(Sandbox):
                 args += ["--ro-bind", str(src), f"/{name}"]
         return args
 
-    def bwrap_argv(self, script: str, *, cwd: str, tree: Path | None = None) -> list[str]:
-        """The bwrap command line for one run (exposed for tests and manifests)."""
+    def _ffi_args(self) -> list[str]:
+        """Every foreign-function module a Python visible in the sandbox could load, behind /dev/null."""
+        if self.ffi:
+            return []
+        if self.rootfs is None:
+            roots = ["/usr", *sorted(glob.glob("/opt/*"))] + [str(b) for b in self.binds]
+            return [a for f in confine.ffi_files(tuple(roots)) for a in ("--ro-bind", "/dev/null", f)]
+        found = confine.ffi_files((str(self.rootfs / "usr"), *sorted(glob.glob(str(self.rootfs / "opt" / "*")))) +
+                                  tuple(str(b) for b in self.binds))
+        out = []
+        for f in found:
+            dest = "/" + os.path.relpath(f, self.rootfs) if f.startswith(str(self.rootfs) + "/") else f
+            out += ["--ro-bind", "/dev/null", dest]
+        return out
+
+    def bwrap_argv(self, script: str, *, cwd: str, tree: Path | None = None, seccomp_fd: int | None = None,
+                   reporter: bool = False) -> list[str]:
+        """The bwrap command line for one run (exposed for tests and manifests). No `--proc`: the tested code
+        gets no procfs (confine.py); `seccomp_fd` is a descriptor holding `confine.seccomp_program()`; the
+        reporter's directories are there only for a `reporter` run (a plain one has no `/.execcritic`)."""
         tree = tree or self.tree
         argv = [self._bwrap or "bwrap", "--die-with-parent", "--new-session", "--unshare-pid",
-                "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox"]
+                "--unshare-ipc", "--unshare-uts", "--hostname", self.hostname]
         if not self.network:
             argv.append("--unshare-net")
         if os.geteuid() == 0:
@@ -307,15 +332,20 @@ class LocalSandbox(Sandbox):
         else:
             argv += ["--unshare-user", "--uid", "0", "--gid", "0"]
         argv += self._root_args()
-        argv += ["--proc", "/proc", "--dev", "/dev",
+        argv += ["--dev", "/dev",
                  "--bind", str(self.tmp), "/tmp",          # before anything that may live under /tmp
                  "--bind", str(self.home), "/root"]
         for b in self.binds:
             argv += ["--ro-bind", str(b), str(b)]
         for w, snap in self._wsnaps:
             argv += ["--bind", str(snap.work), str(w)]
-        argv += ["--ro-bind", str(HARNESS_FILES), HARNESS_MOUNT, "--ro-bind", str(self.channel_dir), CHANNEL_MOUNT]
-        argv += ["--bind", str(tree), WORKDIR, "--remount-ro", "/", "--chdir", "/", "bash", "-c", script]
+        if reporter:
+            argv += ["--ro-bind", str(HARNESS_FILES), HARNESS_MOUNT, "--ro-bind", str(self.channel_dir), CHANNEL_MOUNT]
+        argv += self._ffi_args()
+        argv += ["--bind", str(tree), WORKDIR, "--remount-ro", "/", "--chdir", "/"]
+        if seccomp_fd is not None:
+            argv += ["--seccomp", str(seccomp_fd)]
+        argv += ["bash", "-c", script]
         return argv
 
     def _script(self, command: str, cwd: str) -> str:
@@ -341,20 +371,21 @@ class LocalSandbox(Sandbox):
 
     # -- running ------------------------------------------------------------------------------
     def run(self, command: str, *, timeout: float, env: Mapping[str, str] | None = None,
-            cwd: str | None = None, stdin: bytes | None = None) -> CommandResult:
+            cwd: str | None = None, stdin: bytes | None = None, reporter: bool = False) -> CommandResult:
         self._check_open()
-        return self._run(command, timeout=timeout, env=env, cwd=cwd or WORKDIR, stdin=stdin, tree=None)
+        return self._run(command, timeout=timeout, env=env, cwd=cwd or WORKDIR, stdin=stdin, tree=None,
+                         reporter=reporter)
 
     def _run(self, command: str, *, timeout: float, env, cwd: str, stdin: bytes | None,
-             tree: Path | None) -> CommandResult:
+             tree: Path | None, reporter: bool = False) -> CommandResult:
         if not timeout or timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds (got {timeout!r})")
         self.generation += 1
-        return self._collect(self._start(command, env=env, cwd=cwd, stdin=stdin, tree=tree, cgroup=self._cgroup),
-                             timeout)
+        return self._collect(self._start(command, env=env, cwd=cwd, stdin=stdin, tree=tree, cgroup=self._cgroup,
+                                         reporter=reporter), timeout)
 
     def spawn(self, command: str, *, env: Mapping[str, str] | None = None,
-              cwd: str | None = None, reset: bool = False) -> "SpawnedRun":
+              cwd: str | None = None, reset: bool = False, reporter: bool = False) -> "SpawnedRun":
         """Start `command` now and collect it later (`SpawnedRun.wait(timeout)`: the clock starts there). It
         runs in cgroups of its own with the same limits, so that runs made meanwhile (applying a patch) and
         their cleanup leave it alone; `reset()` and `close()` kill it."""
@@ -367,21 +398,22 @@ class LocalSandbox(Sandbox):
             self._renew_finalizer()
         self.generation += 1
         run = SpawnedRun(self, self._start(command, env=env, cwd=cwd or WORKDIR, stdin=None, tree=None,
-                                           cgroup=self._spawn_cgroup))
+                                           cgroup=self._spawn_cgroup, reporter=reporter))
         self._spawned.append(run)
         return run
 
     def _start(self, command: str, *, env, cwd: str, stdin: bytes | None, tree: Path | None,
-               cgroup: Cgroups | None) -> "_Started":
+               cgroup: Cgroups | None, reporter: bool = False) -> "_Started":
         if not cwd.startswith("/"):
             raise ValueError(f"cwd must be an absolute sandbox path (got {cwd!r})")
-        started_r = started_w = None
+        started_r = started_w = filter_fd = None
         if self.isolated:
             # bash says "started" on a private fd and closes it before the script runs: no output text
             # can fake or hide a bwrap setup failure.
             started_r, started_w = os.pipe()
+            filter_fd = _seccomp_fd()
             script = f"printf 1 >&{started_w}; exec {started_w}>&-\n" + self._script(command, cwd)
-            argv = self.bwrap_argv(script, cwd=cwd, tree=tree)
+            argv = self.bwrap_argv(script, cwd=cwd, tree=tree, seccomp_fd=filter_fd, reporter=reporter)
             run_cwd = str(self.io)
         else:
             # map the command and cwd only: the activation prelude names real host paths (a venv may
@@ -412,7 +444,7 @@ class LocalSandbox(Sandbox):
             proc = subprocess.Popen(argv, stdin=stdin_f if stdin_f is not None else subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self._env(env),
                                     cwd=run_cwd, start_new_session=True,
-                                    pass_fds=(started_w,) if started_w is not None else ())
+                                    pass_fds=tuple(f for f in (started_w, filter_fd) if f is not None))
         except OSError as exc:
             if started_r is not None:
                 os.close(started_r)
@@ -420,8 +452,9 @@ class LocalSandbox(Sandbox):
         finally:
             if stdin_f is not None:
                 stdin_f.close()
-            if started_w is not None:
-                os.close(started_w)
+            for fd in (started_w, filter_fd):
+                if fd is not None:
+                    os.close(fd)
         return _Started(proc, started_r, cgroup, oom_before, pids_before)
 
     def _collect(self, st: "_Started", timeout: float) -> CommandResult:
@@ -574,6 +607,8 @@ class LocalSandbox(Sandbox):
             "oom_detection": "cgroup" if (self._cgroup and self._cgroup.memory) else "none",
             "pids_detection": "cgroup" if (self._cgroup and self._cgroup.pids) else "none",
             "sandbox": (bwrap_version() if self.isolated else "plain subprocess"),
+            "confinement": ("seccomp filter, no procfs, " + ("ffi visible (recipe)" if self.ffi else "no ffi modules"))
+            if self.isolated else "none",
             "rootfs": str(self.rootfs) if self.rootfs else "host",
             "binds": [str(b) for b in self.binds],
             "writable_binds": [str(w) for w, _ in self._wsnaps],
@@ -630,6 +665,14 @@ class SpawnedRun:
         _read_started(st.started_r)
         for fn in self.on_kill:
             fn()
+
+
+def _seccomp_fd() -> int:
+    """A descriptor positioned at the start of the seccomp program (bwrap reads it to the end)."""
+    fd = os.memfd_create("execcritic-seccomp", os.MFD_CLOEXEC)
+    os.write(fd, confine.seccomp_program())
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def _read_started(fd: int | None) -> bool:
