@@ -16,7 +16,9 @@ or the tested one from outside - are taken away at the OS level, for every proce
   (`mount_too_revealing`), measured in tests/integration/test_confinement.py;
 - no foreign-function interface: the native modules that call arbitrary C or read raw memory (`FFI_MODULES`:
   ctypes, cffi, CPython's own test modules, subinterpreters that run outside the reporter's audit hook) are
-  hidden behind /dev/null, unless a task's recipe says its Gold run needs them (`TaskEnvironment.ffi`).
+  hidden behind /dev/null, and the standard library's `ctypes/__init__.py` is replaced by an inert module
+  (`INERT_CTYPES`: importable - Django's test runner and pandas import ctypes at module level - but every
+  operation raises), unless a task's recipe says its Gold run needs the real thing (`TaskEnvironment.ffi`).
 
 Syscall numbers come from the kernel headers (x86-64 and the generic table that arm64 uses);
 tests/unit/test_confine.py compares them with the installed headers.
@@ -30,6 +32,11 @@ import os
 import platform
 import struct
 from functools import lru_cache
+from pathlib import Path
+
+# the inert ctypes, bound over every `ctypes/__init__.py`; it lives with the reporter's files (mounted in both backends)
+INERT_CTYPES = Path(__file__).resolve().parents[1] / "harness" / "reporter" / "inside" / "inert" / "ctypes_init.py"
+INERT_CTYPES_MOUNTED = "/.execcritic/reporter/inert/ctypes_init.py"
 
 # The reporter's channel lives on this descriptor in the tested process (below Docker's default 1024-fd limit).
 CHANNEL_FD = 1023
@@ -209,29 +216,39 @@ def _ffi_name(name: str, dynload: bool) -> bool:
     return mod in FFI_MODULES or (dynload and mod in NATIVE_DYNLOAD)
 
 
+_LAYOUTS = ("lib*/python3*", "local/lib*/python3*", "envs/*/lib*/python3*")
+
+
 @lru_cache(maxsize=64)
-def ffi_files(roots: tuple[str, ...]) -> tuple[str, ...]:
-    """The FFI and native test modules of every Python installation under `roots` (prefixes such as /usr,
-    /usr/local, a venv, a pyenv version, a conda tree): lib-dynload, site-packages and dist-packages."""
-    found: set[str] = set()
+def ffi_files(roots: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(native modules to hide, ctypes packages to replace) of every Python installation under `roots`
+    (prefixes such as /usr, a venv, a pyenv version, a conda tree): lib-dynload, site-packages, dist-packages."""
+    hidden: set[str] = set()
+    packages: set[str] = set()
     for root in roots:
-        for pattern, dynload in (("lib*/python3*/lib-dynload", True), ("lib*/python3*/site-packages", False),
-                                 ("lib*/python3/dist-packages", False), ("local/lib*/python3*/lib-dynload", True),
-                                 ("local/lib*/python3*/site-packages", False),
-                                 ("local/lib*/python3*/dist-packages", False), ("envs/*/lib*/python3*/lib-dynload", True),
-                                 ("envs/*/lib*/python3*/site-packages", False)):
-            for d in glob.glob(os.path.join(root, pattern)):
-                try:
-                    names = os.listdir(d)
-                except OSError:
-                    continue
-                found.update(os.path.join(d, n) for n in names if _ffi_name(n, dynload)
-                             and os.path.isfile(os.path.join(d, n)))
-    return tuple(sorted(found))
+        for layout in _LAYOUTS:
+            for lib in glob.glob(os.path.join(root, layout)):
+                init = os.path.join(lib, "ctypes", "__init__.py")
+                if os.path.isfile(init):
+                    packages.add(init)
+                for sub, dynload in (("lib-dynload", True), ("site-packages", False)):
+                    hidden.update(_native(os.path.join(lib, sub), dynload))
+        hidden.update(_native(os.path.join(root, "lib", "python3", "dist-packages"), False))
+    return tuple(sorted(hidden)), tuple(sorted(packages))
 
 
+def _native(d: str, dynload: bool) -> list[str]:
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return []
+    return [os.path.join(d, n) for n in names if _ffi_name(n, dynload) and os.path.isfile(os.path.join(d, n))]
+
+
+# (for Docker: the same two lists from the image; a ctypes package is printed with a leading "+")
 FIND_FFI_SCRIPT = (
-    "find / -xdev \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o -type f \\( "
+    "find / -xdev \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o -type f "
+    "-path '*/python3*/ctypes/__init__.py' -printf '+%p\\n' -o -type f \\( "
     + " -o ".join(f"-name '{m}.*so'" for m in FFI_MODULES)
     + " -o \\( -path '*/lib-dynload/*' \\( "
     + " -o ".join(f"-name '{m}.*so'" for m in NATIVE_DYNLOAD)

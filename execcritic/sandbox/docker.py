@@ -136,15 +136,18 @@ _TOOLS_SCRIPT = "for t in " + " ".join(CONFINE_TOOLS) + "; do command -v \"$t\" 
 SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
 
-def _confine_script(hide: list[str], ffi_files: list[str]) -> str:
+def _confine_script(hide: list[str], ffi_files: list[str], ctypes_packages: list[str]) -> str:
     """Run by the wrapper in a fresh, private mount namespace, as root with the container's capabilities: unmount
     the harness's own volumes (`hide`), make the system directories read-only (the harness's execs run binaries
-    from there with CAP_SYS_ADMIN), put /dev/null over the foreign-function modules, unmount /proc (last:
+    from there with CAP_SYS_ADMIN), put /dev/null over the foreign-function modules and the inert ctypes over the
+    ctypes packages (confine.py), unmount /proc (last:
     mount(8) reads it), then drop every capability Docker would not give a container (the bounding set
     too) with no_new_privs, and exec the command ($1). Any failing step ends the run before the command starts.
     The seccomp profile (confine.docker_profile) applies to all of it."""
     q = shlex.quote
     lines = ["set -eu"]
+    # (the inert ctypes comes from the reporter's mount, before that is unmounted)
+    lines += [f"mount --bind {q(confine.INERT_CTYPES_MOUNTED)} {q(p)}" for p in ctypes_packages]
     lines += [f"umount -l {q(h)}" for h in hide]
     lines += [f'if [ -d {q(d)} ] && [ ! -L {q(d)} ]; then mount --rbind {q(d)} {q(d)}; '
               f'mount -o remount,bind,ro {q(d)}; fi' for d in SYSTEM_DIRS]
@@ -346,6 +349,7 @@ class DockerSandbox(Sandbox):
         errors, req_errors = _docker_errors()
         self.ffi = bool(ffi)
         self._ffi_files: list[str] = []
+        self._ctypes_packages: list[str] = []
         self.image = image
         self.workdir = workdir
         self.activate = activate
@@ -466,10 +470,11 @@ class DockerSandbox(Sandbox):
             if not lines or lines[-1] != "EXECCRITIC-FFI-END":
                 raise SandboxError(f"listing the foreign-function modules of image {self.image} gave no complete answer")
             self._ffi_files = sorted(ln for ln in lines[:-1] if ln.startswith("/"))
+            self._ctypes_packages = sorted(ln[1:] for ln in lines[:-1] if ln.startswith("+/"))
 
     def _confinement(self, reporter: bool) -> str:
         hide = [SNAP, IO_DIR] + ([] if reporter else [HARNESS_MOUNT, CHANNEL_MOUNT])
-        return _confine_script(hide, self._ffi_files)
+        return _confine_script(hide, self._ffi_files, self._ctypes_packages)
 
     def _host_volumes(self) -> tuple[dict[str, Path], Path | None]:
         """The working volumes' host directories, when the daemon is local and this process may use them as the

@@ -301,18 +301,18 @@ class LocalSandbox(Sandbox):
         return args
 
     def _ffi_args(self) -> list[str]:
-        """Every foreign-function module a Python visible in the sandbox could load, behind /dev/null."""
+        """Every foreign-function module a Python visible in the sandbox could load behind /dev/null, and the
+        inert ctypes over every `ctypes/__init__.py` (confine.py)."""
         if self.ffi:
             return []
-        if self.rootfs is None:
-            roots = ["/usr", *sorted(glob.glob("/opt/*"))] + [str(b) for b in self.binds]
-            return [a for f in confine.ffi_files(tuple(roots)) for a in ("--ro-bind", "/dev/null", f)]
-        found = confine.ffi_files((str(self.rootfs / "usr"), *sorted(glob.glob(str(self.rootfs / "opt" / "*")))) +
-                                  tuple(str(b) for b in self.binds))
+        base = Path("/") if self.rootfs is None else self.rootfs
+        roots = [str(base / "usr"), *sorted(glob.glob(str(base / "opt" / "*")))] + [str(b) for b in self.binds]
+        hidden, packages = confine.ffi_files(tuple(roots))
         out = []
-        for f in found:
-            dest = "/" + os.path.relpath(f, self.rootfs) if f.startswith(str(self.rootfs) + "/") else f
-            out += ["--ro-bind", "/dev/null", dest]
+        for files, source in ((hidden, "/dev/null"), (packages, str(confine.INERT_CTYPES))):
+            for f in files:
+                dest = "/" + os.path.relpath(f, base) if self.rootfs is not None and f.startswith(str(base) + "/") else f
+                out += ["--ro-bind", source, dest]
         return out
 
     def bwrap_argv(self, script: str, *, cwd: str, tree: Path | None = None, seccomp_fd: int | None = None,
