@@ -38,12 +38,14 @@ class TaskEnvironment:
     upstream_base_commit: str = ""        # the row's base_commit, when the Base is a stand-in (sdist)
     env: dict[str, str] = field(default_factory=dict)   # extra environment variables for every run
     meta: dict[str, Any] = field(default_factory=dict)  # manifest facts (release, env key, python)
+    ffi: bool = False                     # the recipe says Gold needs the real ctypes (sandbox/confine.py)
 
     def open_sandbox(self, *, limits: Limits, **opts: Any) -> Sandbox:
         """A fresh sandbox at Base under `limits` (every caller states them: `Limits.from_config`).
         Local defaults: isolated, no network (override via opts). Backends are imported here, on use:
         the docker SDK is a heavy optional dependency."""
         opts["limits"] = limits
+        opts.setdefault("ffi", self.ffi)
         if self.kind == "docker":
             from execcritic.sandbox.docker import DockerSandbox  # lazy: imports the docker SDK
 
@@ -82,7 +84,7 @@ class TaskEnvironment:
         return box
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "image": self.image, "checkout": str(self.checkout or ""),
+        return {"kind": self.kind, "image": self.image, "checkout": str(self.checkout or ""), "ffi": self.ffi,
                 "venv": str(self.venv or ""), "base_commit": self.base_commit,
                 "upstream_base_commit": self.upstream_base_commit, **self.meta}
 
@@ -109,4 +111,5 @@ def environment_for(task: "Task", *, backend: str | None = None, root: Path | No
                            activation=f"source {d / 'venv'}/bin/activate", base_commit=sdist["base_commit"],
                            upstream_base_commit=sdist["upstream_base_commit"],
                            meta={"env": sdist["env"], "release": sdist["release"], "python": sdist["python"],
-                                 "env_root": str(d)})
+                                 "env_root": str(d), **({"ffi": sdist["ffi"]} if sdist.get("ffi") else {})},
+                           ffi=bool(sdist.get("ffi")))

@@ -36,7 +36,7 @@ def rebase_task(task: Task, recipe, inst) -> Task:
     extra = dict(task.extra or {})
     extra["verified_sdist"] = {"env": env.key, "release": env.release.version, "project": env.release.project,
                                "base_commit": env.base_commit, "upstream_base_commit": task.base_commit,
-                               "python": env.python, "p2p_excluded": excluded}
+                               "python": env.python, "p2p_excluded": excluded, "ffi": env.ffi}
     extra["flaky_nodes"] = sorted(inst.flaky_nodes)
     return dataclasses.replace(task, base_commit=env.base_commit, pass_to_pass=p2p, extra=extra,
                                eval_script=task.eval_script.replace(task.base_commit, env.base_commit))

@@ -36,6 +36,9 @@ class EnvRecipe:
     requirements: tuple[str, ...]     # requirement lines read from the sdist (SWE-bench's reqs paths)
     lock: tuple[str, ...]             # pip freeze of the built venv, minus the project itself
     skipped: Mapping[str, str] = field(default_factory=dict)   # requirement/step -> why it was left out
+    # non-empty: why this env's Gold run needs the real ctypes (measured); the sandbox then leaves the foreign-
+    # function interface visible - a reduced guarantee (docs/failure_kinds.md). Not part of the build digest.
+    ffi: str = ""
 
     def digest_payload(self) -> dict[str, Any]:
         """What determines the built env: a change here means a rebuild."""
@@ -120,7 +123,7 @@ def parse_recipe(data: Mapping[str, Any], *, path: str = "<recipe>") -> Recipe:
             exclude_newer=_req(e, "exclude_newer", str, file=path, where=where),
             requirements=tuple(_req(e, "requirements", list, file=path, where=where)),
             lock=tuple(_req(e, "lock", list, file=path, where=where)),
-            skipped=dict(e.get("skipped") or {}))
+            skipped=dict(e.get("skipped") or {}), ffi=str(e.get("ffi") or ""))
     instances = []
     seen: set[str] = set()
     for i in _req(data, "instances", list, file=path, where={}):
@@ -187,7 +190,7 @@ def recipe_to_dict(recipe_envs: Mapping[str, EnvRecipe], instances: list[Instanc
         envs[key] = {"repo": e.repo, "release": e.release.to_dict(), "base_commit": e.base_commit,
                      "python": e.python, "spec_version": e.spec_version, "spec": dict(e.spec),
                      "exclude_newer": e.exclude_newer, "requirements": list(e.requirements),
-                     "lock": list(e.lock), "skipped": dict(e.skipped)}
+                     "lock": list(e.lock), "skipped": dict(e.skipped), **({"ffi": e.ffi} if e.ffi else {})}
     insts = [{"instance_id": i.instance_id, "repo": i.repo, "version": i.version, "env": i.env,
               **({"p2p_excluded": dict(i.p2p_excluded)} if i.p2p_excluded else {}),
               **({"flaky_nodes": dict(i.flaky_nodes)} if i.flaky_nodes else {})}
