@@ -224,7 +224,7 @@ def test_a_run_released_before_it_is_ready_takes_its_snapshots_as_a_cold_run(kit
     channel = ReporterChannel(sb.channel_dir, {"workdir": sb.workdir, "runner": "pytest"}, prestart=True)
     if released == "before-it-is-ready":
         channel.go(facts)                      # sent with the key and the boot facts: there at once
-    spawned = sb.spawn(cold.command, env=channel.env)
+    spawned = sb.spawn(cold.command, env=channel.env, reporter=True)
     if released == "after-it-is-ready":
         assert channel.ready(60)
         channel.go(facts)
@@ -256,7 +256,7 @@ def test_code_of_the_checkout_that_runs_before_the_go_and_hides_is_still_stale(k
     for name, patch in (("source", candidate), ("test", bundle.test_patch)):
         assert apply_patch(sb, patch, name=name, ladder=TEST, timeout=60).applied
     channel = ReporterChannel(sb.channel_dir, {"workdir": sb.workdir, "runner": "pytest"}, prestart=True)
-    spawned = sb.spawn(cold.command, env=channel.env)
+    spawned = sb.spawn(cold.command, env=channel.env, reporter=True)
     assert channel.ready(60)
     channel.go({"workdir": sb.workdir, "runner": "pytest", **candidate_facts(candidate, bundle.test_patch)})
     result = spawned.wait(120)

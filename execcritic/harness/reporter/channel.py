@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from execcritic.harness.reporter.stream import ReporterReport, parse_stream
+from execcritic.sandbox.confine import CHANNEL_FD
 
 INSIDE_DIR = Path(__file__).resolve().parent / "inside"      # bound read-only at REPORTER_MOUNT
 REPORTER_MOUNT = "/.execcritic/reporter"
@@ -38,7 +39,8 @@ class ReporterChannel:
         name = f"r-{secrets.token_hex(8)}.sock"
         self.host_path = Path(host_dir) / name
         self.sandbox_path = f"{CHANNEL_MOUNT}/{name}"
-        self._facts = (json.dumps({**facts, "prestart": True} if prestart else facts) + "\n").encode()
+        facts = {**facts, "channel_fd": CHANNEL_FD, **({"prestart": True} if prestart else {})}
+        self._facts = (json.dumps(facts) + "\n").encode()
         self._go_line: bytes | None = None
         self._conn: socket.socket | None = None
         self._lock = threading.Lock()

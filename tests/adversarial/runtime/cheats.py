@@ -1103,9 +1103,10 @@ def proc_self_environ(task) -> str:
     ''')
 
 
-@cheat("proc-self-fd-forged-record", K.RESULTS_FORGED, "toolz",
+@cheat("proc-self-fd-forged-record", K.RUNNER_TAMPERED, "toolz",
        "lists /proc/self/fd (readlink, not an open), finds the reporter's socket and writes a record claiming "
-       "the bound nodes passed - without the run's key", docker=True)
+       "the bound nodes passed - without the run's key (there is no procfs any more: the listing fails, and the "
+       "guard names it; before, the unkeyed record was results_forged)", docker=True)
 def proc_self_fd(task) -> str:
     nodes = list(task.fail_to_pass)
     return at_import(task, f'''

@@ -112,16 +112,21 @@ def boot(path):
     if "booted" in _FALLBACK:
         return None
     _FALLBACK["booted"] = True
+    import time
+
+    boot_time = time.time()
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     sock.connect(path)
     key = _recv_exact(sock, 32)
     config = json.loads(_recv_line(sock).decode("utf-8"))
+    config["__boot"] = boot_time
+    sock = _pin(sock, config.get("channel_fd"))
     if config.get("prestart"):
         # a run started ahead of time: this run's facts arrive once the harness has applied the patches
         config["__go"] = lambda: json.loads(_recv_line(sock).decode("utf-8"))
         import select   # (bound now: sys.path is the standard library's)
         config["__go_sent"] = lambda: bool(select.select([sock], [], [], 0)[0])
-    dispatch = core.make(sock, key, config, guard.Guard, [sys.modules[__name__], core, guard])
+    dispatch = core.make(sock, key, config, guard.Guard, [sys.modules[__name__], core, guard], guard.REFUSALS)
     del key
     if hasattr(sys, "addaudithook"):
         sys.addaudithook(dispatch)
@@ -134,6 +139,23 @@ def boot(path):
     seal(vars(guard))
     seal(vars(core))
     return config
+
+
+def _pin(sock, fd):
+    """Move the channel to descriptor `fd`, which the sandbox's seccomp filter lets nothing dup2 over or close
+    (sandbox/confine.py): records can then not be diverted through a socket the tested code controls."""
+    if fd is None:
+        return sock
+    import _socket
+    import fcntl
+
+    n = fcntl.fcntl(sock.fileno(), fcntl.F_DUPFD_CLOEXEC, int(fd))
+    pinned = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, 0, n)
+    sock.close()
+    if n != int(fd):
+        pinned.close()
+        raise OSError("the reporter's channel could not be moved to descriptor %d (got %d)" % (int(fd), n))
+    return pinned
 
 
 def arm(config):

@@ -20,10 +20,15 @@ reporter's code objects (docs/failure_kinds.md, "what is not protected").
 import sys
 
 
-def make(sock, key, config, guard_factory, watched_modules):
+MAX_DEPTH = 12       # nested hook invocations one thread may reach (see `dispatch`)
+
+
+def make(sock, key, config, guard_factory, watched_modules, refusals=()):
     """The core for one run: returns `dispatch(event, args)` (also the audit hook). `key` (a bytearray) is
-    wiped here; it survives only inside the two hash states."""
+    wiped here; it survives only inside the two hash states (and a forked child gets fresh, useless ones).
+    `refusals`: the guard's exception types that stop the audited operation itself (they pass through)."""
     import _thread
+    import gc
     import hashlib
     import os
     import time
@@ -42,6 +47,8 @@ def make(sock, key, config, guard_factory, watched_modules):
     _now = time.time
     _ident = _thread.get_ident
     _getframe = sys._getframe
+    _gc_enabled, _gc_disable, _gc_enable = gc.isenabled, gc.disable, gc.enable
+    _refusals = tuple(refusals)
     _lock = _thread.allocate_lock()
 
     block = bytearray(64)
@@ -63,7 +70,27 @@ def make(sock, key, config, guard_factory, watched_modules):
     tokens = {}               # token -> [node, fn, xfail, strict, raises, label, used, extra record fields]
     tampered = []
     depth = {}                # thread ident -> hook depth (events raised while the hook runs)
-    guard = guard_factory(config, tamper=lambda what, detail: tamper(what, detail))
+    own = {}                  # thread ident -> 1 while the reporter itself calls sys._getframe (`frame_at`)
+
+    def frame_at(skip):
+        """The frame `skip` levels above the caller - for the reporter's own code. Its `sys._getframe` event is
+        the one event the hook lets pass unjudged: marked on this thread for exactly that C call, with automatic
+        garbage collection off (a collection could run a finalizer of the tested code in between)."""
+        me = _ident()
+        was = _gc_enabled()
+        if was:
+            _gc_disable()
+        own[me] = 1
+        try:
+            return _getframe(skip + 1)
+        except _ValueError:
+            return None
+        finally:
+            own[me] = 0
+            if was:
+                _gc_enable()
+
+    guard = guard_factory(config, tamper=lambda what, detail: tamper(what, detail), frame_at=frame_at)
     heard = frozenset(guard.EVENTS) | {"execcritic.reporter"}
 
     # ---- integrity of what the core's code depends on ---------------------------------------------------
@@ -132,6 +159,12 @@ def make(sock, key, config, guard_factory, watched_modules):
                 return False
             state["seq"] += 1
         return True
+
+    def forget_key():
+        """A forked child holds a copy of everything, the hash states too: it gets fresh ones (the old ones are
+        freed - OpenSSL clears a digest context it frees - and nothing of the child's reaches them)."""
+        nonlocal inner, outer
+        inner, outer = _sha256(), _sha256()
 
     def tamper(what, detail):
         tampered.append((what, detail))
@@ -204,7 +237,16 @@ def make(sock, key, config, guard_factory, watched_modules):
         return "failed", None
 
     # ---- dispatch ---------------------------------------------------------------------------------------------
-    def on_event(op, args, caller):
+    def on_event(op, args, caller, level):
+        if level:
+            # a reporter operation raised while the hook runs: code of the tested process is running inside it
+            # (a finalizer, a signal handler). Only a tamper report is heard; a signal handler is refused there.
+            if op == "tamper":
+                tamper(_str(args[0])[:100], _str(args[1])[:500])
+            elif op == "signal":
+                tamper("signal_handler", "a signal handler was installed from inside the reporter's audit hook")
+                raise _refusals[-1]("no signal handler from inside the reporter's hook")
+            return
         if op == "seal":
             if state["booting"]:
                 for code in args[0]:
@@ -304,6 +346,7 @@ def make(sock, key, config, guard_factory, watched_modules):
         elif op == "close_in_child":         # after fork: nothing the child does reaches the stream
             if _getpid() != pid:
                 state["dead"] = True
+                forget_key()
                 try:
                     sock.close()
                 except _OSError:
@@ -314,6 +357,7 @@ def make(sock, key, config, guard_factory, watched_modules):
         elif op == "facts":                  # ... which brings this run's facts (once, before boot_done)
             if state["booting"] and not state.get("facts"):
                 state["facts"] = True
+                args[0]["__go_time"] = _now()       # (what the run writes from now on is its own: guard.set_facts)
                 guard.set_facts(args[0])
                 early, guard.early_code = guard.early_code, None
                 if early:
@@ -346,25 +390,35 @@ def make(sock, key, config, guard_factory, watched_modules):
             tamper("forged_event", "unknown reporter operation %r" % (op,))
 
     def dispatch(event, args, up=0):
-        """The audit hook (`up`: extra frames between the caller and this function, when called directly)."""
+        """The audit hook (`up`: extra frames between the caller and this function, when called directly).
+
+        Events are judged at every depth: code of the tested process can run while the hook runs (a finalizer, a
+        signal handler, a protocol method of an object the guard looks at) and must not find the guard switched
+        off there. The one event let through unjudged is the reporter's own `sys._getframe` (`frame_at`). The
+        exceptions in `refusals` stop the operation that raised the event."""
         if event not in heard or state["ended"]:
-            return                    # an event nobody here reads (most: builtins.id, import, marshal.loads);
-                                      # after the end record nothing is read: the interpreter is finalizing
+            return                    # an event nobody here reads (most: builtins.id, marshal.dumps); after the
+                                      # end record nothing is read: the interpreter is finalizing
         me = _ident()
+        if own.get(me) and event == "sys._getframe":
+            own[me] = 0
+            return
         level = depth.get(me, 0)
-        if level > 1:
-            return                    # events the guard's own inspection raises
+        if level >= MAX_DEPTH:
+            if not state.get("deep"):
+                state["deep"] = True
+                tamper("reentry", "the reporter's audit hook was re-entered %d times on one thread: code of the "
+                                  "tested process runs inside it" % level)
+            return
         depth[me] = level + 1
         try:
             if event == "execcritic.reporter":
-                if level == 0 and args:
-                    try:
-                        caller = _getframe(1 + up)
-                    except _ValueError:
-                        caller = None
-                    on_event(args[0], args[1:], caller)
+                if args:
+                    on_event(args[0], args[1:], frame_at(1 + up), level)
             else:
                 guard.audit(event, args, level)
+        except _refusals:
+            raise
         except _BaseException as exc:          # never break the run from inside a hook; say so instead
             try:
                 tamper("reporter_error", "%s: %s" % (event, describe(exc)))

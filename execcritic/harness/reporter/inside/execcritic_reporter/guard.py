@@ -21,859 +21,1114 @@ is exactly as held (`_unchanged`), a test file is parsed once per run, and the r
 the definitions a node names (`definitions_of`), not the whole test file through pytest's rewriter. A run
 started ahead of time takes its snapshots before its go (`prewatch`).
 """
-import ast
-import builtins
-import copy
-import functools
-import os
-import sys
-import types
-from operator import is_ as _is
 
-_FUNCS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, classmethod, staticmethod, property)
-# events a test never needs and a forger does
-_MEMORY_EVENTS = {"ctypes.string_at", "ctypes.wstring_at", "ctypes.cdata", "ctypes.cdata/buffer"}
-_INTROSPECTION_EVENTS = {"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames"}
-_TRACE_EVENTS = {"sys.settrace", "sys.setprofile"}
-_FRAME_ATTRS = {"tb_frame", "gi_frame", "cr_frame", "ag_frame"}
-_RUNNER_PACKAGES = {"pytest", "_pytest", "py", "pluggy"}
-_CASE_MACHINERY = {"run", "debug", "__call__", "subTest", "skipTest", "doCleanups"}
-_SENSITIVE_SETATTR = {"__defaults__", "__kwdefaults__", "__bases__", "__closure__", "__globals__"}
-# standard-library functions that only hand a frame on to their caller: the caller is the one who asked
-_FRAME_HELPERS = {"currentframe", "stack", "trace", "getouterframes", "getinnerframes", "walk_stack", "walk_tb",
-                  "_getframe", "get_stack", "_task_get_stack", "print_stack", "_task_print_stack"}
+import ast as _ast_module
+import builtins as _builtins_module
+import functools as _functools_module
+import opcode as _opcode_module
+import os as _os_module
+import sys as _sys_module
+import threading as _threading_module
+import types as _types_module
+from operator import is_ as _operator_is
 
 
-# bound at boot: the reference compile of test files must not go through anything the checkout's code rebinds
-_parse, _compile, _copy, _deepcopy = ast.parse, compile, copy.copy, copy.deepcopy
-_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_BLOCKS = (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While) + \
-    ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
+def _build():
+    """The guard, built once while the reporter boots. Everything its code uses while the audit hook runs is bound
+    here, as closure variables: builtins, the C functions of the standard library, its own path arithmetic. None is
+    looked up in a namespace the code under test can change (a module, a class, `builtins`): a class attribute
+    can be rebound without any audit event, and a rebound `isinstance`, `os.path.abspath` or `Guard.audit` would
+    decide what the guard sees. Checks on the tested code's objects go by `type()` (C), never through protocol
+    methods that object's class defines (`__class__`, `__getattr__`, metaclass properties): those would run its
+    code inside the hook."""
+    _b = _builtins_module
+    (Exception, LookupError, OSError, SyntaxError, TypeError, ValueError, all, any, bytes, callable, classmethod,
+     compile, enumerate, frozenset, getattr, hasattr, id, len, list, map, open, property, range, set, sorted,
+     staticmethod, str, sum, tuple, type, ModuleNotFoundError, RuntimeError, PermissionError, EOFError, bool,
+     float) = (
+        _b.Exception, _b.LookupError, _b.OSError, _b.SyntaxError, _b.TypeError, _b.ValueError, _b.all, _b.any,
+        _b.bytes, _b.callable, _b.classmethod, _b.compile, _b.enumerate, _b.frozenset, _b.getattr, _b.hasattr, _b.id,
+        _b.len, _b.list, _b.map, _b.open, _b.property, _b.range, _b.set, _b.sorted, _b.staticmethod, _b.str, _b.sum,
+        _b.tuple, _b.type, _b.ModuleNotFoundError, _b.RuntimeError, _b.PermissionError, _b.EOFError, _b.bool,
+        _b.float)
+    _is = _operator_is
+    _Namespace = _types_module.SimpleNamespace      # a C type: its instances' attributes are only their own
+    builtins = _b
+    types = _Namespace(FunctionType=_types_module.FunctionType, BuiltinFunctionType=_types_module.BuiltinFunctionType,
+                       MethodType=_types_module.MethodType, ModuleType=_types_module.ModuleType,
+                       CodeType=_types_module.CodeType)
+    functools = _Namespace(partial=_functools_module.partial)
+    ast = _Namespace(**{k: v for k, v in _b.vars(_ast_module).items() if _b.isinstance(v, type)})
+    _ONLY_AST = _ast_module.PyCF_ONLY_AST
+    _modules, _gettrace, _getprofile, _sysgetframe = (_sys_module.modules, _sys_module.gettrace,
+                                                      _sys_module.getprofile, _sys_module._getframe)
+    _threading = _b.vars(_threading_module)
+    _getcwd, _stat = _os_module.getcwd, _os_module.stat
+    _subclass = type.__subclasscheck__               # (C: never calls a metaclass's code for plain types)
+    _module_dict = _types_module.ModuleType.__dict__["__dict__"].__get__
+    _type_dict = type.__dict__["__dict__"].__get__
+    _func_dict = _types_module.FunctionType.__dict__["__dict__"].__get__
+    _mro_of = type.__dict__["__mro__"].__get__
+    _qualname_of = type.__dict__["__qualname__"].__get__
+    _str_copy = str.__str__
+
+    def isinstance(obj, classinfo):
+        """By the object's type alone: a `__class__` the object's class defines is its code."""
+        return _is_subtype(type(obj), classinfo)
+
+    def _is_subtype(t, classinfo):
+        if type(classinfo) is tuple:
+            for c in classinfo:
+                if _is_subtype(t, c):
+                    return True
+            return False
+        return _subclass(classinfo, t)
+
+    def vars(obj):
+        """The namespace itself, through the C descriptor of its kind (never a `__dict__` the class defines)."""
+        t = type(obj)
+        if _subclass(types.ModuleType, t):
+            return _module_dict(obj)
+        if _subclass(type, t):
+            return _type_dict(obj)
+        if t is types.FunctionType:
+            return _func_dict(obj)
+        return _b.vars(obj)
+
+    def _normpath(path):
+        """posixpath.normpath for a str, by str methods only."""
+        comps = []
+        for comp in path.split("/"):
+            if comp in ("", "."):
+                continue
+            if comp == ".." and comps and comps[-1] != "..":
+                comps.pop()
+            elif comp != ".." or not path.startswith("/"):
+                comps.append(comp)
+        out = "/".join(comps)
+        return ("/" + out) if path.startswith("/") else (out or ".")
+
+    def _abspath(path):
+        path = _str_copy(path)
+        return _normpath(path if path.startswith("/") else _getcwd() + "/" + path)
+
+    def _parse(source, filename):
+        return compile(source, filename, "exec", _ONLY_AST, True)
+
+    _HERE = _os_module.path.dirname(_os_module.path.abspath(__file__)) + "/"
+    _FUNCS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, classmethod, staticmethod, property)
+    # events a test never needs and a forger does
+    _MEMORY_EVENTS = {"ctypes.string_at", "ctypes.wstring_at", "ctypes.cdata", "ctypes.cdata/buffer"}
+    _INTROSPECTION_EVENTS = {"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames"}
+    _TRACE_EVENTS = {"sys.settrace", "sys.setprofile"}
+    _FRAME_ATTRS = {"tb_frame", "gi_frame", "cr_frame", "ag_frame"}
+    _RUNNER_PACKAGES = {"pytest", "_pytest", "py", "pluggy"}
+    _CASE_MACHINERY = {"run", "debug", "__call__", "subTest", "skipTest", "doCleanups"}
+    _SENSITIVE_SETATTR = {"__defaults__", "__kwdefaults__", "__bases__", "__closure__", "__globals__"}
+    # standard-library functions that only hand a frame on to their caller: the caller is the one who asked
+    _FRAME_HELPERS = {"currentframe", "stack", "trace", "getouterframes", "getinnerframes", "walk_stack", "walk_tb",
+                      "_getframe", "get_stack", "_task_get_stack", "print_stack", "_task_print_stack"}
 
 
-_DESCRIPTORS = (classmethod, staticmethod, property, functools.partial)
-# bound at boot: a check must not go through builtins the code under test rebinds (`all = lambda it: True`)
-_all, _map, _len, _list, _isinstance = all, map, len, list, isinstance
+    _compile = compile
+    _loads = __import__("marshal").loads
+    _BufferedReader = __import__("io").BufferedReader
+    _EXTENSIONS = tuple(__import__("importlib.machinery").machinery.EXTENSION_SUFFIXES) or (".so",)
+    # the native modules that hand out raw memory, call C, or run code outside this hook (sandbox/confine.py hides
+    # their files; a name refused here as well covers any interpreter the sandbox did not find)
+    _NATIVE = frozenset({"_ctypes", "_cffi_backend", "_ctypes_test", "_testcapi", "_testinternalcapi",
+                         "_testmultiphase", "_testsinglephase", "_testbuffer", "_testclinic", "_testimportmultiple",
+                         "_xxtestfuzz", "_testexternalinspection", "_remote_debugging", "_xxsubinterpreters",
+                         "_xxinterpchannels", "_interpreters", "_interpchannels", "_interpqueues"})
+    # files of any process under /proc that hold or map its memory, or its descriptors (the channel among them)
+    _MEM_FILES = frozenset({"mem", "pagemap", "map_files", "kcore", "kmem", "environ", "fd", "fdinfo", "maps",
+                            "smaps", "syscall", "auxv", "stack", "clear_refs", "kpageflags", "kpagecount"})
+
+    class RefusedImport(ModuleNotFoundError):
+        """Raised by the hook: the import does not happen (the code under test sees a missing module)."""
+
+    class RefusedHook(RuntimeError):
+        """Raised by the hook for `sys.addaudithook`: CPython then silently leaves the new hook out."""
+
+    class RefusedWrite(PermissionError):
+        """Raised by the hook: the operation does not happen."""
+
+    EVENTS = frozenset({"object.__setattr__", "object.__getattr__", "sys._getframe", "exec", "compile", "open",
+                        "os.listdir", "os.scandir",
+                        "import", "code.__new__", "marshal.loads", "marshal.load", "sys.addaudithook",
+                        "cpython.PyInterpreterState_New"} | _MEMORY_EVENTS | _INTROSPECTION_EVENTS | _TRACE_EVENTS)
+    _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+    _BLOCKS = (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While) + \
+        ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
 
 
-def _parts(value):
-    """What a descriptor runs (re-running its `__init__`, or a partial's `__setstate__`, changes it in place)."""
-    if _isinstance(value, (classmethod, staticmethod)):
-        return (value.__func__,)
-    if _isinstance(value, property):
-        return (value.fget, value.fset, value.fdel)
-    return (value.func, value.args, value.keywords)
+    _DESCRIPTORS = (classmethod, staticmethod, property, functools.partial)
+    _all, _map, _len, _list, _isinstance = all, map, len, list, isinstance
 
 
-def _ident(value):
-    """What a binding is, for snapshots: descriptors by what they wrap (`_parts`), everything else by identity.
-    A function's code is not read here: replacing it fires `code_swap` from the audit hook the moment it
-    happens (and each read of `__code__` is itself an audit event: thousands per check). (Never `getattr` on
-    arbitrary objects here: a module's `__getattr__` is code.)"""
-    if _isinstance(value, _DESCRIPTORS):
-        return (id(value),) + tuple(id(part) for part in _parts(value))
-    return (id(value),)
+    def _parts(value):
+        """What a descriptor runs (re-running its `__init__`, or a partial's `__setstate__`, changes it in place)."""
+        if _isinstance(value, (classmethod, staticmethod)):
+            return (value.__func__,)
+        if _isinstance(value, property):
+            return (value.fget, value.fset, value.fdel)
+        return (value.func, value.args, value.keywords)
 
 
-def _snapshot(ns):
-    """[{name: ident} of the bindings that decide behaviour, every name present, the namespace held]: rebinding
-    a behaviour binding and adding a new name are changes; a runner filling a name it declared (`X = None` -> a
-    class) is not. The held copy makes the common check - nothing changed at all - identity tests only."""
-    items = list(ns.items())
-    return [{k: _ident(v) for k, v in items if _behaviour(v)}, {k for k, _ in items}, _held(ns)]
+    def _ident(value):
+        """What a binding is, for snapshots: descriptors by what they wrap (`_parts`), everything else by identity.
+        A function's code is not read here: replacing it fires `code_swap` from the audit hook the moment it
+        happens (and each read of `__code__` is itself an audit event: thousands per check). (Never `getattr` on
+        arbitrary objects here: a module's `__getattr__` is code.)"""
+        if _isinstance(value, _DESCRIPTORS):
+            return (id(value),) + tuple(id(part) for part in _parts(value))
+        return (id(value),)
 
 
-def _held(ns):
-    """The namespace as it is now, by reference: its keys, its values, and what its descriptors run."""
-    keys, values = _list(ns), _list(ns.values())
-    return keys, values, [(v, _parts(v)) for v in values if _isinstance(v, _DESCRIPTORS)]
+    def _snapshot(ns):
+        """[{name: ident} of the bindings that decide behaviour, every name present, the namespace held]: rebinding
+        a behaviour binding and adding a new name are changes; a runner filling a name it declared (`X = None` -> a
+        class) is not. The held copy makes the common check - nothing changed at all - identity tests only."""
+        items = list(ns.items())
+        return [{k: _ident(v) for k, v in items if _behaviour(v)}, {k for k, _ in items}, _held(ns)]
 
 
-def _unchanged(ns, held):
-    """Is `ns` exactly as held: the same key and value objects in the same order, each descriptor running the
-    same thing? Identity tests only: no `id()` (each call is an audit event) and no `__eq__` (which a value of
-    the code under test may define). Any difference - state included - sends the caller to the full diff."""
-    keys, values, descriptors = held
-    return (_len(ns) == _len(keys) and _all(_map(_is, ns, keys)) and _all(_map(_is, ns.values(), values)) and
-            _all(_all(_map(_is, _parts(d), parts)) for d, parts in descriptors))
+    def _held(ns):
+        """The namespace as it is now, by reference: its keys, its values, and what its descriptors run."""
+        keys, values = _list(ns), _list(ns.values())
+        return keys, values, [(v, _parts(v)) for v in values if _isinstance(v, _DESCRIPTORS)]
 
 
-def _behaviour(value):
-    """Bindings that decide behaviour - functions, methods, classes, modules - as opposed to state (a
-    runner's caches, its current config) that changes legitimately during a run."""
-    return isinstance(value, (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
-                              types.MethodType, classmethod, staticmethod, property, functools.partial))
+    def _unchanged(ns, held):
+        """Is `ns` exactly as held: the same key and value objects in the same order, each descriptor running the
+        same thing? Identity tests only: no `id()` (each call is an audit event) and no `__eq__` (which a value of
+        the code under test may define). Any difference - state included - sends the caller to the full diff."""
+        keys, values, descriptors = held
+        return (_len(ns) == _len(keys) and _all(_map(_is, ns, keys)) and _all(_map(_is, ns.values(), values)) and
+                _all(_all(_map(_is, _parts(d), parts)) for d, parts in descriptors))
 
 
-class Guard:
-    # the audit events `audit` reads: the core's hook returns at once on every other (builtins.id alone is
-    # raised tens of thousands of times in a run, by the runner and by the guard's own snapshots)
-    EVENTS = frozenset({"object.__setattr__", "object.__getattr__", "sys._getframe", "exec", "compile", "open"}
-                       | _MEMORY_EVENTS | _INTROSPECTION_EVENTS | _TRACE_EVENTS)
+    def _behaviour(value):
+        """Bindings that decide behaviour - functions, methods, classes, modules - as opposed to state (a
+        runner's caches, its current config) that changes legitimately during a run."""
+        return isinstance(value, (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
+                                  types.MethodType, classmethod, staticmethod, property, functools.partial))
 
-    def __init__(self, config, tamper):
-        self.tamper = tamper
-        self.workdir = os.path.abspath(config.get("workdir", "/testbed")) + os.sep
-        self.here = os.path.dirname(os.path.abspath(__file__)) + os.sep
-        self.builtins = {k: _ident(v) for k, v in vars(builtins).items()}
-        self.builtins_held = _held(vars(builtins))
-        self.modules = {}          # module name -> (module, snapshot)
-        self.classes = {}          # (module, qualname) -> (class, snapshot)
-        self.extra = {}            # label -> (mapping, snapshot) for test modules
-        self.plugins = None        # (plugin manager, {hook: [impl ids]}, {plugin ids}) once collection is done
-        self.reported = set()
-        self.rels = {}             # absolute file name -> path in the checkout (None: outside)
-        self.functions = {}        # id(function) -> (function, the untrusted file it comes from or None)
-        self.classes_seen = None   # the same for classes, during one `watch` (a class can gain methods later)
-        self.compiled = {}         # (path, name, compiler) -> [code objects the file defines for `name`]
-        self.parsed = {}           # path -> (source, module AST)
-        self.set_facts(config)
-        self.trusted_runtime, self.candidate_runtime, self.runtime_refs = set(), set(), []
+    def Guard(config, tamper, frame_at=None, refused=None):
+        if frame_at is None:                       # (the core passes its own: guard.py's tests do not)
+            def frame_at(skip):
+                return _sysgetframe(skip + 1)
+        S = _Namespace()
+        S.EVENTS = EVENTS
+
+        def set_facts(config):
+            """What the harness says about this run's patches: the files the source patch changes, the lines it
+            adds, and the test files - read now, before any code of the checkout runs (when the interpreter
+            starts, or, for a run started ahead of time, when the harness releases it)."""
+            S.changed = set(config.get("changed", ()))
+            # what the run itself writes from now on is the run's: bytecode or native code it then loads is checked
+            S.t0 = float(config.get("__go_time") or config.get("__boot") or 0.0)
+            S.ffi = bool(config.get("ffi"))
+            S.changed_lines = {p: [tuple(r) for r in rs] for p, rs in (config.get("changed_lines") or {}).items()}
+            S.originals = {}
+            for rel in config.get("test_files", ()):
+                try:
+                    with open(S.workdir + rel, "rb") as fh:
+                        S.originals[_abspath(S.workdir + rel)] = fh.read()
+                except OSError:
+                    pass
+
+        def _rel(path):
+            rel = S.rels.get(path, S)
+            if rel is S:
+                full = _abs(path)
+                rel = full[len(S.workdir):] if full.startswith(S.workdir) else None
+                if path.startswith("/"):         # a relative name depends on the working directory at the time
+                    S.rels[path] = rel
+            return rel
+
+        def _abs(path):
+            try:
+                return _abspath(path)
+            except OSError:                      # the working directory is gone (a test removed its tmpdir)
+                return _normpath(S.workdir + path)
+
+        def changed_file(path):
+            if not path or path.startswith("<"):
+                return False
+            rel = _rel(path)
+            return rel is not None and rel in S.changed
+
+        def trusted_file(path):
+            """Code from outside the checkout (the interpreter, site-packages, this reporter: read-only) or from
+            a file of the checkout the candidate did not change (Base or the bundle's tests) - never from a file
+            the candidate changed. (Code built at run time: `runtime_untrusted`.)"""
+            if path.startswith("<"):
+                return path.startswith("<frozen ")
+            rel = _rel(path)
+            return rel is None or rel not in S.changed
+
+        def candidate_line(code, lineno):
+            """Did the candidate write this line (an added line of a changed file), or code it compiled at run time?"""
+            path = code.co_filename
+            if path.startswith("<"):
+                return runtime_untrusted(code)
+            rel = _rel(path)
+            if rel is None or rel not in S.changed:
+                return False
+            ranges = S.changed_lines.get(rel)
+            if ranges is None:
+                return True                      # no line information: the whole file is the candidate's
+            return any(a <= lineno <= b for a, b in ranges)
+
+        def runtime_untrusted(code):
+            """Code compiled at run time is trusted when trusted code executed it (dataclasses, namedtuple, attrs
+            generate methods this way); code the candidate executed, or that nothing executed, is not."""
+            if code.co_filename.startswith("<frozen "):
+                return False
+            return id(code) not in S.trusted_runtime or id(code) in S.candidate_runtime
+
+        def _note_runtime(code, frame):
+            if not code.co_filename.startswith("<") or code.co_filename.startswith("<frozen "):
+                return
+            candidate = frame is not None and candidate_line(frame.f_code, frame.f_lineno)
+            target = S.candidate_runtime if candidate else S.trusted_runtime
+            stack = [code]
+            while stack:
+                c = stack.pop()
+                target.add(id(c))
+                S.runtime_refs.append(c)
+                stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+
+        def _stdlib(path):
+            return not path.startswith(S.workdir) and "site-packages" not in path and not path.startswith("<")
+
+        def audit(event, args, level):
+            if event == "object.__setattr__":
+                if len(args) >= 3 and args[1] == "__code__" and not _flags_only(args[0], args[2]):
+                    frame = _caller(3)
+                    if frame is None or not frame.f_code.co_filename.startswith(S.here):
+                        _fire("code_swap", "a function's __code__ was replaced: %s" % _name(args[0]))
+                elif len(args) >= 2 and args[1] in _SENSITIVE_SETATTR:
+                    _by_candidate(_caller(3), "attribute_swap", "%s.%s was replaced" % (_name(args[0]), args[1]))
+            elif event == "object.__getattr__":
+                if len(args) >= 2 and args[1] in _FRAME_ATTRS:
+                    _by_candidate(_caller(3), "frame_access",
+                                       "read %s of a %s" % (args[1], type(args[0]).__name__))
+                elif len(args) >= 2 and args[1] == "__code__" and type(args[0]) is types.FunctionType and \
+                        _module_name(args[0]).startswith("execcritic_reporter"):
+                    _by_candidate(_caller(3), "reporter_code_read",
+                                       "read the code of the reporter's %s" % _name(args[0]))
+            elif event == "sys._getframe":
+                _by_candidate(_caller(3), "frame_access", "sys._getframe")
+            elif event == "exec":
+                if args and isinstance(args[0], types.CodeType):
+                    if S.early_code is not None and args[0].co_filename.startswith(S.workdir):
+                        S.early_code.add(args[0].co_filename[len(S.workdir):])
+                    _note_runtime(args[0], _caller(3))
+            elif event == "compile":
+                name = args[1] if len(args) > 1 else None
+                name = name.decode("utf-8", "replace") if isinstance(name, bytes) else name
+                if isinstance(name, str) and not name.startswith("<") and not changed_file(name):
+                    _by_candidate(_caller(3), "code_spoofed",
+                                  "code compiled under the name of a file it does not come from (%s)" % name)
+            elif event == "import":
+                _import(args)
+            elif event == "code.__new__":
+                _by_candidate(_caller(3), "code_built", "a code object was built at run time (crafted bytecode reads "
+                                                        "and writes any memory)")
+            elif event in ("marshal.loads", "marshal.load"):
+                frame = _caller(3)
+                if not _by_candidate(frame, "bytecode", "code was unmarshalled by the candidate's code (crafted "
+                                                        "bytecode reads and writes any memory)"):
+                    _bytecode_file(frame, args)
+            elif event == "sys.addaudithook":
+                found = candidate_on_stack(_caller(3))
+                if found:
+                    _fire("audit_hook", "an audit hook was added from %s (it would be handed what the reporter's "
+                                        "hook sees)" % found)
+                raise RefusedHook("no audit hook can be added once the reporter runs")
+            elif event == "cpython.PyInterpreterState_New":
+                _fire("subinterpreter", "a subinterpreter was created: its code would run outside the reporter's "
+                                        "audit hook")
+                raise RefusedHook("subinterpreters are not available to the code under test")
+            elif event in _MEMORY_EVENTS:
+                _fire("memory_access", "%s: raw memory read through ctypes" % event)
+            elif event in _INTROSPECTION_EVENTS:
+                detail = "%s: the process walked the garbage collector or other threads' frames" % event
+                if S.product_runner:             # pytest's own tests walk the gc; the candidate's lines may not
+                    _by_candidate(_caller(3), "introspection", detail)
+                else:
+                    _fire("introspection", detail)
+            elif event in _TRACE_EVENTS:
+                if level:                        # (code that runs inside the hook installing a trace function)
+                    _fire("trace_hook", "%s inside the reporter's audit hook" % event)
+                    raise RefusedWrite("no trace or profile function from inside the reporter's hook")
+                if not _by_candidate(_caller(3), "trace_hook", "%s installed a trace/profile function" % event):
+                    check_trace_functions()
+            elif event in ("open", "os.listdir", "os.scandir") and args:
+                _open(args[0])
+
+        def _import(args):
+            """The native modules that hand out raw memory are refused by name (hidden by the sandbox too); a native
+            extension written during the run is refused (a candidate could build ctypes of its own)."""
+            name = args[0]
+            path = args[1] if len(args) > 1 else None
+            if type(name) is str and not S.ffi and name.rpartition(".")[2] in _NATIVE:
+                found = candidate_on_stack(_caller(4))
+                if found:
+                    _fire("native_code", "an import of %s from %s" % (name, found))
+                raise RefusedImport("No module named %r (no foreign-function interface here)" % name)
+            if type(path) is str and path.endswith(_EXTENSIONS) and _written_during_run(path):
+                _fire("native_code", "a native extension written during the run was loaded: %s" % path)
+                raise RefusedImport("native code written during the run cannot be loaded: %s" % path)
+
+        def _written_during_run(path):
+            try:
+                return _stat(path).st_ctime >= S.t0
+            except (OSError, ValueError, TypeError):
+                return False
+
+        def _bytecode_file(frame, args):
+            """Bytecode the run wrote itself and then loads (a .pyc next to a module, pytest's rewritten test module,
+            a bare .pyc): the interpreter trusts bytecode, so crafted instructions read and write any memory. Such
+            a file must be exactly what compiling its source gives; else it is refused (importlib and pytest then
+            compile the source) and named."""
+            if frame is None:
+                return
+            code = frame.f_code
+            if code.co_name == "_compile_bytecode" and code.co_filename.startswith("<frozen"):
+                local = frame.f_locals
+                path, source = local.get("bytecode_path"), local.get("source_path")
+                if type(path) is not str or not _written_during_run(path):
+                    return
+                if type(source) is str and args and type(args[0]) is bytes:
+                    try:
+                        with open(source, "rb") as fh:
+                            if _loads(args[0]) == _compile(fh.read(), source, "exec", dont_inherit=True):
+                                return
+                    except (OSError, ValueError, TypeError, SyntaxError, EOFError):
+                        pass
+            elif code.co_name == "_read_pyc" and "_pytest" in code.co_filename:
+                fp = frame.f_locals.get("fp")
+                path = fp.name if type(fp) is _BufferedReader else None
+                if type(path) is not str or not _written_during_run(path):
+                    return
+            else:
+                return
+            _fire("bytecode_planted", "bytecode written during the run was loaded: %s" % path)
+            raise RefusedImport("bytecode written during the run: %s" % path)
+
+        def _open(target):
+            """/proc is not there at all (sandbox/confine.py); an attempt on a memory-class file of any process, under
+            any spelling, and any /proc path from the candidate's code, is named."""
+            if type(target) is bytes:
+                target = target.decode("utf-8", "replace")
+            if type(target) is not str:
+                return
+            path = _normpath(target) if target.startswith("/") else target
+            if not path.startswith(("/proc/", "/dev/fd/", "/dev/std")) and path != "/proc":
+                return
+            parts = set(path.split("/"))
+            if parts & _MEM_FILES:
+                _fire("proc_access", "opened %s" % target)
+            else:
+                found = candidate_on_stack(_caller(4))
+                if found:
+                    _fire("proc_access", "opened %s from %s" % (target, found))
+
+        def _caller(skip):
+            """The frame that raised the event (`skip` frames up from here), passed through standard-library
+            helpers that only hand frames on to their caller."""
+            try:
+                frame = frame_at(skip)
+            except ValueError:
+                return None
+            while frame is not None and frame.f_code.co_name in _FRAME_HELPERS and _stdlib(frame.f_code.co_filename):
+                frame = frame.f_back
+            return frame
+
+        def candidate_on_stack(frame):
+            """The first frame of the candidate's files (any line) on the stack from `frame` up, as text, or None."""
+            while frame is not None:
+                code = frame.f_code
+                if changed_file(code.co_filename):
+                    return "%s:%d" % (code.co_filename, frame.f_lineno)
+                frame = frame.f_back
+            return None
+
+        def _by_candidate(frame, what, detail):
+            """Fire when the code that raised the event is the candidate's; True if it fired."""
+            if frame is None or not candidate_line(frame.f_code, frame.f_lineno):
+                return False
+            _fire(what, "%s, from %s:%d" % (detail, frame.f_code.co_filename, frame.f_lineno))
+            return True
+
+        def _fire(what, detail):
+            S.tamper(what, detail)
+
+        def check_trace_functions():
+            for label, fn in (("sys.gettrace()", _gettrace()), ("sys.getprofile()", _getprofile()),
+                              ("threading trace hook", _threading.get("_trace_hook")),
+                              ("threading profile hook", _threading.get("_profile_hook"))):
+                where = _untrusted_callable(fn)
+                if where:
+                    report_once(("trace", label, id(fn)), "trace_hook",
+                                      "%s is %s from %s" % (label, _name(fn), where))
+
+        def signal_handler(handler, caller):
+            while caller is not None and caller.f_code.co_name == "signal" and _stdlib(caller.f_code.co_filename):
+                caller = caller.f_back                     # signal.signal, the standard library's wrapper
+            where = _untrusted_callable(handler)
+            if where or (caller is not None and candidate_line(caller.f_code, caller.f_lineno)):
+                _fire("signal_handler", "a signal handler was installed by the candidate's code: %s from %s"
+                           % (_name(handler), where or caller.f_code.co_filename))
+
+        def check_case(cls, node):
+            """A unittest test class's assert/fail helpers and run machinery, as the test will resolve them, must not
+            come from the candidate's code (a helper that accepts everything passes any test)."""
+            seen = set()
+            for klass in (_mro_of(cls) if isinstance(cls, type) else ()):
+                for name, value in list(vars(klass).items()):
+                    if name in seen or not (name.startswith(("assert", "fail", "_call", "_feed", "_add")) or
+                                            name in _CASE_MACHINERY):
+                        continue
+                    seen.add(name)
+                    found = _untrusted_callable(value)
+                    if found:
+                        report_once(("case", id(klass), name, id(value)), "runner_tampered",
+                                          "%s: %s.%s is %s from %s" % (node, klass.__qualname__, name, _name(value),
+                                                                        found))
+
+        def _untrusted_callable(value, depth=0):
+            """The untrusted file (or run-time code) a callable's behaviour comes from, or None."""
+            if value is None or depth > 4:
+                return None
+            if isinstance(value, (classmethod, staticmethod)):
+                return _untrusted_callable(value.__func__, depth + 1)
+            if isinstance(value, property):
+                for part in (value.fget, value.fset, value.fdel):
+                    found = _untrusted_callable(part, depth + 1)
+                    if found:
+                        return found
+                return None
+            if isinstance(value, functools.partial):
+                return _untrusted_callable(value.func, depth + 1)
+            if isinstance(value, types.MethodType):
+                return _untrusted_callable(value.__func__, depth + 1)
+            if isinstance(value, types.FunctionType):
+                known = S.functions.get(id(value))
+                if known is not None and known[0] is value:
+                    return known[1]
+                code = value.__code__
+                if code.co_filename.startswith("<"):
+                    return code.co_filename if runtime_untrusted(code) else None
+                path = _abs(code.co_filename)
+                if S.product_runner and path.startswith(S.workdir):
+                    found = None               # the runner is the product (pytest's own repository)
+                else:
+                    found = None if trusted_file(path) else path
+                # a file's function stays where it comes from (a code swap fires `code_swap` when it happens)
+                S.functions[id(value)] = (value, found)
+                return found
+            if isinstance(value, type):
+                memo = S.classes_seen
+                known = memo.get(id(value)) if memo is not None else None
+                if known is not None and known[0] is value and known[2] <= depth:
+                    return known[1]              # (a result from a shallower visit saw at least as much)
+                found = _untrusted_class(value, depth)
+                if memo is not None:
+                    memo[id(value)] = (value, found, depth)
+                return found
+            if isinstance(value, (types.BuiltinFunctionType, types.ModuleType)):
+                return None
+            call = _lookup(type(value), "__call__")
+            if callable(value) and isinstance(call, types.FunctionType):
+                return _untrusted_callable(type(value), depth + 1)
+            return None
+
+        def _untrusted_class(value, depth):
+            """A class is untrusted when its module is a file the candidate changed, or one of its functions is."""
+            module = _modules.get(_module_name(value))
+            path = _module_file(module)
+            if path and not trusted_file(_abs(path)) and not (
+                    S.product_runner and _abs(path).startswith(S.workdir)):
+                return _abs(path)
+            for attr in list(vars(value).values()):
+                if isinstance(attr, (types.FunctionType, classmethod, staticmethod, property)):
+                    found = _untrusted_callable(attr, depth + 1)
+                    if found:
+                        return found
+            return None
+
+        def _provenance(where, ns, module):
+            """Every callable bound in a runner namespace (a module, or a class it defines) must be the runner's own
+            - or exactly an object one of the module's own import statements binds (Django's test framework imports
+            product classes, and its classes keep them as attributes)."""
+            for attr, value in list(ns.items()):
+                if isinstance(value, types.ModuleType):
+                    continue
+                found = _untrusted_callable(value)
+                if found and not _imported(module, value):
+                    report_once(("provenance", where, attr), "runner_tampered",
+                                      "%s.%s is %s from %s, not the runner's own code" % (where, attr, _name(value),
+                                                                                         found))
+
+        def _imported(module, value):
+            path = _module_file(module)
+            if not path or not path.endswith(".py"):
+                return False
+            package = vars(module).get("__package__") if isinstance(module, types.ModuleType) else None
+            bindings = import_bindings(path, package if type(package) is str else "")[0]
+            return any(value is _resolve(*binding) for binding in bindings.values())
+
+        def watch(prefixes):
+            """Snapshot every loaded module whose name starts with one of `prefixes`, and its classes; check
+            provenance now."""
+            S.classes_seen = {}
+            try:
+                if S.provisional:
+                    S.provisional = False
+                    _rebase()
+                _watch(prefixes)
+            finally:
+                S.classes_seen = None
+
+        def prewatch(prefixes):
+            """A run started ahead of time, before its go (nothing of the checkout has run or is loaded: a run that
+            had loaded a module of the checkout is stale and ends at the go): snapshot the runner now. The first
+            `watch` after the go then does what a cold run's first watch does, for what changed since."""
+            watch(prefixes)
+            S.provisional = True
+
+        def _rebase():
+            """Between the early snapshot and the first watch after the go, the runner configures (pytest's
+            `legacypath` adds properties to `Config`, `Node`, `Session`) and the checkout's conftest files may run.
+            A cold run's first watch takes all that as its baseline, with provenance checked; so here, for what
+            changed: a class is snapshot again and its provenance checked, a module whose namespace changed is
+            watched again with its classes, one whose entry in sys.modules changed is dropped (`_watch` then takes
+            the new one). The rest is as it was before any code of the checkout ran."""
+            classes = {}
+            for key, (cls, held) in S.classes.items():
+                classes.setdefault(key[0], []).append((key, cls, held))
+            for name, (module, snap) in list(S.modules.items()):
+                own = classes.get(name, ())
+                if _modules.get(name) is not module:
+                    del S.modules[name]
+                    for key, _, _ in own:
+                        del S.classes[key]
+                elif not _unchanged(vars(module), snap[2]):
+                    for key, _, _ in own:
+                        del S.classes[key]
+                    _watch_module(name, module)
+                else:
+                    for key, cls, held in own:
+                        if not _unchanged(vars(cls), held[2]):
+                            S.classes[key] = (cls, _snapshot(vars(cls)))
+                            _provenance("%s.%s" % key, vars(cls), module)
+
+        def _watch(prefixes):
+            for name, mod in sorted(_modules.items()):
+                if mod is None or not isinstance(mod, types.ModuleType):
+                    continue
+                if not (name in prefixes or name.startswith(tuple(p + "." for p in prefixes))):
+                    continue
+                if name not in S.modules:
+                    _watch_module(name, mod)
+
+        def _watch_module(name, mod):
+            ns = vars(mod)
+            S.modules[name] = (mod, _snapshot(ns))
+            for k, v in list(ns.items()):
+                if isinstance(v, type) and _module_name(v) == name:
+                    S.classes[(name, v.__qualname__)] = (v, _snapshot(vars(v)))
+                    _provenance("%s.%s" % (name, v.__qualname__), vars(v), mod)
+            _provenance(name, ns, mod)
+
+        def watch_mapping(label, mapping):
+            """A test module's namespace: its imports must bind what they import, and nothing may rebind it later."""
+            if label in S.extra:
+                return
+            S.extra[label] = (mapping, _snapshot(mapping))
+            path = mapping.get("__file__")
+            if isinstance(path, str) and path.endswith(".py"):
+                for name, problem in _imports_bound(path, mapping):
+                    report_once(("import", label, name), "test_module_rebound", "%s: %s" % (label, problem))
+
+        def _imports_bound(path, mapping):
+            """(name, problem) for each module-level import of the test file whose name is bound to something else."""
+            try:
+                tree = parse(path)[1]
+            except (OSError, SyntaxError, ValueError):
+                tree = None
+            bindings, defined = import_bindings(path, mapping.get("__package__") or "", tree)
+            out = []
+            for name, (module, attr) in bindings.items():
+                if name in defined or name not in mapping:
+                    continue
+                expected = _resolve(module, attr)
+                value = mapping[name]
+                if expected is None or value is expected:
+                    continue
+                if isinstance(value, types.ModuleType) or isinstance(expected, types.ModuleType) or _behaviour(value):
+                    out.append((name, "%s is bound to %s, not to %s%s its import binds"
+                                % (name, _name(value), module, "." + attr if attr else "")))
+            return out
+
+        def watch_plugins(manager, hooks):
+            """Record the plugin manager's plugins and critical hook implementations: later changes are tampering."""
+            S.plugins = (manager, {name: [(id(i), id(getattr(i, "function", None))) for i in
+                                              getattr(manager.hook, name).get_hookimpls()]
+                                       for name in hooks if hasattr(manager.hook, name)},
+                            {id(p) for p in manager.get_plugins()})
+            for name in hooks:
+                if hasattr(manager.hook, name):
+                    for impl in getattr(manager.hook, name).get_hookimpls():
+                        plugin_hook(impl)
+
+        def plugin_hook(impl):
+            found = _untrusted_callable(getattr(impl, "function", None))
+            if found:
+                report_once(("plugin", id(impl)), "runner_tampered",
+                                  "a pytest hook implementation (%s) comes from %s" % (_name(impl.function), found))
+
+        def changes():
+            out = []
+            if not _unchanged(vars(builtins), S.builtins_held):
+                out += _builtins_changes()
+                S.builtins_held = _held(vars(builtins))
+            for name, (module, ns) in S.modules.items():
+                if _product_module(name):
+                    continue
+                if _modules.get(name) is not module:
+                    out += _once(("module", name), "runner_tampered", "sys.modules[%r] was replaced" % name)
+                    continue
+                out += _diff("runner_tampered", name, vars(module), ns, module=True)
+            for (mod, qual), (cls, attrs) in S.classes.items():
+                if _product_module(mod):
+                    continue
+                out += _diff("runner_tampered", "%s.%s" % (mod, qual), vars(cls), attrs)
+            for label, (mapping, ns) in S.extra.items():
+                out += _diff("test_module_rebound", label, mapping, ns)
+            if S.plugins is not None:
+                manager, hooks, plugins = S.plugins
+                for name, before in hooks.items():
+                    now = [(id(i), id(getattr(i, "function", None))) for i in getattr(manager.hook, name).get_hookimpls()]
+                    if now != before:
+                        out += _once(("hook", name), "runner_tampered",
+                                          "the implementations of %s changed during the run" % name)
+                if {id(p) for p in manager.get_plugins()} - plugins:
+                    out += _once(("plugins",), "runner_tampered", "a plugin was registered during the run")
+            check_trace_functions()
+            return out
+
+        def _builtins_changes():
+            out = []
+            for name, value in vars(builtins).items():
+                before = S.builtins.get(name)
+                if before is None:
+                    if _behaviour(value):
+                        out += _once(("builtins-add", name), "builtins_rebound", "builtins.%s was added" % name)
+                elif _ident(value) != before:
+                    out += _once(("builtins", name), "builtins_rebound", "builtins.%s was rebound" % name)
+            for name, before in S.builtins.items():
+                if name not in vars(builtins):
+                    out += _once(("builtins-del", name), "builtins_rebound", "builtins.%s was deleted" % name)
+            return out
+
+        def _product_module(name):
+            """pytest-dev: the runner is the product, and its own test suite monkeypatches it (and restores it);
+            the candidate may change the runner's source anyway, so its namespaces are not compared there
+            (docs/failure_kinds.md, "what is not protected")."""
+            return S.product_runner and name.split(".")[0] in _RUNNER_PACKAGES
+
+        def _diff(what, where, ns, snap, module=False):
+            """Changes of namespace `ns` since `snap`. In a module (not a class: a name added there can shadow an
+            inherited one), a name the runner's own code adds is no change (pytest < 5's tmpdir plugin sets
+            `pytest.ensuretemp` at configure): not a dunder, not a builtin's name (a module global shadows the
+            builtin), and nothing in it from the candidate's files; it joins the snapshot."""
+            if _unchanged(ns, snap[2]):
+                return []
+            before, keys = snap[0], snap[1]
+            out = []
+            for k, ident in before.items():
+                now = ns.get(k, None)
+                if now is None and k not in ns:
+                    out += _once((where, k, "del"), what, "%s.%s was deleted" % (where, k))
+                elif _ident(now) != ident and not _volatile(where, k):
+                    out += _once((where, k), what, "%s.%s was rebound to %s" % (where, k, _name(now)))
+            if len(ns) != len(keys) or any(k not in keys for k in list(ns.keys())):
+                for k in list(ns.keys()):
+                    if k not in keys and not _volatile(where, k):
+                        value = ns.get(k)
+                        if _behaviour(value) and not isinstance(value, types.ModuleType):
+                            if module and not (k.startswith("__") and k.endswith("__")) and k not in S.builtins \
+                                    and _untrusted_callable(value) is None:
+                                before[k] = _ident(value)
+                                keys.add(k)
+                                continue
+                            out += _once((where, k, "add"), what, "%s.%s was added (%s)" % (where, k, _name(value)))
+            snap[2] = _held(ns)            # what was found is reported once; the next check starts from here
+            return out
+
+        def _once(key, what, detail):
+            if key in S.reported:
+                return []
+            S.reported.add(key)
+            return [(what, detail)]
+
+        def report_once(key, what, detail):
+            for w, d in _once(key, what, detail):
+                S.tamper(w, d)
+
+
+        def parse(path):
+            """(source, module AST) of a test file as read when the run's facts arrived (before any code of the
+            checkout ran), parsed once per run by functions bound at boot (a parse costs about as much as 500
+            lines of tests take to run)."""
+            if path not in S.parsed:
+                source = S.originals.get(_abs(path))
+                if source is None:
+                    with open(path, "rb") as fh:
+                        source = fh.read()
+                S.parsed[path] = (source, _parse(source, path))
+            return S.parsed[path]
+
+        def expected_codes(path, name, compiler=None):
+            """The code objects a compile of file `path` gives its functions called `name`: the file as read when
+            the interpreter started (or the go came), compiled from its text by the C compiler - no AST object of
+            the process is involved - once per file. When the runner compiles test files its own way (pytest's
+            assertion rewriting: `compiler(tree, source, path)`), only the definitions the node names go through
+            it (`definitions_of`, a fresh parse each time): the whole file through pytest's rewriter costs more
+            than a short run (0.2 s for a file of 190 asserts)."""
+            key = (path, name, compiler)
+            if key not in S.compiled:
+                source = parse(path)[0]
+                if compiler is None:
+                    whole = S.compiled.get((path, None))
+                    if whole is None:
+                        whole = S.compiled[(path, None)] = _compile(source, path, "exec", dont_inherit=True)
+                    S.compiled[key] = codes_named(whole, name)
+                else:
+                    module = definitions_of(_parse(source, path), name)
+                    if module is None:                    # defined inside a function: the whole file
+                        module = _parse(source, path)
+                    S.compiled[key] = codes_named(compiler(module, source, path), name)
+            return S.compiled[key]
+
+        def _same_handlers(code, path, name):
+            """pytest as the product compiles its tests with its own (the candidate's) assertion rewriter, which the
+            reference compile then shares. Rewriting asserts adds no exception handler; a rewriter that wraps test
+            bodies in try/except does - compared with a plain compile of the same file."""
+            plain = expected_codes(path, name)
+            if plain and all(_handlers(code) != _handlers(p) for p in plain):
+                return ("the assertion rewriter changed %s's exception handling (%d handlers, %d in a plain compile of "
+                        "the file)" % (name, _handlers(code), _handlers(plain[0])))
+            return None
+
+        def check_test_callable(fn, name, path, compiler=None, max_wrappers=8):
+            """None if calling `fn` runs the test `name` of file `path` as written; else why not. Wrappers
+            (decorators such as mock.patch) are followed through `__wrapped__` when their own code is trusted."""
+            try:
+                expected = expected_codes(path, name, compiler)
+            except (OSError, SyntaxError, ValueError, TypeError) as exc:
+                return "cannot compile %s to check %s: %r" % (path, name, exc)
+            if not expected:
+                return "%s defines no function %s" % (path, name)
+            cur = fn
+            for _ in range(max_wrappers + 1):
+                cur = cur.__func__ if isinstance(cur, types.MethodType) else cur
+                code = cur.__code__ if isinstance(cur, types.FunctionType) else None
+                if code is None:
+                    return "%s is %s, not a function" % (name, type(cur).__name__)
+                if _abs(code.co_filename) == _abs(path) and any(code == c for c in expected):
+                    if compiler is not None and S.product_runner:
+                        problem = _same_handlers(code, path, name)
+                        if problem:
+                            return problem
+                    module = _modules.get(_module_name(cur))
+                    if module is not None and cur.__globals__ is not vars(module):
+                        return "%s runs with globals that are not its module's" % name
+                    return None
+                wrapped = vars(cur).get("__wrapped__")
+                if wrapped is None or not trusted_file(_abs(code.co_filename)):
+                    return ("the function that runs as %s is %s from %s, not the test %s defines (its code differs "
+                            "from a compile of the file)" % (name, _name(cur), code.co_filename, path))
+                cur = wrapped
+            return "%s is wrapped more than %d times" % (name, max_wrappers)
+
+        S.tamper = tamper
+        S.workdir = _abspath(config.get("workdir", "/testbed")) + "/"
+        S.here = _HERE
+        S.builtins = {k: _ident(v) for k, v in vars(builtins).items()}
+        S.builtins_held = _held(vars(builtins))
+        S.modules = {}          # module name -> (module, snapshot)
+        S.classes = {}          # (module, qualname) -> (class, snapshot)
+        S.extra = {}            # label -> (mapping, snapshot) for test modules
+        S.plugins = None        # (plugin manager, {hook: [impl ids]}, {plugin ids}) once collection is done
+        S.reported = set()
+        S.rels = {}             # absolute file name -> path in the checkout (None: outside)
+        S.functions = {}        # id(function) -> (function, the untrusted file it comes from or None)
+        S.classes_seen = None   # the same for classes, during one `watch` (a class can gain methods later)
+        S.compiled = {}         # (path, name, compiler) -> [code objects the file defines for `name`]
+        S.parsed = {}           # path -> (source, module AST)
+        set_facts(config)
+        S.trusted_runtime, S.candidate_runtime, S.runtime_refs = set(), set(), []
         # True when the runner's own package lives in the checkout (pytest-dev/pytest): its code is the
         # candidate's to change, so provenance cannot apply to it; snapshots, the raw-outcome proxy and the
         # test-code check still do (docs/failure_kinds.md, "what is not protected")
-        self.product_runner = False
-        self.provisional = False   # the snapshots were taken before the go of a run started ahead (prewatch)
+        S.product_runner = False
+        S.provisional = False   # the snapshots were taken before the go of a run started ahead (prewatch)
         # a run started ahead, until its go: files of the checkout whose code ran (a module that hides from
         # sys.modules after running still ran: the run is stale all the same)
-        self.early_code = set() if config.get("prestart") else None
+        S.early_code = set() if config.get("prestart") else None
+        for _fn in (set_facts, _rel, _abs, changed_file, trusted_file, candidate_line, runtime_untrusted, _note_runtime, _stdlib, audit, _import, _written_during_run, _bytecode_file, _open, _caller, candidate_on_stack, _by_candidate, _fire, check_trace_functions, signal_handler, check_case, _untrusted_callable, _untrusted_class, _provenance, _imported, watch, prewatch, _rebase, _watch, _watch_module, watch_mapping, _imports_bound, watch_plugins, plugin_hook, changes, _builtins_changes, _product_module, _diff, _once, report_once, parse, expected_codes, _same_handlers, check_test_callable):
+            vars(S)[_fn.__name__] = _fn
+        S._report_once = report_once
+        return S
 
-    def set_facts(self, config):
-        """What the harness says about this run's patches: the files the source patch changes, the lines it
-        adds, and the test files - read now, before any code of the checkout runs (when the interpreter
-        starts, or, for a run started ahead of time, when the harness releases it)."""
-        self.changed = set(config.get("changed", ()))
-        self.changed_lines = {p: [tuple(r) for r in rs] for p, rs in (config.get("changed_lines") or {}).items()}
-        self.originals = {}
-        for rel in config.get("test_files", ()):
-            try:
-                with open(self.workdir + rel, "rb") as fh:
-                    self.originals[os.path.abspath(self.workdir + rel)] = fh.read()
-            except OSError:
-                pass
+    _SETUPS = {_opcode_module.opmap[n] for n in ("SETUP_FINALLY", "SETUP_EXCEPT", "SETUP_WITH", "SETUP_ASYNC_WITH")
+               if n in _opcode_module.opmap}
 
-    # ---- whose code is it ----------------------------------------------------------------------------------
-    def _rel(self, path):
-        rel = self.rels.get(path, self)
-        if rel is self:
-            full = self._abs(path)
-            rel = full[len(self.workdir):] if full.startswith(self.workdir) else None
-            if path.startswith("/"):         # a relative name depends on the working directory at the time
-                self.rels[path] = rel
-        return rel
-
-    def _abs(self, path):
-        try:
-            return os.path.abspath(path)
-        except OSError:                      # the working directory is gone (a test removed its tmpdir)
-            return os.path.normpath(os.path.join(self.workdir, path))
-
-    def changed_file(self, path):
-        if not path or path.startswith("<"):
-            return False
-        rel = self._rel(path)
-        return rel is not None and rel in self.changed
-
-    def trusted_file(self, path):
-        """Code from outside the checkout (the interpreter, site-packages, this reporter: read-only) or from
-        a file of the checkout the candidate did not change (Base or the bundle's tests) - never from a file
-        the candidate changed. (Code built at run time: `runtime_untrusted`.)"""
-        if path.startswith("<"):
-            return path.startswith("<frozen ")
-        rel = self._rel(path)
-        return rel is None or rel not in self.changed
-
-    def candidate_line(self, code, lineno):
-        """Did the candidate write this line (an added line of a changed file), or code it compiled at run time?"""
-        path = code.co_filename
-        if path.startswith("<"):
-            return self.runtime_untrusted(code)
-        rel = self._rel(path)
-        if rel is None or rel not in self.changed:
-            return False
-        ranges = self.changed_lines.get(rel)
-        if ranges is None:
-            return True                      # no line information: the whole file is the candidate's
-        return any(a <= lineno <= b for a, b in ranges)
-
-    def runtime_untrusted(self, code):
-        """Code compiled at run time is trusted when trusted code executed it (dataclasses, namedtuple, attrs
-        generate methods this way); code the candidate executed, or that nothing executed, is not."""
-        if code.co_filename.startswith("<frozen "):
-            return False
-        return id(code) not in self.trusted_runtime or id(code) in self.candidate_runtime
-
-    def _note_runtime(self, code, frame):
-        if not code.co_filename.startswith("<") or code.co_filename.startswith("<frozen "):
-            return
-        candidate = frame is not None and self.candidate_line(frame.f_code, frame.f_lineno)
-        target = self.candidate_runtime if candidate else self.trusted_runtime
-        stack = [code]
-        while stack:
-            c = stack.pop()
-            target.add(id(c))
-            self.runtime_refs.append(c)
-            stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-
-    def _stdlib(self, path):
-        return not path.startswith(self.workdir) and "site-packages" not in path and not path.startswith("<")
-
-    # ---- the audit hook ------------------------------------------------------------------------------------
-    def audit(self, event, args, level):
-        if event == "object.__setattr__":
-            if len(args) >= 3 and args[1] == "__code__" and not _flags_only(args[0], args[2]):
-                frame = self._caller(3)
-                if frame is None or not frame.f_code.co_filename.startswith(self.here):
-                    self._fire("code_swap", "a function's __code__ was replaced: %s" % _name(args[0]))
-            elif len(args) >= 2 and args[1] in _SENSITIVE_SETATTR:
-                self._by_candidate(self._caller(3), "attribute_swap", "%s.%s was replaced" % (_name(args[0]), args[1]))
-        elif event == "object.__getattr__":
-            if len(args) >= 2 and args[1] in _FRAME_ATTRS:
-                self._by_candidate(self._caller(3), "frame_access",
-                                   "read %s of a %s" % (args[1], type(args[0]).__name__))
-            elif len(args) >= 2 and args[1] == "__code__" and type(args[0]) is types.FunctionType and \
-                    str(getattr(args[0], "__module__", "") or "").startswith("execcritic_reporter"):
-                self._by_candidate(self._caller(3), "reporter_code_read",
-                                   "read the code of the reporter's %s" % _name(args[0]))
-        elif event == "sys._getframe":
-            self._by_candidate(self._caller(3), "frame_access", "sys._getframe")
-        elif event == "exec":
-            if args and isinstance(args[0], types.CodeType):
-                if self.early_code is not None and args[0].co_filename.startswith(self.workdir):
-                    self.early_code.add(args[0].co_filename[len(self.workdir):])
-                self._note_runtime(args[0], self._caller(3))
-        elif event == "compile":
-            name = args[1] if len(args) > 1 else None
-            name = name.decode("utf-8", "replace") if isinstance(name, bytes) else name
-            if isinstance(name, str) and not name.startswith("<") and not self.changed_file(name):
-                self._by_candidate(self._caller(3), "code_spoofed",
-                                   "code compiled under the name of a file it does not come from (%s)" % name)
-        elif event in _MEMORY_EVENTS:
-            self._fire("memory_access", "%s: raw memory read through ctypes" % event)
-        elif event in _INTROSPECTION_EVENTS:
-            detail = "%s: the process walked the garbage collector or other threads' frames" % event
-            if self.product_runner:             # pytest's own tests walk the gc; the candidate's lines may not
-                self._by_candidate(self._caller(3), "introspection", detail)
-            else:
-                self._fire("introspection", detail)
-        elif event in _TRACE_EVENTS:
-            if not self._by_candidate(self._caller(3), "trace_hook", "%s installed a trace/profile function" % event):
-                self.check_trace_functions()
-        elif event == "open" and args and isinstance(args[0], str) and args[0].startswith("/proc/"):
-            parts = args[0].split("/")          # ['', 'proc', 'self', 'mem', ...]
-            if len(parts) > 3 and parts[3] in ("mem", "fd", "map_files", "environ"):
-                self._fire("proc_access", "opened %s" % args[0])
-
-    def _caller(self, skip):
-        """The frame that raised the event (`skip` frames up from here), passed through standard-library
-        helpers that only hand frames on to their caller."""
-        try:
-            frame = sys._getframe(skip)
-        except ValueError:
-            return None
-        while frame is not None and frame.f_code.co_name in _FRAME_HELPERS and self._stdlib(frame.f_code.co_filename):
-            frame = frame.f_back
-        return frame
-
-    def candidate_on_stack(self, frame):
-        """The first frame of the candidate's files (any line) on the stack from `frame` up, as text, or None."""
-        while frame is not None:
-            code = frame.f_code
-            if self.changed_file(code.co_filename):
-                return "%s:%d" % (code.co_filename, frame.f_lineno)
-            frame = frame.f_back
-        return None
-
-    def _by_candidate(self, frame, what, detail):
-        """Fire when the code that raised the event is the candidate's; True if it fired."""
-        if frame is None or not self.candidate_line(frame.f_code, frame.f_lineno):
-            return False
-        self._fire(what, "%s, from %s:%d" % (detail, frame.f_code.co_filename, frame.f_lineno))
-        return True
-
-    def _fire(self, what, detail):
-        self.tamper(what, detail)
-
-    def check_trace_functions(self):
-        import threading
-
-        for label, fn in (("sys.gettrace()", sys.gettrace()), ("sys.getprofile()", sys.getprofile()),
-                          ("threading trace hook", getattr(threading, "_trace_hook", None)),
-                          ("threading profile hook", getattr(threading, "_profile_hook", None))):
-            where = self._untrusted_callable(fn)
-            if where:
-                self._report_once(("trace", label, id(fn)), "trace_hook",
-                                  "%s is %s from %s" % (label, _name(fn), where))
-
-    def signal_handler(self, handler, caller):
-        while caller is not None and caller.f_code.co_name == "signal" and self._stdlib(caller.f_code.co_filename):
-            caller = caller.f_back                     # signal.signal, the standard library's wrapper
-        where = self._untrusted_callable(handler)
-        if where or (caller is not None and self.candidate_line(caller.f_code, caller.f_lineno)):
-            self._fire("signal_handler", "a signal handler was installed by the candidate's code: %s from %s"
-                       % (_name(handler), where or caller.f_code.co_filename))
-
-    def check_case(self, cls, node):
-        """A unittest test class's assert/fail helpers and run machinery, as the test will resolve them, must not
-        come from the candidate's code (a helper that accepts everything passes any test)."""
-        seen = set()
-        for klass in getattr(cls, "__mro__", ()):
-            for name, value in list(vars(klass).items()):
-                if name in seen or not (name.startswith(("assert", "fail", "_call", "_feed", "_add")) or
-                                        name in _CASE_MACHINERY):
-                    continue
-                seen.add(name)
-                found = self._untrusted_callable(value)
-                if found:
-                    self._report_once(("case", id(klass), name, id(value)), "runner_tampered",
-                                      "%s: %s.%s is %s from %s" % (node, klass.__qualname__, name, _name(value),
-                                                                    found))
-
-    # ---- provenance ----------------------------------------------------------------------------------------
-    def _untrusted_callable(self, value, depth=0):
-        """The untrusted file (or run-time code) a callable's behaviour comes from, or None."""
-        if value is None or depth > 4:
-            return None
-        if isinstance(value, (classmethod, staticmethod)):
-            return self._untrusted_callable(value.__func__, depth + 1)
-        if isinstance(value, property):
-            for part in (value.fget, value.fset, value.fdel):
-                found = self._untrusted_callable(part, depth + 1)
-                if found:
-                    return found
-            return None
-        if isinstance(value, functools.partial):
-            return self._untrusted_callable(value.func, depth + 1)
-        if isinstance(value, types.MethodType):
-            return self._untrusted_callable(value.__func__, depth + 1)
-        if isinstance(value, types.FunctionType):
-            known = self.functions.get(id(value))
-            if known is not None and known[0] is value:
-                return known[1]
-            code = value.__code__
-            if code.co_filename.startswith("<"):
-                return code.co_filename if self.runtime_untrusted(code) else None
-            path = self._abs(code.co_filename)
-            if self.product_runner and path.startswith(self.workdir):
-                found = None               # the runner is the product (pytest's own repository)
-            else:
-                found = None if self.trusted_file(path) else path
-            # a file's function stays where it comes from (a code swap fires `code_swap` when it happens)
-            self.functions[id(value)] = (value, found)
-            return found
-        if isinstance(value, type):
-            memo = self.classes_seen
-            known = memo.get(id(value)) if memo is not None else None
-            if known is not None and known[0] is value and known[2] <= depth:
-                return known[1]              # (a result from a shallower visit saw at least as much)
-            found = self._untrusted_class(value, depth)
-            if memo is not None:
-                memo[id(value)] = (value, found, depth)
-            return found
-        if isinstance(value, (types.BuiltinFunctionType, types.ModuleType)):
-            return None
-        call = getattr(type(value), "__call__", None)
-        if callable(value) and isinstance(call, types.FunctionType):
-            return self._untrusted_callable(type(value), depth + 1)
-        return None
-
-    def _untrusted_class(self, value, depth):
-        """A class is untrusted when its module is a file the candidate changed, or one of its functions is."""
-        module = sys.modules.get(getattr(value, "__module__", "") or "")
-        path = getattr(module, "__file__", None) if module is not None else None
-        if path and not self.trusted_file(self._abs(path)) and not (
-                self.product_runner and self._abs(path).startswith(self.workdir)):
-            return self._abs(path)
-        for attr in list(vars(value).values()):
-            if isinstance(attr, (types.FunctionType, classmethod, staticmethod, property)):
-                found = self._untrusted_callable(attr, depth + 1)
-                if found:
-                    return found
-        return None
-
-    def _provenance(self, where, ns, module):
-        """Every callable bound in a runner namespace (a module, or a class it defines) must be the runner's own
-        - or exactly an object one of the module's own import statements binds (Django's test framework imports
-        product classes, and its classes keep them as attributes)."""
-        for attr, value in list(ns.items()):
-            if isinstance(value, types.ModuleType):
-                continue
-            found = self._untrusted_callable(value)
-            if found and not self._imported(module, value):
-                self._report_once(("provenance", where, attr), "runner_tampered",
-                                  "%s.%s is %s from %s, not the runner's own code" % (where, attr, _name(value),
-                                                                                     found))
-
-    def _imported(self, module, value):
-        path = getattr(module, "__file__", None)
-        if not path or not path.endswith(".py"):
-            return False
-        bindings = import_bindings(path, getattr(module, "__package__", None) or "")[0]
-        return any(value is _resolve(*binding) for binding in bindings.values())
-
-    # ---- snapshots -----------------------------------------------------------------------------------------
-    def watch(self, prefixes):
-        """Snapshot every loaded module whose name starts with one of `prefixes`, and its classes; check
-        provenance now."""
-        self.classes_seen = {}
-        try:
-            if self.provisional:
-                self.provisional = False
-                self._rebase()
-            self._watch(prefixes)
-        finally:
-            self.classes_seen = None
-
-    def prewatch(self, prefixes):
-        """A run started ahead of time, before its go (nothing of the checkout has run or is loaded: a run that
-        had loaded a module of the checkout is stale and ends at the go): snapshot the runner now. The first
-        `watch` after the go then does what a cold run's first watch does, for what changed since."""
-        self.watch(prefixes)
-        self.provisional = True
-
-    def _rebase(self):
-        """Between the early snapshot and the first watch after the go, the runner configures (pytest's
-        `legacypath` adds properties to `Config`, `Node`, `Session`) and the checkout's conftest files may run.
-        A cold run's first watch takes all that as its baseline, with provenance checked; so here, for what
-        changed: a class is snapshot again and its provenance checked, a module whose namespace changed is
-        watched again with its classes, one whose entry in sys.modules changed is dropped (`_watch` then takes
-        the new one). The rest is as it was before any code of the checkout ran."""
-        classes = {}
-        for key, (cls, held) in self.classes.items():
-            classes.setdefault(key[0], []).append((key, cls, held))
-        for name, (module, snap) in list(self.modules.items()):
-            own = classes.get(name, ())
-            if sys.modules.get(name) is not module:
-                del self.modules[name]
-                for key, _, _ in own:
-                    del self.classes[key]
-            elif not _unchanged(vars(module), snap[2]):
-                for key, _, _ in own:
-                    del self.classes[key]
-                self._watch_module(name, module)
-            else:
-                for key, cls, held in own:
-                    if not _unchanged(vars(cls), held[2]):
-                        self.classes[key] = (cls, _snapshot(vars(cls)))
-                        self._provenance("%s.%s" % key, vars(cls), module)
-
-    def _watch(self, prefixes):
-        for name, mod in sorted(sys.modules.items()):
-            if mod is None or not isinstance(mod, types.ModuleType):
-                continue
-            if not (name in prefixes or name.startswith(tuple(p + "." for p in prefixes))):
-                continue
-            if name not in self.modules:
-                self._watch_module(name, mod)
-
-    def _watch_module(self, name, mod):
-        ns = vars(mod)
-        self.modules[name] = (mod, _snapshot(ns))
-        for k, v in list(ns.items()):
-            if isinstance(v, type) and getattr(v, "__module__", None) == name:
-                self.classes[(name, v.__qualname__)] = (v, _snapshot(vars(v)))
-                self._provenance("%s.%s" % (name, v.__qualname__), vars(v), mod)
-        self._provenance(name, ns, mod)
-
-    def watch_mapping(self, label, mapping):
-        """A test module's namespace: its imports must bind what they import, and nothing may rebind it later."""
-        if label in self.extra:
-            return
-        self.extra[label] = (mapping, _snapshot(mapping))
-        path = mapping.get("__file__")
-        if isinstance(path, str) and path.endswith(".py"):
-            for name, problem in self._imports_bound(path, mapping):
-                self._report_once(("import", label, name), "test_module_rebound", "%s: %s" % (label, problem))
-
-    def _imports_bound(self, path, mapping):
-        """(name, problem) for each module-level import of the test file whose name is bound to something else."""
-        try:
-            tree = self.parse(path)[1]
-        except (OSError, SyntaxError, ValueError):
-            tree = None
-        bindings, defined = import_bindings(path, mapping.get("__package__") or "", tree)
-        out = []
-        for name, (module, attr) in bindings.items():
-            if name in defined or name not in mapping:
-                continue
-            expected = _resolve(module, attr)
-            value = mapping[name]
-            if expected is None or value is expected:
-                continue
-            if isinstance(value, types.ModuleType) or isinstance(expected, types.ModuleType) or _behaviour(value):
-                out.append((name, "%s is bound to %s, not to %s%s its import binds"
-                            % (name, _name(value), module, "." + attr if attr else "")))
-        return out
-
-    def watch_plugins(self, manager, hooks):
-        """Record the plugin manager's plugins and critical hook implementations: later changes are tampering."""
-        self.plugins = (manager, {name: [(id(i), id(getattr(i, "function", None))) for i in
-                                          getattr(manager.hook, name).get_hookimpls()]
-                                   for name in hooks if hasattr(manager.hook, name)},
-                        {id(p) for p in manager.get_plugins()})
-        for name in hooks:
-            if hasattr(manager.hook, name):
-                for impl in getattr(manager.hook, name).get_hookimpls():
-                    self.plugin_hook(impl)
-
-    def plugin_hook(self, impl):
-        found = self._untrusted_callable(getattr(impl, "function", None))
-        if found:
-            self._report_once(("plugin", id(impl)), "runner_tampered",
-                              "a pytest hook implementation (%s) comes from %s" % (_name(impl.function), found))
-
-    def changes(self):
-        out = []
-        if not _unchanged(vars(builtins), self.builtins_held):
-            out += self._builtins_changes()
-            self.builtins_held = _held(vars(builtins))
-        for name, (module, ns) in self.modules.items():
-            if self._product_module(name):
-                continue
-            if sys.modules.get(name) is not module:
-                out += self._once(("module", name), "runner_tampered", "sys.modules[%r] was replaced" % name)
-                continue
-            out += self._diff("runner_tampered", name, vars(module), ns, module=True)
-        for (mod, qual), (cls, attrs) in self.classes.items():
-            if self._product_module(mod):
-                continue
-            out += self._diff("runner_tampered", "%s.%s" % (mod, qual), vars(cls), attrs)
-        for label, (mapping, ns) in self.extra.items():
-            out += self._diff("test_module_rebound", label, mapping, ns)
-        if self.plugins is not None:
-            manager, hooks, plugins = self.plugins
-            for name, before in hooks.items():
-                now = [(id(i), id(getattr(i, "function", None))) for i in getattr(manager.hook, name).get_hookimpls()]
-                if now != before:
-                    out += self._once(("hook", name), "runner_tampered",
-                                      "the implementations of %s changed during the run" % name)
-            if {id(p) for p in manager.get_plugins()} - plugins:
-                out += self._once(("plugins",), "runner_tampered", "a plugin was registered during the run")
-        self.check_trace_functions()
-        return out
-
-    def _builtins_changes(self):
-        out = []
-        for name, value in vars(builtins).items():
-            before = self.builtins.get(name)
-            if before is None:
-                if _behaviour(value):
-                    out += self._once(("builtins-add", name), "builtins_rebound", "builtins.%s was added" % name)
-            elif _ident(value) != before:
-                out += self._once(("builtins", name), "builtins_rebound", "builtins.%s was rebound" % name)
-        for name, before in self.builtins.items():
-            if name not in vars(builtins):
-                out += self._once(("builtins-del", name), "builtins_rebound", "builtins.%s was deleted" % name)
-        return out
-
-    def _product_module(self, name):
-        """pytest-dev: the runner is the product, and its own test suite monkeypatches it (and restores it);
-        the candidate may change the runner's source anyway, so its namespaces are not compared there
-        (docs/failure_kinds.md, "what is not protected")."""
-        return self.product_runner and name.split(".")[0] in _RUNNER_PACKAGES
-
-    def _diff(self, what, where, ns, snap, module=False):
-        """Changes of namespace `ns` since `snap`. In a module (not a class: a name added there can shadow an
-        inherited one), a name the runner's own code adds is no change (pytest < 5's tmpdir plugin sets
-        `pytest.ensuretemp` at configure): not a dunder, not a builtin's name (a module global shadows the
-        builtin), and nothing in it from the candidate's files; it joins the snapshot."""
-        if _unchanged(ns, snap[2]):
-            return []
-        before, keys = snap[0], snap[1]
-        out = []
-        for k, ident in before.items():
-            now = ns.get(k, None)
-            if now is None and k not in ns:
-                out += self._once((where, k, "del"), what, "%s.%s was deleted" % (where, k))
-            elif _ident(now) != ident and not _volatile(where, k):
-                out += self._once((where, k), what, "%s.%s was rebound to %s" % (where, k, _name(now)))
-        if len(ns) != len(keys) or any(k not in keys for k in list(ns.keys())):
-            for k in list(ns.keys()):
-                if k not in keys and not _volatile(where, k):
-                    value = ns.get(k)
-                    if _behaviour(value) and not isinstance(value, types.ModuleType):
-                        if module and not (k.startswith("__") and k.endswith("__")) and k not in self.builtins \
-                                and self._untrusted_callable(value) is None:
-                            before[k] = _ident(value)
-                            keys.add(k)
-                            continue
-                        out += self._once((where, k, "add"), what, "%s.%s was added (%s)" % (where, k, _name(value)))
-        snap[2] = _held(ns)            # what was found is reported once; the next check starts from here
-        return out
-
-    def _once(self, key, what, detail):
-        if key in self.reported:
-            return []
-        self.reported.add(key)
-        return [(what, detail)]
-
-    def report_once(self, key, what, detail):
-        for w, d in self._once(key, what, detail):
-            self.tamper(w, d)
-
-    _report_once = report_once
-
-    # ---- the test callable is the test the file defines --------------------------------------------------
-    def parse(self, path):
-        """(source, module AST) of a test file as read when the run's facts arrived (before any code of the
-        checkout ran), parsed once per run by functions bound at boot (a parse costs about as much as 500
-        lines of tests take to run)."""
-        if path not in self.parsed:
-            source = self.originals.get(self._abs(path))
-            if source is None:
-                with open(path, "rb") as fh:
-                    source = fh.read()
-            self.parsed[path] = (source, _parse(source, filename=path))
-        return self.parsed[path]
-
-    def expected_codes(self, path, name, compiler=None):
-        """The code objects a compile of file `path` gives its functions called `name` (`compiler(tree, source,
-        path)` when the runner compiles test files its own way: pytest's assertion rewriting). Only those
-        definitions are compiled (`definitions_of`): the whole file through pytest's rewriter costs more than a
-        short run (0.2 s for a file of 190 asserts). The file is the one read when the interpreter started,
-        parsed once, by functions bound before any code of the checkout ran."""
-        key = (path, name, compiler)
-        if key not in self.compiled:
-            source, tree = self.parse(path)
-            module = definitions_of(tree, name)
-            if module is None:                    # defined inside a function: the whole file, parsed afresh
-                module = _parse(source, filename=path)
-            code = compiler(module, source, path) if compiler else _compile(module, path, "exec", dont_inherit=True)
-            self.compiled[key] = codes_named(code, name)
-        return self.compiled[key]
-
-    def _same_handlers(self, code, path, name):
-        """pytest as the product compiles its tests with its own (the candidate's) assertion rewriter, which the
-        reference compile then shares. Rewriting asserts adds no exception handler; a rewriter that wraps test
-        bodies in try/except does - compared with a plain compile of the same file."""
-        plain = self.expected_codes(path, name)
-        if plain and all(_handlers(code) != _handlers(p) for p in plain):
-            return ("the assertion rewriter changed %s's exception handling (%d handlers, %d in a plain compile of "
-                    "the file)" % (name, _handlers(code), _handlers(plain[0])))
-        return None
-
-    def check_test_callable(self, fn, name, path, compiler=None, max_wrappers=8):
-        """None if calling `fn` runs the test `name` of file `path` as written; else why not. Wrappers
-        (decorators such as mock.patch) are followed through `__wrapped__` when their own code is trusted."""
-        try:
-            expected = self.expected_codes(path, name, compiler)
-        except (OSError, SyntaxError, ValueError, TypeError) as exc:
-            return "cannot compile %s to check %s: %r" % (path, name, exc)
-        if not expected:
-            return "%s defines no function %s" % (path, name)
-        cur = fn
-        for _ in range(max_wrappers + 1):
-            cur = cur.__func__ if isinstance(cur, types.MethodType) else cur
-            code = cur.__code__ if isinstance(cur, types.FunctionType) else None
-            if code is None:
-                return "%s is %s, not a function" % (name, type(cur).__name__)
-            if self._abs(code.co_filename) == self._abs(path) and any(code == c for c in expected):
-                if compiler is not None and self.product_runner:
-                    problem = self._same_handlers(code, path, name)
-                    if problem:
-                        return problem
-                module = sys.modules.get(getattr(cur, "__module__", None) or "")
-                if module is not None and cur.__globals__ is not vars(module):
-                    return "%s runs with globals that are not its module's" % name
-                return None
-            wrapped = vars(cur).get("__wrapped__")
-            if wrapped is None or not self.trusted_file(self._abs(code.co_filename)):
-                return ("the function that runs as %s is %s from %s, not the test %s defines (its code differs "
-                        "from a compile of the file)" % (name, _name(cur), code.co_filename, path))
-            cur = wrapped
-        return "%s is wrapped more than %d times" % (name, max_wrappers)
-
-
-def _handlers(code):
-    """How many exception handlers a function's code sets up (nested code included)."""
-    import dis
-
-    total = 0
-    parse = getattr(dis, "_parse_exception_table", None)
-    if parse is not None and hasattr(code, "co_exceptiontable"):            # 3.11+
-        total += len({e.target for e in parse(code)})
-    else:
-        total += sum(1 for i in dis.get_instructions(code) if i.opname in ("SETUP_FINALLY", "SETUP_EXCEPT",
-                                                                          "SETUP_WITH", "SETUP_ASYNC_WITH"))
-    return total + sum(_handlers(c) for c in code.co_consts if isinstance(c, types.CodeType))
-
-
-# Names the runners themselves rebind or add during a run (each with the reason).
-_VOLATILE = {
-    # pytest's assertion plugin installs the per-test comparison hook and resets it after each test
-    ("_pytest.assertion.util", "_reprcompare"), ("_pytest.assertion.util", "_assertion_pass"),
-    ("_pytest.assertion.util", "_config"),
-}
-
-
-def _flags_only(fn, new):
-    """A code swap that changes nothing but the flags (the standard library's `types.coroutine` marks a
-    generator function as an iterable coroutine this way) runs the same instructions."""
-    old = fn.__code__ if isinstance(fn, types.FunctionType) else None
-    if not isinstance(old, types.CodeType) or not isinstance(new, types.CodeType):
-        return False
-    try:
-        return old.replace(co_flags=new.co_flags) == new
-    except Exception:
-        return False
-
-
-def _volatile(where, attr):
-    return (where, attr) in _VOLATILE
-
-
-def _name(obj):
-    try:
-        mod = getattr(obj, "__module__", None) or type(obj).__module__
-        return "%s.%s" % (mod, getattr(obj, "__qualname__", type(obj).__name__))
-    except Exception:
-        return type(obj).__name__
-
-
-_BINDINGS = {}
-
-
-def import_bindings(path, package, tree=None):
-    """({bound name: (module, attribute or None)}, {names the file assigns or defines itself}) for the
-    module-level statements of a Python file (inside if/try/with too, never inside functions or classes);
-    `tree`: the file's AST, when the caller has parsed it already."""
-    key = (path, package)
-    if key in _BINDINGS:
-        return _BINDINGS[key]
-    bindings, defined = {}, set()
-    if tree is None:
-        try:
-            with open(path, "rb") as fh:
-                tree = _parse(fh.read(), filename=path)
-        except (OSError, SyntaxError, ValueError):
-            _BINDINGS[key] = (bindings, defined)
-            return _BINDINGS[key]
-    stack = list(tree.body)
-    while stack:
-        stmt = stack.pop(0)
-        if isinstance(stmt, ast.Import):
-            for alias in stmt.names:
-                if alias.asname:
-                    bindings[alias.asname] = (alias.name, None)
-                else:
-                    top = alias.name.split(".")[0]
-                    bindings[top] = (top, None)
-        elif isinstance(stmt, ast.ImportFrom) and stmt.module != "__future__":
-            base = stmt.module or ""
-            if stmt.level:
-                parts = package.split(".") if package else []
-                keep = parts[:len(parts) - stmt.level + 1] if stmt.level > 1 else parts
-                base = ".".join(keep + ([base] if base else []))
-            for alias in stmt.names:
-                if alias.name != "*":
-                    bindings[alias.asname or alias.name] = (base, alias.name)
-        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            defined.add(stmt.name)
-        elif isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            for t in targets:
-                for n in ast.walk(t):
-                    if isinstance(n, ast.Name):
-                        defined.add(n.id)
-        elif isinstance(stmt, (ast.If, ast.Try, ast.With)):
-            for field in ("body", "orelse", "finalbody", "handlers"):
-                for child in getattr(stmt, field, None) or ():
-                    stack.extend(child.body if isinstance(child, ast.ExceptHandler) else [child])
-    _BINDINGS[key] = (bindings, defined)
-    return _BINDINGS[key]
-
-
-def _resolve(module, attr):
-    """What `import module` / `from module import attr` binds now, without running any code (None: unknown)."""
-    mod = sys.modules.get(module)
-    if mod is None:
-        return None
-    if attr is None:
-        return mod
-    ns = vars(mod)
-    if attr in ns:
-        return ns[attr]
-    return sys.modules.get(module + "." + attr)
-
-
-def definitions_of(tree, name):
-    """A module holding only the file's definitions called `name` - at top level, in classes (as shells that
-    keep the class's scope: `super()`'s cell), or under if/try/with/loop blocks (lifted: a block makes no
-    scope) - after the file's docstring and `__future__` imports (which decide code flags and whether pytest
-    rewrites at all), with the module's import statements (which decide how 3.11+ compiles calls on imported
-    names). Each definition keeps its position, decorators and defaults, so its code object equals the one a
-    compile of the whole file gives. None when a definition of that name sits inside a function (a class
-    a factory builds): only the whole file's compile has it. Nothing here runs: the module is only compiled."""
-    def pick(stmts, in_class):
-        out = []
-        for stmt in stmts:
-            if isinstance(stmt, _DEFS):
-                if stmt.name == name:
-                    out.append(_deepcopy(stmt))
-                elif _defines(stmt.body, name):
-                    raise LookupError(name)
-            elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                if not in_class and getattr(stmt, "module", None) != "__future__":
-                    out.append(_deepcopy(stmt))   # 3.11+: a name the module imports is called without LOAD_METHOD
-            elif isinstance(stmt, ast.ClassDef):
-                inner = pick(stmt.body, True)
-                if any(isinstance(s, (_DEFS, ast.ClassDef)) for s in inner):
-                    shell = _copy(stmt)
-                    shell.body, shell.bases, shell.keywords, shell.decorator_list = inner, [], [], []
-                    out.append(shell)
-            elif isinstance(stmt, _BLOCKS):
-                for part in _bodies(stmt):
-                    out += pick(part, in_class)
-            elif _defines([stmt], name):          # any other compound statement (match)
-                raise LookupError(name)
-        return out
-
-    head = []
-    for i, stmt in enumerate(tree.body):
-        value = getattr(stmt, "value", None) if isinstance(stmt, ast.Expr) else None
-        docstring = i == 0 and isinstance(getattr(value, "value", getattr(value, "s", None)), str)  # 3.7-: ast.Str
-        if docstring or (isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__" and not stmt.level):
-            head.append(_deepcopy(stmt))
+    def _handlers(code):
+        """How many exception handlers a function's code sets up (nested code included): the distinct targets of
+        its exception table (3.11+: the varint format `dis` reads), or its SETUP_* instructions."""
+        total = 0
+        table = getattr(code, "co_exceptiontable", None)
+        if table is not None:
+            targets, entry, i = set(), [], 0
+            while i < len(table):
+                b = table[i]
+                val = b & 63
+                while b & 64:
+                    i += 1
+                    b = table[i]
+                    val = (val << 6) | (b & 63)
+                i += 1
+                entry.append(val)
+                if len(entry) == 4:             # start, length, target, depth+lasti
+                    targets.add(entry[2])
+                    entry = []
+            total += len(targets)
         else:
-            break
-    try:
-        body = pick(tree.body, False)
-    except LookupError:
+            raw = code.co_code
+            total += sum(1 for j in range(0, len(raw), 2) if raw[j] in _SETUPS)
+        return total + sum(_handlers(c) for c in code.co_consts if isinstance(c, types.CodeType))
+
+
+    # Names the runners themselves rebind or add during a run (each with the reason).
+    _VOLATILE = {
+        # pytest's assertion plugin installs the per-test comparison hook and resets it after each test
+        ("_pytest.assertion.util", "_reprcompare"), ("_pytest.assertion.util", "_assertion_pass"),
+        ("_pytest.assertion.util", "_config"),
+    }
+
+
+    def _flags_only(fn, new):
+        """A code swap that changes nothing but the flags (the standard library's `types.coroutine` marks a
+        generator function as an iterable coroutine this way) runs the same instructions."""
+        old = fn.__code__ if isinstance(fn, types.FunctionType) else None
+        if not isinstance(old, types.CodeType) or not isinstance(new, types.CodeType):
+            return False
+        try:
+            return old.replace(co_flags=new.co_flags) == new
+        except Exception:
+            return False
+
+
+    def _volatile(where, attr):
+        return (where, attr) in _VOLATILE
+
+
+    def _module_name(obj):
+        """The `__module__` a class or function says it comes from (a str, else ""), read from its own dict."""
+        mod = obj.__module__ if type(obj) is types.FunctionType else (
+            vars(obj).get("__module__") if isinstance(obj, type) else None)
+        return mod if type(mod) is str else ""
+
+    def _module_file(module):
+        path = vars(module).get("__file__") if isinstance(module, types.ModuleType) else None
+        return path if type(path) is str else None
+
+    def _lookup(cls, name):
+        """`name` as the class's MRO defines it, read from the dicts (a metaclass's `__getattribute__` is code)."""
+        for klass in _mro_of(cls):
+            found = vars(klass).get(name, _lookup)
+            if found is not _lookup:
+                return found
         return None
-    return ast.Module(body=head + body, type_ignores=[])
+
+    def _name(obj):
+        """A name for messages, read without running any code of the object's class."""
+        t = type(obj)
+        if isinstance(obj, type):
+            mod = vars(obj).get("__module__")
+            return "%s.%s" % (mod if type(mod) is str else "?", _qualname_of(obj))
+        if t is types.FunctionType:
+            mod = obj.__module__
+            return "%s.%s" % (mod if type(mod) is str else "?", obj.__qualname__)
+        mod = vars(t).get("__module__")
+        return "%s.%s instance" % (mod if type(mod) is str else "?", _qualname_of(t))
 
 
-def _bodies(stmt):
-    """The statement lists directly inside a compound statement."""
-    for field in ("body", "orelse", "finalbody"):
-        part = getattr(stmt, field, None)
-        if isinstance(part, list):
-            yield part
-    for clause in (getattr(stmt, "handlers", None) or []) + (getattr(stmt, "cases", None) or []):
-        yield clause.body
+    _BINDINGS = {}
 
 
-def _defines(stmts, name):
-    """Does a definition called `name` occur anywhere in these statements (nested statements included)?"""
-    stack = list(stmts)
-    while stack:
-        stmt = stack.pop()
-        if isinstance(stmt, (_DEFS, ast.ClassDef)) and stmt.name == name and not isinstance(stmt, ast.ClassDef):
-            return True
-        for part in _bodies(stmt):
-            stack.extend(part)
-    return False
+    def import_bindings(path, package, tree=None):
+        """({bound name: (module, attribute or None)}, {names the file assigns or defines itself}) for the
+        module-level statements of a Python file (inside if/try/with too, never inside functions or classes);
+        `tree`: the file's AST, when the caller has parsed it already."""
+        key = (path, package)
+        if key in _BINDINGS:
+            return _BINDINGS[key]
+        bindings, defined = {}, set()
+        if tree is None:
+            try:
+                with open(path, "rb") as fh:
+                    tree = _parse(fh.read(), path)
+            except (OSError, SyntaxError, ValueError):
+                _BINDINGS[key] = (bindings, defined)
+                return _BINDINGS[key]
+        stack = list(tree.body)
+        while stack:
+            stmt = stack.pop(0)
+            if isinstance(stmt, ast.Import):
+                for alias in stmt.names:
+                    if alias.asname:
+                        bindings[alias.asname] = (alias.name, None)
+                    else:
+                        top = alias.name.split(".")[0]
+                        bindings[top] = (top, None)
+            elif isinstance(stmt, ast.ImportFrom) and stmt.module != "__future__":
+                base = stmt.module or ""
+                if stmt.level:
+                    parts = package.split(".") if package else []
+                    keep = parts[:len(parts) - stmt.level + 1] if stmt.level > 1 else parts
+                    base = ".".join(keep + ([base] if base else []))
+                for alias in stmt.names:
+                    if alias.name != "*":
+                        bindings[alias.asname or alias.name] = (base, alias.name)
+            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined.add(stmt.name)
+            elif isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                for t in targets:
+                    names = [t]
+                    while names:                  # (Name, or Tuple/List/Starred of them: what a target binds)
+                        n = names.pop()
+                        if isinstance(n, ast.Name):
+                            defined.add(n.id)
+                        elif isinstance(n, (ast.Tuple, ast.List)):
+                            names.extend(n.elts)
+                        elif isinstance(n, ast.Starred):
+                            names.append(n.value)
+            elif isinstance(stmt, (ast.If, ast.Try, ast.With)):
+                for field in ("body", "orelse", "finalbody", "handlers"):
+                    for child in getattr(stmt, field, None) or ():
+                        stack.extend(child.body if isinstance(child, ast.ExceptHandler) else [child])
+        _BINDINGS[key] = (bindings, defined)
+        return _BINDINGS[key]
 
 
-def codes_named(module_code, name):
-    """Every function code object called `name` in a module's code, nested classes included."""
-    out = []
-    stack = [module_code]
-    while stack:
-        code = stack.pop()
-        for const in code.co_consts:
-            if isinstance(const, types.CodeType):
-                if const.co_name == name:
-                    out.append(const)
-                stack.append(const)
-    return out
+    def _resolve(module, attr):
+        """What `import module` / `from module import attr` binds now, without running any code (None: unknown)."""
+        mod = _modules.get(module)
+        if mod is None:
+            return None
+        if attr is None:
+            return mod
+        ns = vars(mod)
+        if attr in ns:
+            return ns[attr]
+        return _modules.get(module + "." + attr)
+
+
+    def definitions_of(tree, name):
+        """A module holding only the file's definitions called `name` - at top level, in classes (as shells that
+        keep the class's scope: `super()`'s cell), or under if/try/with/loop blocks (lifted: a block makes no
+        scope) - after the file's docstring and `__future__` imports (which decide code flags and whether pytest
+        rewrites at all), with the module's import statements (which decide how 3.11+ compiles calls on imported
+        names). Each definition keeps its position, decorators and defaults, so its code object equals the one a
+        compile of the whole file gives. None when a definition of that name sits inside a function (a class
+        a factory builds): only the whole file's compile has it. Nothing here runs: the module is only compiled.
+        `tree` is taken apart (a fresh parse each time: no copy module is involved)."""
+        def pick(stmts, in_class):
+            out = []
+            for stmt in stmts:
+                if isinstance(stmt, _DEFS):
+                    if stmt.name == name:
+                        out.append(stmt)
+                    elif _defines(stmt.body, name):
+                        raise LookupError(name)
+                elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                    if not in_class and getattr(stmt, "module", None) != "__future__":
+                        out.append(stmt)   # 3.11+: a name the module imports is called without LOAD_METHOD
+                elif isinstance(stmt, ast.ClassDef):
+                    inner = pick(stmt.body, True)
+                    if any(isinstance(s, (_DEFS, ast.ClassDef)) for s in inner):
+                        shell = stmt
+                        shell.body, shell.bases, shell.keywords, shell.decorator_list = inner, [], [], []
+                        out.append(shell)
+                elif isinstance(stmt, _BLOCKS):
+                    for part in _bodies(stmt):
+                        out += pick(part, in_class)
+                elif _defines([stmt], name):          # any other compound statement (match)
+                    raise LookupError(name)
+            return out
+
+        head = []
+        for i, stmt in enumerate(tree.body):
+            value = getattr(stmt, "value", None) if isinstance(stmt, ast.Expr) else None
+            docstring = i == 0 and isinstance(getattr(value, "value", getattr(value, "s", None)), str)  # 3.7-: ast.Str
+            if docstring or (isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__" and not stmt.level):
+                head.append(stmt)
+            else:
+                break
+        try:
+            body = pick(tree.body, False)
+        except LookupError:
+            return None
+        return ast.Module(body=head + body, type_ignores=[])
+
+
+    def _bodies(stmt):
+        """The statement lists directly inside a compound statement."""
+        for field in ("body", "orelse", "finalbody"):
+            part = getattr(stmt, field, None)
+            if isinstance(part, list):
+                yield part
+        for clause in (getattr(stmt, "handlers", None) or []) + (getattr(stmt, "cases", None) or []):
+            yield clause.body
+
+
+    def _defines(stmts, name):
+        """Does a definition called `name` occur anywhere in these statements (nested statements included)?"""
+        stack = list(stmts)
+        while stack:
+            stmt = stack.pop()
+            if isinstance(stmt, (_DEFS, ast.ClassDef)) and stmt.name == name and not isinstance(stmt, ast.ClassDef):
+                return True
+            for part in _bodies(stmt):
+                stack.extend(part)
+        return False
+
+
+    def codes_named(module_code, name):
+        """Every function code object called `name` in a module's code, nested classes included."""
+        out = []
+        stack = [module_code]
+        while stack:
+            code = stack.pop()
+            for const in code.co_consts:
+                if isinstance(const, types.CodeType):
+                    if const.co_name == name:
+                        out.append(const)
+                    stack.append(const)
+        return out
+    return {"Guard": Guard, "EVENTS": EVENTS, "REFUSALS": (RefusedImport, RefusedHook, RefusedWrite),
+            "definitions_of": definitions_of, "codes_named": codes_named, "import_bindings": import_bindings,
+            "_snapshot": _snapshot, "_held": _held, "_unchanged": _unchanged, "_ident": _ident, "_name": _name,
+            "_handlers": _handlers, "_flags_only": _flags_only, "_abspath": _abspath, "_normpath": _normpath}
+
+
+globals().update(_build())

@@ -3,9 +3,6 @@
 nothing here reaches native memory or calls C: the code under test must not read or write the memory of the
 process that computes its verdict. Every operation that would raises OSError; the type names exist so that
 definitions made at import time (subclasses, `ctypes.c_int` as a value) still work."""
-import os as _os
-import sys as _sys
-
 _WHY = "ctypes is not available to the code under test (execcritic sandbox: no foreign-function interface)"
 
 
