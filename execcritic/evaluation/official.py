@@ -19,6 +19,7 @@ import dataclasses
 import json
 import os
 import re
+import secrets
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -74,6 +75,7 @@ class OfficialResult:
     forbidden: bool = False          # the candidate is not an admissible source patch (Eq. 6: reward 0)
     reporter: dict[str, Any] | str = field(default_factory=dict)  # the harness-owned channel's summary
     hashseed: int | None = None      # PYTHONHASHSEED of the test run (reproduces a flaky run)
+    plain: dict[str, Any] = field(default_factory=dict)   # the run without the reporter (its verdict, its order)
 
     def __post_init__(self) -> None:
         if self.resolved and not self.valid:
@@ -284,75 +286,105 @@ def evaluate_local(task: Task, patch: str, env: TaskEnvironment, *, harness: Har
                 forbidden=True, duration_s=time.monotonic() - t0)
     seed = new_hashseed() if hashseed is None else hashseed
     try:
-        try:
-            if sandbox is None:
+        if sandbox is None:
+            try:
                 sandbox = env.open_sandbox(limits=Limits.from_config(harness))
-            else:
-                sandbox.reset()
-            backend = sandbox.backend
-            upstream = env.upstream_base_commit
-            if not upstream or upstream not in task.eval_script:
-                upstream = task.base_commit
-            script = local_eval_script(task, base_commit=env.base_commit or task.base_commit,
-                                       upstream_base=upstream)
-            script, runner = instrument_eval_script(task, script, seed)
-            apply_cmd = ""
-            if patch.strip():
-                applied = apply_patch(sandbox, patch, name="candidate", ladder=SWEBENCH,
-                                      timeout=harness.setup_timeout_s)
-                if not applied.applied:
-                    return invalid(task, "patch does not apply to Base (all of swebench's apply commands "
-                                   "failed):\n" + applied.diagnostic, backend=sandbox.backend,
-                                   duration_s=time.monotonic() - t0)
-                apply_cmd = applied.method or ""
-                mismatch = tree_problem(sandbox.changed_paths(), declared_paths(patch),
-                                        backups=apply_cmd.startswith("patch"))
-                if mismatch:
-                    return invalid(task, mismatch, backend=sandbox.backend, patch_applied=True,
-                                   failure_kind=FailureKind.TREE_MISMATCH.value, duration_s=time.monotonic() - t0)
-            report = None
-            if runner is not None:
-                result, report = run_reported(sandbox, script, timeout=timeout, cwd="/testbed",
-                                              facts={"runner": runner.reporter,
-                                                     **candidate_facts(patch, task.test_patch)},
-                                              script_writes_tests=True)
-            else:
-                result = sandbox.run(script, timeout=timeout, cwd="/testbed")
-        except (SandboxError, OSError) as exc:
-            return invalid(task, f"sandbox error: {exc}", backend=backend, duration_s=time.monotonic() - t0)
-        log_path = None
-        if log_dir is not None:
-            log_dir.mkdir(parents=True, exist_ok=True)
-            log_path = str(log_dir / "test_output.txt")
-            Path(log_path).write_text(result.output)
-            (log_dir / "eval.sh").write_text(script)
-        res = grade(task, result.output, patch=patch, log_path=log_path, backend=sandbox.backend,
-                    timed_out=result.timed_out)
-        res.apply_command = apply_cmd
-        res.hashseed = seed if runner is not None else None
-        res.reporter = report.summary() if report is not None else "none"
-        if report is not None and runner is not None:
-            # the script's own exit status is not the test command's: compare the one the script recorded
-            tested = dataclasses.replace(result, exit_code=res.exit_code if res.exit_code is not None else -1)
-            refused = cross_check(task, runner, tested, report,
-                                  unbacked=outside_tree(sandbox, runner, [*task.fail_to_pass, *task.pass_to_pass]))
-            if refused is not None:
+            except (SandboxError, OSError) as exc:
+                return invalid(task, f"sandbox error: {exc}", backend=backend, duration_s=time.monotonic() - t0)
+        upstream = env.upstream_base_commit
+        if not upstream or upstream not in task.eval_script:
+            upstream = task.base_commit
+        plain_script = local_eval_script(task, base_commit=env.base_commit or task.base_commit, upstream_base=upstream)
+        script, runner = instrument_eval_script(task, plain_script, seed)
+        if runner is None or not harness.official_plain_run:
+            res = _run_once(task, patch, sandbox, script, runner, harness=harness, log_dir=log_dir, seed=seed,
+                            grade=grade)
+        else:
+            # twice, in random order: instrumented and plain (no reporter, no trace of the harness); a candidate
+            # that behaves differently when it can tell the reporter is there gets no resolution from either
+            both = {}
+            for plain in ((False, True) if secrets.randbelow(2) else (True, False)):
+                both[plain] = _run_once(task, patch, sandbox, plain_script if plain else script,
+                                        None if plain else runner, harness=harness, log_dir=log_dir, seed=seed,
+                                        grade=grade, plain=plain)
+            res, other = both[False], both[True]
+            res.plain = {"valid": other.valid, "resolved": other.resolved, "failure_kind": other.failure_kind,
+                         "error": other.error[-500:], "first": list(both).index(True) == 0}
+            if res.valid and (not other.valid or other.resolved != res.resolved):
+                said = "resolved" if res.resolved else "unresolved"
                 res.valid, res.resolved = False, False
-                res.failure_kind, why = refused
-                res.error = (res.error + "; " if res.error else "") + why
-        if (result.oom_killed or result.pids_limited) and res.valid:
-            res.valid, res.resolved = False, False
-        if result.oom_killed:
-            res.error = (res.error + "; " if res.error else "") + "the sandbox's memory limit killed the run"
-        if result.pids_limited:
-            res.error = (res.error + "; " if res.error else "") + "the sandbox's process limit refused a fork"
-        if result.truncated and res.valid and res.missing:
-            res.error += " (output was truncated)"
+                res.failure_kind = FailureKind.PLAIN_RUN_DISAGREES.value
+                res.error = (f"the run without the harness's reporter disagrees: instrumented {said}, plain "
+                             f"{'resolved' if other.resolved else 'unresolved' if other.valid else 'invalid'}"
+                             + (f" ({other.error[-300:]})" if other.error else ""))
         res.duration_s = round(time.monotonic() - t0, 2)
         return res
     finally:
         if own and sandbox is not None:
             sandbox.close()
+
+
+def _run_once(task: Task, patch: str, sandbox: Sandbox, script: str, runner: Runner | None, *,
+              harness: HarnessConfig, log_dir: Path | None, seed: int, grade: Callable[..., OfficialResult],
+              plain: bool = False) -> OfficialResult:
+    """One run of the eval script on a fresh Base: the candidate applied and the tree judged, the script run
+    (under the reporter when `runner` is given), swebench's grading, and - under the reporter - resolution only
+    when its records agree with that grading."""
+    t0 = time.monotonic()
+    backend = sandbox.backend
+    try:
+        sandbox.reset()
+        apply_cmd = ""
+        if patch.strip():
+            applied = apply_patch(sandbox, patch, name="candidate", ladder=SWEBENCH, timeout=harness.setup_timeout_s)
+            if not applied.applied:
+                return invalid(task, "patch does not apply to Base (all of swebench's apply commands failed):\n"
+                               + applied.diagnostic, backend=backend, duration_s=time.monotonic() - t0)
+            apply_cmd = applied.method or ""
+            mismatch = tree_problem(sandbox.changed_paths(), declared_paths(patch),
+                                    backups=apply_cmd.startswith("patch"))
+            if mismatch:
+                return invalid(task, mismatch, backend=backend, patch_applied=True,
+                               failure_kind=FailureKind.TREE_MISMATCH.value, duration_s=time.monotonic() - t0)
+        report = None
+        if runner is not None:
+            result, report = run_reported(sandbox, script, timeout=harness.official_timeout_s, cwd="/testbed",
+                                          facts={"runner": runner.reporter, **candidate_facts(patch, task.test_patch)},
+                                          script_writes_tests=True)
+        else:
+            result = sandbox.run(script, timeout=harness.official_timeout_s, cwd="/testbed")
+    except (SandboxError, OSError) as exc:
+        return invalid(task, f"sandbox error: {exc}", backend=backend, duration_s=time.monotonic() - t0)
+    log_path = None
+    if log_dir is not None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        suffix = "_plain" if plain else ""
+        log_path = str(log_dir / f"test_output{suffix}.txt")
+        Path(log_path).write_text(result.output)
+        (log_dir / f"eval{suffix}.sh").write_text(script)
+    res = grade(task, result.output, patch=patch, log_path=log_path, backend=backend, timed_out=result.timed_out)
+    res.apply_command = apply_cmd
+    res.hashseed = seed if runner is not None else None
+    res.reporter = report.summary() if report is not None else "none"
+    if report is not None and runner is not None:
+        # the script's own exit status is not the test command's: compare the one the script recorded
+        tested = dataclasses.replace(result, exit_code=res.exit_code if res.exit_code is not None else -1)
+        refused = cross_check(task, runner, tested, report,
+                              unbacked=outside_tree(sandbox, runner, [*task.fail_to_pass, *task.pass_to_pass]))
+        if refused is not None:
+            res.valid, res.resolved = False, False
+            res.failure_kind, why = refused
+            res.error = (res.error + "; " if res.error else "") + why
+    if (result.oom_killed or result.pids_limited) and res.valid:
+        res.valid, res.resolved = False, False
+    if result.oom_killed:
+        res.error = (res.error + "; " if res.error else "") + "the sandbox's memory limit killed the run"
+    if result.pids_limited:
+        res.error = (res.error + "; " if res.error else "") + "the sandbox's process limit refused a fork"
+    if result.truncated and res.valid and res.missing:
+        res.error += " (output was truncated)"
+    res.duration_s = round(time.monotonic() - t0, 2)
+    return res
 
 
 def instrument_eval_script(task: Task, script: str, hashseed: int) -> tuple[str, Runner | None]:

@@ -51,6 +51,7 @@ class FailureKind(str, enum.Enum):
     RUNNER_TAMPERED = "runner_tampered"        # the run changed the runner, the test code or builtins
     TREE_MISMATCH = "tree_mismatch"            # applying the patches changed paths they do not declare
     FLAKY_NODE = "flaky_node"                  # a bound node's verdict changes across repeated runs
+    PLAIN_RUN_DISAGREES = "plain_run_disagrees"  # official: the run without the reporter resolves differently
 
     @property
     def valid(self) -> bool:
