@@ -14,8 +14,10 @@ import sys
 
 
 def _chain():
-    """Run the next `sitecustomize` on sys.path (the environment's own), as Python would have."""
+    """Run the next `sitecustomize` on sys.path (the environment's own), as Python would have; it then stands in
+    `sys.modules` where this one stood."""
     here = os.path.dirname(os.path.abspath(__file__))
+    module = None
     try:
         import importlib.machinery
         import importlib.util
@@ -27,6 +29,26 @@ def _chain():
             spec.loader.exec_module(module)
     except Exception as exc:  # the environment's own hook failing is its business, as without us
         sys.stderr.write("sitecustomize (chained): %r\n" % (exc,))
+    return module
+
+
+def _unlisted(here, chained):
+    """Leave no trace of the reporter where the tested code would look first: its directory leaves sys.path and
+    PYTHONPATH (child interpreters do not see it either), `sitecustomize` is the environment's own (or none).
+    (The reporter's modules leave sys.modules once the runner has loaded its hook: `forget_modules`.)"""
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    paths = os.environ.get("PYTHONPATH")
+    if paths is not None:
+        rest = [p for p in paths.split(os.pathsep) if p and os.path.abspath(p) != here]
+        if rest:
+            os.environ["PYTHONPATH"] = os.pathsep.join(rest)
+        else:
+            del os.environ["PYTHONPATH"]
+    if chained is None:                        # (this module is still being imported: its entry must stay)
+        import types
+
+        chained = types.ModuleType("sitecustomize")
+    sys.modules["sitecustomize"] = chained
 
 
 def _boot(path):
@@ -58,4 +80,4 @@ if _socket:
         _boot(_socket)
     except Exception as _exc:  # the harness sees no records (or no end) and says so; never a verdict
         sys.stderr.write("execcritic reporter: could not start: %r\n" % (_exc,))
-_chain()
+_unlisted(os.path.dirname(os.path.abspath(__file__)), _chain())

@@ -180,6 +180,8 @@ def arm(config):
             module = importlib.import_module("execcritic_reporter." + hook)
         seal(vars(module))
         "\0audit"(EVENT, "integrity", module)
+    if runner != "pytest":
+        forget_modules()                       # (pytest loads its hook by name: pytest_configure does it there)
     if go is not None:
         if hook is not None and hasattr(module, "prepare"):
             # released already (checks back to back): no idle time to use; the run goes on as a cold one would
@@ -201,6 +203,13 @@ def arm(config):
     _guard_signals()
     atexit.register(_end)          # registered first: runs after every handler the code under test adds
     "\0audit"(EVENT, "boot_done")
+
+
+def forget_modules():
+    """The reporter's modules leave sys.modules (the objects live on in the core and in what they installed; the
+    core compares their namespaces with their boot state at every check): a name is a trace of the harness."""
+    for name in [n for n in list(sys.modules) if n == __name__ or n.startswith(__name__ + ".")]:
+        sys.modules.pop(name, None)
 
 
 def recording(token, fn, extra=None):

@@ -17,11 +17,12 @@ import sys
 
 import pytest
 
+from execcritic_reporter import forget_modules as _forget_modules
 from execcritic_reporter import recording as _recording  # the one sealed proxy, bound here
 
 EVENT = "execcritic.reporter"
 _OUTER = {}
-_WATCH = ("pytest", "_pytest", "pluggy", "py", "execcritic_reporter", "unittest",
+_WATCH = ("pytest", "_pytest", "pluggy", "py", "unittest",
           "ast")                      # the assertion rewriter builds test code with it
 _CRITICAL_HOOKS = ("pytest_runtest_protocol", "pytest_runtest_setup", "pytest_runtest_call",
                    "pytest_runtest_teardown", "pytest_runtest_makereport", "pytest_runtest_logreport",
@@ -65,6 +66,7 @@ def _ours(config):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
+    _forget_modules()                          # pytest has loaded this plugin by name: the names can go
     if "env_plugins" in _OUTER:
         # pytest read PYTEST_PLUGINS while it started; a pytest the tests start in a child process (pytester's
         # runpytest_subprocess) must not load this plugin: the child has no reporter

@@ -19,7 +19,7 @@ from execcritic_reporter import recording as _recording  # the one sealed proxy,
 EVENT = "execcritic.reporter"
 RUNNER_MODULES = ("sympy.testing.runtests", "sympy.utilities.runtests")
 _WATCH = ("sympy.testing.runtests", "sympy.testing.pytest", "sympy.utilities.runtests", "sympy.utilities.pytest",
-          "execcritic_reporter", "ast")      # (ast: the reporter parses test files with its classes)
+          "ast")      # (ast: the reporter parses test files with its classes)
 
 
 def install(config):

@@ -17,7 +17,7 @@ import sys
 from execcritic_reporter import recording as _recording  # the one sealed proxy, bound here
 
 EVENT = "execcritic.reporter"
-_WATCH = ("unittest", "execcritic_reporter", "ast")     # (ast: the reporter parses test files with its classes)
+_WATCH = ("unittest", "ast")     # (ast: the reporter parses test files with its classes)
 _STATE = {"first": True, "modules": set()}
 
 
