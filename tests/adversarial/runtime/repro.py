@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             print(patch)
         config = PAPER.harness if cheat.timeout_s is None else dataclasses.replace(PAPER.harness,
                                                                                    test_timeout_s=cheat.timeout_s)
-        ex = execute(task, bundle, patch, sandbox=sandbox, config=config, check_source_patch=True)
+        ex = execute(task, bundle, patch, sandbox=sandbox, config=config, check_source_patch=not cheat.runtime_only)
     print(f"{cheat.id} on {task.instance_id} ({sandbox.backend}): verdict={ex.verdict and ex.verdict.value} "
           f"kind={ex.failure_kind.value} (expected {cheat.expect.value}) exit={ex.exit_code}")
     print("diagnostic:", ex.diagnostic)

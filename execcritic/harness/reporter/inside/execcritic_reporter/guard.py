@@ -304,6 +304,12 @@ def _build():
             return not path.startswith(S.workdir) and "site-packages" not in path and not path.startswith("<")
 
         def audit(event, args, level):
+            if event in ("object.__setattr__", "object.__getattr__") and len(args) >= 2 and type(args[1]) is not str:
+                # (the interpreter found the attribute by a name object whose __eq__/__hash__ are the candidate's:
+                # comparing it here would ask that code what the guard sees)
+                _fire("attribute_swap", "attribute %s under a name that is not a str (%s)"
+                      % ("set" if event == "object.__setattr__" else "read", _name(args[1])))
+                return
             if event == "object.__setattr__":
                 if len(args) >= 3 and args[1] == "__code__" and not _flags_only(args[0], args[2]):
                     frame = _caller(3)

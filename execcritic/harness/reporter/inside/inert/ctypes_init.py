@@ -7,6 +7,10 @@ _WHY = "ctypes is not available to the code under test (execcritic sandbox: no f
 
 
 def _refuse(*args, **kwargs):
+    # named to the harness's reporter, where one runs in this process (anyone may report tampering to it)
+    audit = getattr(__import__("sys"), "audit", None)
+    if audit is not None:
+        audit("execcritic.reporter", "tamper", "native_code", "ctypes was used: " + _WHY)
     raise OSError(_WHY)
 
 
