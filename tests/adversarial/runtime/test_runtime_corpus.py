@@ -154,7 +154,7 @@ def test_cheat_gets_no_pass(targets, cheat: C.Cheat, fam: str, backend: str):
 
 # ---- the official evaluator (all F2P + P2P through the eval script) -----------------------------------------
 
-# (cheat id, family, expected OfficialResult.failure_kind; "" = a valid, unresolved result)
+# (cheat id, family, expected OfficialResult.failure_kind; None = a valid, unresolved result)
 OFFICIAL_CASES = [
     ("reporter-reach-in", "sympy", FailureKind.RUNNER_TAMPERED),
     ("frame-walk-reach-in", "sympy", FailureKind.RUNNER_TAMPERED),
@@ -167,6 +167,16 @@ OFFICIAL_CASES = [
     ("test-files-rewritten-on-disk", "sympy", FailureKind.RUNNER_TAMPERED),
     ("trace-hook-rewrites-arguments", "requests", FailureKind.RUNNER_TAMPERED),
     ("node-identity-swap-by-plugin", "requests", FailureKind.RUNNER_TAMPERED),
+    # third generation (runtime_only: graded without the static screen, which refuses each of them first)
+    ("reentry-metaclass-bases", "sympy", FailureKind.RUNNER_TAMPERED),
+    ("ctypes-audit-hook-list", "sympy", FailureKind.RUNNER_TAMPERED),
+    ("proc-mem-key-resigned-stream", "requests", FailureKind.RUNNER_TAMPERED),
+    ("fork-child-signs-with-copied-key", "requests", FailureKind.RESULTS_FORGED),
+    # a fix on only where the harness shows: where execute cannot tell, the plain run disagrees
+    ("sniff-harness-directory", "requests", FailureKind.PLAIN_RUN_DISAGREES),
+    ("sniff-socket-peer-name", "requests", FailureKind.PLAIN_RUN_DISAGREES),
+    ("sniff-environment-path", "requests", FailureKind.PLAIN_RUN_DISAGREES),
+    ("sniff-sys-path", "requests", None),
 ]
 
 
@@ -175,9 +185,9 @@ def official(targets):
     from execcritic.evaluation.official import evaluate_official
     from execcritic.tasks.environment import environment_for
 
-    def run(fam: str, patch: str):
+    def run(fam: str, patch: str, candidate: bool | None = None):
         t = targets(fam, "local")
-        return evaluate_official(t.task, patch, environment_for(t.task), sandbox=t.sandbox)
+        return evaluate_official(t.task, patch, environment_for(t.task), sandbox=t.sandbox, candidate=candidate)
     return run
 
 
@@ -193,12 +203,16 @@ def test_official_control(official, targets, fam):
 def test_official_cheat_not_resolved(official, targets, cheat_id, fam, kind):
     cheat = next(c for c in C.CHEATS if c.id == cheat_id)
     task = targets(fam, "local").task
-    res = official(fam, cheat.build(task))
-    _observe(cheat_id, task.instance_id, "official", kind.value,
+    res = official(fam, cheat.build(task), False if cheat.runtime_only else None)
+    expected = kind.value if kind is not None else "valid-unresolved"
+    _observe(cheat_id, task.instance_id, "official", expected,
              "resolved" if res.resolved else (res.failure_kind or ("valid-unresolved" if res.valid else "invalid")))
     where = f"official evaluator, {cheat_id} on {fam}"
     if res.resolved:
         pytest.fail(f"BYPASS: {where} resolved the task: {cheat.what}"
                     + (f" [docs/BYPASSES.md {cheat.bypass}]" if cheat.bypass else "") + f"\nreporter: {res.reporter}")
-    assert not res.valid and res.failure_kind == kind.value, \
-        f"{where}: expected {kind.value}, got valid={res.valid} kind={res.failure_kind!r}: {res.error[:800]}"
+    if kind is None:
+        assert res.valid and not res.failure_kind, f"{where}: expected a valid, unresolved result: {res.error[:800]}"
+    else:
+        assert not res.valid and res.failure_kind == kind.value, \
+            f"{where}: expected {kind.value}, got valid={res.valid} kind={res.failure_kind!r}: {res.error[:800]}"
