@@ -175,7 +175,6 @@ OFFICIAL_CASES = [
     # a fix on only where the harness shows: where execute cannot tell, the plain run disagrees
     ("sniff-harness-directory", "requests", FailureKind.PLAIN_RUN_DISAGREES),
     ("sniff-socket-peer-name", "requests", FailureKind.PLAIN_RUN_DISAGREES),
-    ("sniff-environment-path", "requests", FailureKind.PLAIN_RUN_DISAGREES),
     ("sniff-sys-path", "requests", None),
 ]
 

@@ -259,6 +259,11 @@ def make(sock, key, config, guard_factory, watched_modules, refusals=()):
         if op == "check":
             check(_str(args[0])[:300])
             return
+        if op == "ffi":                      # the inert ctypes was used: tampering when the candidate's code asked
+            found = guard.candidate_on_stack(caller)
+            if found:
+                tamper("native_code", "ctypes was used from %s: there is no foreign-function interface here" % found)
+            return
         if caller is None or _id(caller.f_code) not in sealed:
             tamper("forged_event", "%r raised outside the reporter's own code" % (op,))
             return

@@ -7,10 +7,11 @@ _WHY = "ctypes is not available to the code under test (execcritic sandbox: no f
 
 
 def _refuse(*args, **kwargs):
-    # named to the harness's reporter, where one runs in this process (anyone may report tampering to it)
+    # told to the harness's reporter, where one runs in this process: tampering when the candidate's code is
+    # on the stack (the standard library tries ctypes and copes without it: uuid, Django's runner)
     audit = getattr(__import__("sys"), "audit", None)
     if audit is not None:
-        audit("execcritic.reporter", "tamper", "native_code", "ctypes was used: " + _WHY)
+        audit("execcritic.reporter", "ffi")
     raise OSError(_WHY)
 
 
