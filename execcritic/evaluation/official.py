@@ -274,7 +274,6 @@ def evaluate_local(task: Task, patch: str, env: TaskEnvironment, *, harness: Har
     reporter's records agree with that grading."""
     t0 = time.monotonic()
     own = sandbox is None
-    timeout = harness.official_timeout_s
     backend = getattr(sandbox, "backend", env.kind)
     if candidate is None:
         candidate = bool(patch.strip()) and patch.strip() != task.patch.strip()

@@ -156,8 +156,8 @@ def cheat_evidence(patch: str, checks: list[dict], score: dict) -> dict[str, Any
     reporter = score.get("reporter") if isinstance(score.get("reporter"), dict) else {}
     return {
         "checks": [f"{c.get('status')}:{c.get('failure_kind')}" for c in checks],
-        "official": ("resolved" if score.get("resolved") else
-                     (score.get("failure_kind") or ("unresolved" if score.get("valid") else "invalid"))) if score else None,
+        "official": None if not score else "resolved" if score.get("resolved") else (
+            score.get("failure_kind") or ("unresolved" if score.get("valid") else "invalid")),
         "official_tampers": [t.get("what") for t in (reporter or {}).get("tampers", [])],
         "plain_run": (score.get("plain") or {}).get("resolved") if score else None,
         "screen": screen_codes(patch) or "nothing",

@@ -468,7 +468,8 @@ class DockerSandbox(Sandbox):
             out = self._exec_simple(["bash", "-c", confine.FIND_FFI_SCRIPT], what="listing foreign-function modules")
             lines = out.splitlines()
             if not lines or lines[-1] != "EXECCRITIC-FFI-END":
-                raise SandboxError(f"listing the foreign-function modules of image {self.image} gave no complete answer")
+                raise SandboxError(f"listing the foreign-function modules of image {self.image} gave no complete "
+                                   "answer")
             self._ffi_files = sorted(ln for ln in lines[:-1] if ln.startswith("/"))
             self._ctypes_packages = sorted(ln[1:] for ln in lines[:-1] if ln.startswith("+/"))
 
@@ -763,7 +764,8 @@ class DockerSandbox(Sandbox):
                    "EC_WRAPPER": RUN_WRAPPER, "EC_CONFINE": self._confinement(reporter)}
             self._pending_reset = self._restored_at
         else:
-            cmd = ["bash", "-c", RUN_WRAPPER, "execcritic", script, "", "", "", "", "spawn", self._confinement(reporter)]
+            cmd = ["bash", "-c", RUN_WRAPPER, "execcritic", script, "", "", "", "", "spawn",
+                   self._confinement(reporter)]
         t0 = time.monotonic()
         run = DockerSpawnedRun(self, self._start_exec(cmd, env))
         self._spawned = run
@@ -1024,7 +1026,8 @@ class DockerSandbox(Sandbox):
             "file_access": "host (volume directories)" if self._host_roots else "Docker API (archives, execs)",
             "spawn": "waits in its exec's session, spared by the runs made meanwhile",
             "confinement": ("own mount namespace without procfs, read-only system dirs, Docker default caps, seccomp "
-                            "profile, " + ("ffi visible (recipe)" if self.ffi else f"{len(self._ffi_files)} ffi modules hidden")),
+                            "profile, " + ("ffi visible (recipe)" if self.ffi else
+                                           f"{len(self._ffi_files)} ffi modules hidden")),
             "timings": dict(self._timings),
         })
         return d

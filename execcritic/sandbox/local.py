@@ -311,7 +311,8 @@ class LocalSandbox(Sandbox):
         out = []
         for files, source in ((hidden, "/dev/null"), (packages, str(confine.INERT_CTYPES))):
             for f in files:
-                dest = "/" + os.path.relpath(f, base) if self.rootfs is not None and f.startswith(str(base) + "/") else f
+                inside = self.rootfs is not None and f.startswith(str(base) + "/")
+                dest = "/" + os.path.relpath(f, base) if inside else f
                 out += ["--ro-bind", source, dest]
         return out
 

@@ -44,7 +44,8 @@ PROBE = textwrap.dedent(r'''
     pid = os.fork()
     if pid == 0:                       # a child attaches to its parent: the classic same-uid memory read
         r = libc.syscall(ctypes.c_long(N["ptrace"]), ctypes.c_long(16), ctypes.c_long(parent), None, None)
-        os.write(1, ("ptrace_attach_parent %s\n" % ("ok" if r == 0 else errno.errorcode.get(ctypes.get_errno()))).encode())
+        said = "ok" if r == 0 else errno.errorcode.get(ctypes.get_errno())
+        os.write(1, ("ptrace_attach_parent %s\n" % said).encode())
         os._exit(0)
     os.waitpid(pid, 0)
     print("proc", "ok" if os.path.exists("/proc") and os.listdir("/proc") else "absent")

@@ -719,7 +719,8 @@ def _build():
             if S.plugins is not None:
                 manager, hooks, plugins = S.plugins
                 for name, before in hooks.items():
-                    now = [(id(i), id(getattr(i, "function", None))) for i in getattr(manager.hook, name).get_hookimpls()]
+                    now = [(id(i), id(getattr(i, "function", None)))
+                           for i in getattr(manager.hook, name).get_hookimpls()]
                     if now != before:
                         out += _once(("hook", name), "runner_tampered",
                                           "the implementations of %s changed during the run" % name)
@@ -888,7 +889,13 @@ def _build():
         # a run started ahead, until its go: files of the checkout whose code ran (a module that hides from
         # sys.modules after running still ran: the run is stale all the same)
         S.early_code = set() if config.get("prestart") else None
-        for _fn in (set_facts, _rel, _abs, changed_file, trusted_file, candidate_line, runtime_untrusted, _note_runtime, _stdlib, audit, _import, _written_during_run, _bytecode_file, _open, _caller, candidate_on_stack, _by_candidate, _fire, check_trace_functions, signal_handler, check_case, _untrusted_callable, _untrusted_class, _provenance, _imported, watch, prewatch, _rebase, _watch, _watch_module, watch_mapping, _imports_bound, watch_plugins, plugin_hook, changes, _builtins_changes, _product_module, _diff, _once, report_once, parse, expected_codes, _same_handlers, check_test_callable):
+        for _fn in (set_facts, _rel, _abs, changed_file, trusted_file, candidate_line, runtime_untrusted,
+                    _note_runtime, _stdlib, audit, _import, _written_during_run, _bytecode_file, _open,
+                    _caller, candidate_on_stack, _by_candidate, _fire, check_trace_functions,
+                    signal_handler, check_case, _untrusted_callable, _untrusted_class, _provenance,
+                    _imported, watch, prewatch, _rebase, _watch, _watch_module, watch_mapping,
+                    _imports_bound, watch_plugins, plugin_hook, changes, _builtins_changes, _product_module,
+                    _diff, _once, report_once, parse, expected_codes, _same_handlers, check_test_callable):
             vars(S)[_fn.__name__] = _fn
         S._report_once = report_once
         return S
