@@ -314,14 +314,46 @@ def summarize(schema: ArtifactSchema, records: pd.DataFrame, instances: Sequence
     return pd.DataFrame(rows, columns=[*schema.condition, *SUMMARY_COLUMNS])
 
 
+def curve_points(records: pd.DataFrame) -> pd.DataFrame:
+    """The points of a training run's reward curve, one row per GRPO step: `step`, `reward`, `reward_sd`, `over`.
+
+    `over` says which rollouts the mean is over: `kept` (the groups DAPO dynamic sampling kept - the rollouts
+    that trained), `offered` (no group was kept: the offered rollouts' mean reward; that step trained on
+    nothing), `none` (every rollout masked or aborted: no reward; the point is NaN, a gap in the curve).
+    Rows written before `reward_over` existed flag a step without a kept group with `reward_mean_undefined`
+    (their `reward_mean` is a 0.0 placeholder) and keep the offered mean in `reward_mean_offered`."""
+    rows = []
+    for r in records.sort_values("step").to_dict("records") if not records.empty else []:
+        over = r.get("reward_over")
+        mean, sd = r.get("reward_mean"), r.get("reward_std")
+        if is_null(over):
+            over = "kept"
+            undefined = r.get("reward_mean_undefined")
+            if not is_null(undefined) and bool(undefined):
+                off = r.get("reward_mean_offered")
+                over, mean = ("none", math.nan) if is_null(off) else ("offered", off)
+                sd = r.get("reward_std_offered")
+        if over == "none":
+            mean, sd = math.nan, math.nan
+        rows.append({"step": int(r["step"]), "reward": math.nan if is_null(mean) else float(mean),
+                     "reward_sd": math.nan if is_null(sd) else float(sd), "over": str(over)})
+    return pd.DataFrame(rows, columns=["step", "reward", "reward_sd", "over"])
+
+
 def summarize_curve(records: pd.DataFrame) -> pd.DataFrame:
-    """A training run's summary: steps, first/last/max mean reward, mean masked share and group counts."""
+    """A training run's summary: steps, first/last/max mean reward, mean masked share and group counts.
+
+    The rewards are the curve's points (`curve_points`), so summary.csv says what Figure 6 draws: a legacy step
+    whose `reward_mean` is a 0.0 placeholder counts with its offered rollouts' mean (e.g. -0.2, Eq. 5's
+    reward for no valid submission), and a step without any reward is left out (all NaN: the value is NaN)."""
     rows: list[tuple[str, float]] = []
     if not records.empty:
         r = records.sort_values("step")
+        reward = curve_points(r)["reward"].dropna()
+        first, last, top = (reward.iloc[0], reward.iloc[-1], reward.max()) if len(reward) else (math.nan,) * 3
         rows = [("n_steps", len(r)), ("first_step", r["step"].iloc[0]), ("last_step", r["step"].iloc[-1]),
-                ("reward_mean_first", r["reward_mean"].iloc[0]), ("reward_mean_last", r["reward_mean"].iloc[-1]),
-                ("reward_mean_max", r["reward_mean"].max()), ("masked_share_mean", r["masked_share"].mean()),
+                ("reward_mean_first", first), ("reward_mean_last", last),
+                ("reward_mean_max", top), ("masked_share_mean", r["masked_share"].mean()),
                 ("kept_groups_mean", r["kept_groups"].mean()), ("dropped_groups_mean", r["dropped_groups"].mean())]
     return pd.DataFrame([{"metric": k, "value": round(float(v), DECIMALS)} for k, v in rows],
                         columns=list(CURVE_SUMMARY_COLUMNS))
@@ -422,6 +454,7 @@ __all__ = [
     "condition_values",
     "contrast_pairs",
     "contrasts",
+    "curve_points",
     "denominator",
     "is_null",
     "mcnemar_exact",

@@ -509,29 +509,8 @@ def training_init(manifest: Mapping[str, Any]) -> str:
 
 
 def training_curve(run: Run) -> pd.DataFrame:
-    """The points of a training run's reward curve, one row per GRPO step: `step`, `reward`, `reward_sd`, `over`.
-
-    `over` says which rollouts the mean is over: `kept` (the groups DAPO dynamic sampling kept - the rollouts
-    that trained), `offered` (no group was kept: the offered rollouts' mean reward; that step trained on
-    nothing), `none` (every rollout masked or aborted: no reward; the point is NaN, a gap in the curve).
-    Rows written before `reward_over` existed flag a step without a kept group with `reward_mean_undefined`
-    (their `reward_mean` is a 0.0 placeholder) and keep the offered mean in `reward_mean_offered`."""
-    rows = []
-    for r in run.records.sort_values("step").to_dict("records"):
-        over = r.get("reward_over")
-        mean, sd = r.get("reward_mean"), r.get("reward_std")
-        if stats.is_null(over):
-            over = "kept"
-            undefined = r.get("reward_mean_undefined")
-            if not stats.is_null(undefined) and bool(undefined):
-                off = r.get("reward_mean_offered")
-                over, mean = ("none", math.nan) if stats.is_null(off) else ("offered", off)
-                sd = r.get("reward_std_offered")
-        if over == "none":
-            mean, sd = math.nan, math.nan
-        rows.append({"step": int(r["step"]), "reward": math.nan if stats.is_null(mean) else float(mean),
-                     "reward_sd": math.nan if stats.is_null(sd) else float(sd), "over": str(over)})
-    return pd.DataFrame(rows, columns=["step", "reward", "reward_sd", "over"])
+    """The points of a training run's reward curve (`stats.curve_points`: what each mean is over)."""
+    return stats.curve_points(run.records)
 
 
 def _read_records(path: Path, sch: ArtifactSchema, m: dict[str, Any]) -> list[dict[str, Any]]:
