@@ -2,7 +2,9 @@
 # Install the system components the harness uses, when they are missing and we can (root + apt):
 #   bubblewrap (local sandbox), docker.io (dockerd for the docker backend), debootstrap (test images),
 #   git and patch (patch application), Go (the `go test` runner's real-project test; cargo, javac and mvn
-#   come with this kind of machine). Prints what is missing otherwise; never fails the caller.
+#   come with this kind of machine), pdflatex with booktabs (tests/unit/test_latex.py compiles every generated
+#   paper_figures/*.tex: texlive-latex-base has pdflatex, texlive-latex-recommended booktabs; about 145 MB and
+#   1.5 min with --no-install-recommends). Prints what is missing otherwise; never fails the caller.
 set -u
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
@@ -12,6 +14,8 @@ command -v git >/dev/null 2>&1 || need+=(git)
 command -v patch >/dev/null 2>&1 || need+=(patch)
 command -v jq >/dev/null 2>&1 || need+=(jq)
 command -v go >/dev/null 2>&1 || need+=(golang-go)
+command -v pdflatex >/dev/null 2>&1 || need+=(texlive-latex-base)
+command -v kpsewhich >/dev/null 2>&1 && kpsewhich booktabs.sty >/dev/null 2>&1 || need+=(texlive-latex-recommended)
 # Django's eval commands export LANG=en_US.UTF-8; without the locale its tests change behaviour
 locale_missing=0
 locale -a 2>/dev/null | grep -qi '^en_US\.utf-\?8$' || locale_missing=1

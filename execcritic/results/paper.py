@@ -71,7 +71,7 @@ def _figure5b(d: dict) -> Iterator[Row]:
 
 
 def _figure6a(d: dict) -> Iterator[Row]:
-    note = "approximate (read from the text); the paper gives a fraction, shown here x100"
+    note = "approximate, read from the paper's text (the paper gives fractions)"
     for n, v in d["points"].items():
         yield ("figure6", {"checkpoint": "sft", "sft_trajectories": int(n)}, "b2g_pct", round(100 * v, 4), "pct",
                f"points/{n}", note)

@@ -12,7 +12,7 @@ import pytest
 
 from execcritic.figures import build_all
 from execcritic.figures.notebook import figure, shown_runs, view
-from execcritic.figures.tables import PRETTY, fmt
+from execcritic.figures.tables import LAYOUTS, NR, PRETTY, fmt, leaf_headers, paper_table
 from execcritic.results import paper
 from execcritic.results.schemas import PAPER_ARTIFACTS, schema, stand_in_name
 from execcritic.results.store import FINISHED
@@ -58,19 +58,29 @@ def test_paper_figures_are_rebuilt_from_results(tmp_path):
 
 @pytest.mark.parametrize("artifact", PAPER_ARTIFACTS)
 def test_table_cells_are_the_summary_and_the_paper(runs, artifact):
-    run = runs[artifact]
+    """In the paper's layout: every measured value (here all by a stand-in) sits in a stand-in row with an empty
+    paper cell, its paper row shows the paper's value beside n/r; the detail table lists it in full."""
+    run, lay = runs[artifact], LAYOUTS[artifact]
     sch = schema(artifact)
-    main = md_tables((FIGURES / f"{artifact}.md").read_text())[0]
+    g = paper_table(view(run))
+    text = (FIGURES / f"{artifact}.md").read_text()
+    detail = next((t for t in md_tables(text) if "Interval method" in t[0]), [])
     for s in run.summary.to_dict("records"):
-        row = _find(main, **{PRETTY[c]: str(s[c]) for c in sch.condition}, Metric=sch.metric(s["metric"]).label)
-        assert row["Measured"] == fmt(s["value"]) and row["Preset"] == "smoke"
-        assert row["Reported (paper)"].startswith("— (")           # a stand-in row never shows a paper value
+        if not lay.metrics or s["metric"] in lay.metrics:
+            value = fmt(s["value"] * lay.scale, lay.digits)
+            hits = [row for row in g.body if row[0].text == "stand-in" and any(c.text == value for c in row[1:])]
+            assert hits, (artifact, s)
+        row = _find(detail, **{PRETTY[c]: str(s[c]) for c in sch.condition}, Metric=sch.metric(s["metric"]).label)
+        assert row["Measured"] == fmt(s["value"]) and row["Interval method"] == s["ci_method"]
+    heads = leaf_headers(g)
+    for row in g.body:
+        if row[0].text == "stand-in":                  # a stand-in row never holds a paper value
+            assert all(c.text == "" for h, c in zip(heads, row) if h.endswith("Paper")), heads
+    flat = [c for row in g.body for c in row]
     for r in paper.reported().query("artifact == @artifact").to_dict("records"):
-        row = _find(main, **{PRETTY[c]: str(r[c] if c != "sft_trajectories" else int(r[c])) for c in sch.condition},
-                    Metric=sch.metric(r["metric"]).label)
-        assert row["Reported (paper)"].split(" ")[0] == fmt(r["value"])
-        assert row["Measured"].startswith("not run here: ")
-    assert "CPU smoke run of the pipeline" in (FIGURES / f"{artifact}.md").read_text()
+        assert fmt(r["value"] * lay.scale, lay.digits) in [c.text for c in flat]
+    assert all(c.notes for c in flat if c.text == NR)
+    assert "CPU smoke run of the pipeline" in text
 
 
 def test_figure5_bars_are_the_committed_values(runs):

@@ -1,9 +1,12 @@
 """`execcritic figures`: content checks on the tables and figures built from SYNTHETIC fixture runs
-(tests/synthetic_results.py) and from the repository's own results/ (no artifact runs yet)."""
+(tests/synthetic_results.py) and from the repository's own results/: the paper's layouts, the paper's value
+beside the measured one, reasons in numbered notes, stand-ins beside their paper counterparts, every interval
+drawn and its method named, escaped LaTeX."""
 
 from __future__ import annotations
 
 import filecmp
+import re
 
 import pandas as pd
 import pytest
@@ -11,13 +14,16 @@ from typer.testing import CliRunner
 
 from execcritic.cli import app
 from execcritic.figures import build_all
-from execcritic.results.pins import read_pins
 from execcritic.figures.plots import figure5, figure6
-from execcritic.figures.tables import PRETTY, build_view, fmt, fmt_ci
+from execcritic.figures.tables import (LAYOUTS, NR, PRETTY, Grid, build_view, difference_table, fmt, fmt_ci, leaf_headers,
+                                       paper_table, signed, tex_escape, tex_text)
 from execcritic.results import paper
-from execcritic.results.schemas import PAPER_ARTIFACTS, schema
+from execcritic.results.pins import read_pins
+from execcritic.results.schemas import PAPER_ARTIFACTS, paper_part, schema, stand_in
 from execcritic.results.store import list_runs
-from tests.synthetic_results import PRESET, REPO, make_all, make_table1
+from tests.synthetic_results import PRESET, REPO, ids, make_all, make_table1, resolve, writer
+
+STAND = "tiny-stand-in"
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +34,38 @@ def built(tmp_path_factory):
     res = CliRunner().invoke(app, ["figures", "--results", str(root / "results"), "--out", str(out), "--latest"])
     assert res.exit_code == 0, res.output
     return root, runs, out
+
+
+@pytest.fixture(scope="module")
+def stand_in_table2(tmp_path_factory):
+    """A Table 2 run whose base Repair agent is a stand-in (as the smoke preset's), with one Base-35B source
+    played by the stand-in too, and the paper's own trained agent on None (Round 0)."""
+    root = tmp_path_factory.mktemp("standin")
+    inst = ids(4)
+    w = writer(root, "table2", inst)
+    base = stand_in("base", STAND)
+    for j, i in enumerate(inst):
+        w.append(resolve(i, 0, j < 1, repair_agent=base, test_source="None (Round 0)"))
+        w.append(resolve(i, 0, j < 3, repair_agent=base, test_source="Oracle F2P"))
+        w.append(resolve(i, 0, False, repair_agent=base, test_source=stand_in("Base-35B", STAND)))
+        w.append(resolve(i, 0, j < 2, repair_agent="trained", test_source="None (Round 0)"))
+    return w.finalize()
+
+
+def view_of(artifact, run):
+    return build_view(artifact, run, paper.reported(), paper.reported_notes())
+
+
+def cells(g: Grid) -> list[dict[str, object]]:
+    """The body of a grid as {leaf header: Cell} rows (the leaf header joins the header levels with ' · ')."""
+    heads = leaf_headers(g)
+    return [dict(zip(heads, row)) for row in g.body]
+
+
+def row_of(g: Grid, label: str) -> int:
+    hits = [k for k, row in enumerate(g.body) if row[0].text == label]
+    assert len(hits) == 1, (label, [r[0].text for r in g.body])
+    return hits[0]
 
 
 def md_tables(text: str) -> list[list[dict[str, str]]]:
@@ -66,123 +104,179 @@ def test_every_output_is_written(built):
     assert (out / "README.md").is_file()
 
 
+def test_tables_have_the_papers_layouts():
+    """Rows and columns as the paper has them, each value column split into the paper's and the measured."""
+    g = {a: paper_table(view_of(a, None)) for a in PAPER_ARTIFACTS}
+    t2 = leaf_headers(g["table2"])
+    assert t2 == ["Test source"] + [f"{agent} Repair · {what} · {who}" for agent in ("Base", "Trained")
+                                    for what in ("Resolved (%)", "Δ (pp)") for who in ("Paper", "Measured")]
+    assert [r[0].text for r in g["table2"].body] == ["None (Round 0)", "GPT-5.6-sol", "Oracle F2P", "Base-35B",
+                                                     "RL-35B"]
+    assert g["table2"].rules == [3]                          # the paper's rule between references and Qwen tests
+    assert leaf_headers(g["table5"]) == ["", "Python", "Rust", "C++", "C", "Java"]
+    assert [r[0].text for r in g["table5"].body] == ["Success, paper", "measured"]
+    assert [c.text for c in g["table5"].body[0][1:]] == ["62.2", "66.7", "58.3", "26.1", "2.4"]
+    t4 = cells(g["table4"])
+    assert leaf_headers(g["table4"]) == ["SFT teacher", "CoT", "SFT · Paper", "SFT · Measured", "SFT + RL · Paper",
+                                         "SFT + RL · Measured"]
+    assert [(r["SFT teacher"].text, r["CoT"].text, r["SFT · Paper"].text, r["SFT + RL · Paper"].text) for r in t4] == [
+        ("GPT-5.6-sol", "No", "35.4", "36.2"), ("DeepSeek-V4-Flash", "Yes", "39.6", "62.2")]
+    assert leaf_headers(g["table3"]) == ["Training objective", "Round 0 · Paper", "Round 0 · Measured",
+                                         "Final · Paper", "Final · Measured"]
+    assert [r[0].text for r in g["table3"].body] == ["Standard (no T2I)", "T2I, no direct bonus", "Full T2I"]
+    assert leaf_headers(g["table1"]) == ["Model", "Base→Gold (%) · Paper", "Base→Gold (%) · Measured"]
+    f6 = cells(g["figure6"])
+    assert [r["Base→Gold (fraction) · Paper"].text for r in f6] == ["0.220", "0.270", "0.350", "0.390", "0.390",
+                                                                   "0.622", "0.734"]
+
+
+def test_table2_paper_deltas_and_the_between_teacher_and_objective_gaps():
+    """Table 2's Δ columns; the gaps the paper states in its text for Tables 3 and 4 are in their differences."""
+    t2 = cells(paper_table(view_of("table2", None)))
+    base = {r["Test source"].text: (r["Base Repair · Δ (pp) · Paper"].text, r["Trained Repair · Δ (pp) · Paper"].text)
+            for r in t2}
+    assert base == {"None (Round 0)": ("—", "—"), "GPT-5.6-sol": ("+4.1", "+5.2"), "Oracle F2P": ("+8.2", "+9.3"),
+                    "Base-35B": ("−3.9", "−3.7"), "RL-35B": ("+2.9", "+4.3")}
+
+    def diffs(artifact):
+        return {r[0].text: r[1].text for r in difference_table(view_of(artifact, None)).body}
+    t4 = diffs("table4")
+    assert t4["DeepSeek-V4-Flash (CoT) − GPT-5.6-sol (no CoT) (SFT)"] == "+4.2"
+    assert t4["DeepSeek-V4-Flash (CoT) − GPT-5.6-sol (no CoT) (SFT + RL)"] == "+26.0"
+    t3 = diffs("table3")
+    assert t3["Full T2I − T2I, no direct bonus (Round 0)"] == "+1.9"
+    assert t3["Full T2I − T2I, no direct bonus (Final)"] == "+1.2"
+    assert t3["Full T2I − Standard (no T2I) (Final)"] == "+2.3"
+    assert t3["Final − Round 0 (Full T2I)"] == "+4.3"
+
+
 @pytest.mark.parametrize("artifact", ["table1", "table2", "figure5", "figure6"])
-def test_table_cells_equal_the_summary_csv(built, artifact):
-    _, runs, out = built
-    run = runs[artifact]
+def test_measured_cells_are_the_summary_csv_and_paper_cells_the_paper(built, artifact):
+    _, runs, _ = built
+    run, lay = runs[artifact], LAYOUTS[artifact]
     sch = schema(artifact)
-    main = md_tables((out / f"{artifact}.md").read_text())[0]
+    v = view_of(artifact, run)
+    g = paper_table(v)
     summary = pd.read_csv(run.path / "summary.csv", dtype={c: str for c in sch.condition if c != "sft_trajectories"})
-    rep = paper.reported().query("artifact == @artifact").set_index(["condition", "metric"])["value"]
-    assert len(summary) > 0
+    seen = 0
+    flat = [c for row in g.body for c in row]
     for s in summary.to_dict("records"):
-        cond = {PRETTY[c]: str(s[c]) for c in sch.condition}
-        row = _find(main, **cond, Metric=sch.metric(s["metric"]).label)
-        assert row["Measured"] == fmt(s["value"])
-        assert row["Measured 95% CI"] == fmt_ci(s["ci_low"], s["ci_high"])
-        assert row["n (instances x runs)"] == f"{s['n_instances']} x {s['n_runs']}"
+        if lay.metrics and s["metric"] not in lay.metrics:
+            continue
+        want = (fmt(s["value"] * lay.scale, lay.digits), fmt_ci(s["ci_low"] * lay.scale, s["ci_high"] * lay.scale,
+                                                                 lay.digits))
+        assert any((c.text, c.sub[:1]) == (want[0], (want[1],)) for c in flat), (s, want)
+        seen += 1
+    assert seen > 0
+    for r in paper.reported().query("artifact == @artifact").to_dict("records"):
+        assert fmt(r["value"] * lay.scale, lay.digits) in [c.text for c in flat]
+    # the detail table under it: every measured row in full, the counts, the model spec, the interval method
+    detail = next(t for t in md_tables((built[2] / f"{artifact}.md").read_text()) if "Interval method" in t[0])
+    for s in summary.to_dict("records"):
+        row = _find(detail, **{PRETTY[c]: str(s[c]) for c in sch.condition}, Metric=sch.metric(s["metric"]).label)
+        assert (row["Measured"], row["Measured 95% CI"]) == (fmt(s["value"]), fmt_ci(s["ci_low"], s["ci_high"]))
         assert row["Invalid / missing"] == f"{s['n_invalid']} / {s['n_missing']}"
-        assert row["Preset"] == PRESET and "synthetic:fixture" in row["Model (measured)"]
-        key = (sch.condition_label(s), s["metric"])
-        if key in rep.index:
-            assert row["Reported (paper)"].split(" ")[0] == fmt(rep[key])
-        else:
-            assert row["Reported (paper)"] == "— (not in the paper)"
-    # every reported value is in the table, in the Reported column
-    for (cond, metric), value in rep.items():
-        fields = dict(zip(sch.condition, cond.split(" / ")))
-        row = _find(main, **{PRETTY[c]: v for c, v in fields.items()}, Metric=sch.metric(metric).label)
-        assert row["Reported (paper)"].split(" ")[0] == fmt(value)
-        if row["Measured"].startswith("not run here: "):
-            assert row["Measured 95% CI"] == "—"
+        assert "synthetic:fixture" in row["Model (measured)"] and row["Interval method"] == s["ci_method"]
 
 
 def test_known_cells_literally(built):
-    _, _, out = built
-    t1 = md_tables((out / "table1.md").read_text())[0]
-    base = _find(t1, **{"Test source": "Qwen3.5-35B-A3B"}, Metric="Base-to-Gold %")
-    assert (base["Reported (paper)"], base["Measured"], base["Invalid / missing"]) == ("22.2", "30.0", "1 / 0")
-    t2 = md_tables((out / "table2.md").read_text())[0]
-    tr = _find(t2, **{"Repair agent": "trained", "Test source": "None (Round 0)"})
-    assert (tr["Reported (paper)"], tr["Measured"], tr["n (instances x runs)"], tr["Invalid / missing"]) == (
-        "68.3", "50.0", "6 x 3", "1 / 1")
-    f6 = md_tables((out / "figure6.md").read_text())[0]
-    assert _find(f6, Checkpoint="sft", **{"SFT trajectories": "1000"})["Reported (paper)"] == "27.0 (approx.)"
-
-
-def test_delta_cells_equal_the_deltas_csv(built):
-    _, runs, out = built
-    for artifact in ("table1", "table2"):
-        deltas = runs[artifact].deltas
-        table = md_tables((out / f"{artifact}.md").read_text())[1]
-        for d in deltas.to_dict("records"):
-            row = _find(table, Comparison=f"{d['treatment']} vs {d['baseline']}", Within=d["within"])
-            assert row["Measured Δ (pp)"] == f"{d['delta']:+.1f}"
-            assert row["Measured 95% CI"] == fmt_ci(d["ci_low"], d["ci_high"])
-            assert row["p (test)"].startswith(f"{d['p_value']:.3g} (")
-            assert row["Better / worse"] == f"{d['n_better']} / {d['n_worse']}"
-    t1 = md_tables((out / "table1.md").read_text())[1]
-    sft = _find(t1, Comparison="Qwen3.5-35B-A3B + SFT vs Qwen3.5-35B-A3B", Within="all")
-    assert sft["Reported Δ (paper values, pp)"] == "+17.4" and sft["p (test)"] == "0.25 (exact McNemar)"
-
-
-def test_artifacts_without_a_run_say_why(built):
-    _, _, out = built
-    for artifact in ("table3", "table4", "table5", "table6"):
-        text = (out / f"{artifact}.md").read_text()
-        assert "**Measured (this suite)**: none" in text
-        rows = md_tables(text)[0]
-        assert rows and all(r["Measured"].startswith("not run here: ") for r in rows)
-        assert all(r["Reported (paper)"][0].isdigit() for r in rows)
-    t5 = md_tables((out / "table5.md").read_text())[0]
-    assert "Multilingual official images need a container registry" in _find(t5, Language="Rust")["Measured"]
-    f5 = md_tables((out / "figure5.md").read_text())[0]
-    pro = _find(f5, Panel="a", Benchmark="SWE-bench Pro", **{"Feedback source": "Oracle"})
-    assert "SWE-bench Pro data not available offline" in pro["Measured"]
-
-
-def test_latex_is_labeled_and_escaped(built):
-    _, _, out = built
-    tex = (out / "table1.tex").read_text()
-    assert "Reported (paper)" in tex and r"Base-to-Gold \%" in tex and "87.8" in tex
-    assert r"\begin{tabular}" in tex and "synthetic-fixture" in tex
-
-
-def test_figure5_bar_heights_are_the_measured_and_reported_values(built):
     _, runs, _ = built
-    rep = paper.reported()
-    view = build_view("figure5", runs["figure5"], rep)
-    fig = figure5(view)
-    bars = {p.get_gid(): p.get_height() for ax in fig.axes for p in ax.patches if p.get_gid()}
-    measured = {k: v for k, v in bars.items() if k.startswith("measured|")}
-    summary = runs["figure5"].summary
-    assert len(measured) == len(summary) == 3
-    for s in summary.to_dict("records"):
-        gid = f"measured|{s['panel']}|{s['benchmark']}|{s['repair_agent']}|{s['feedback_source']}"
-        assert measured[gid] == pytest.approx(s["value"])
-    for r in rep.query("artifact == 'figure5'").to_dict("records"):
-        gid = f"reported|{r['panel']}|{r['benchmark']}|{r['repair_agent']}|{r['feedback_source']}"
-        assert bars[gid] == pytest.approx(r["value"])
-    legend = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
-    assert legend[0] == "reported (paper)" and legend[1].startswith(f"measured (this suite): preset {PRESET}, n=5")
+    t1 = cells(paper_table(view_of("table1", runs["table1"])))
+    base = next(r for r in t1 if r["Model"].text == "Qwen3.5-35B-A3B")
+    assert (base["Base→Gold (%) · Paper"].text, base["Base→Gold (%) · Measured"].text,
+            base["Base→Gold (%) · Measured"].sub) == ("22.2", "30.0", ("[6.7, 65.2]",))
+    assert [r["Model"].text for r in t1][-1] == "synthetic-only source"          # measured only: last, noted
+    t2 = paper_table(view_of("table2", runs["table2"]))
+    tr = cells(t2)[row_of(t2, "None (Round 0)")]
+    assert (tr["Trained Repair · Resolved (%) · Paper"].text, tr["Trained Repair · Resolved (%) · Measured"].text) == (
+        "68.3", "50.0")
+    assert "n (instances × runs) under each value" not in " ".join(t2.legend)       # one n for the whole table
+    assert any("n = 6 instances × 3 runs for every measured value" in x for x in t2.legend)
 
 
-def test_figure6_lines_are_the_measured_values(built):
+def test_table2_measured_delta_is_the_deltas_csv_with_interval_and_exact_p(built):
     _, runs, _ = built
-    rep = paper.reported()
-    view = build_view("figure6", runs["figure6"], rep)
-    training = [runs["train_repair"], runs["train_test_base"], runs["train_test_sft"]]
-    fig = figure6(view, training)
-    lines = {ln.get_gid(): ln for ax in fig.axes for ln in ax.get_lines() if ln.get_gid()}
-    sft = runs["figure6"].summary.query("checkpoint == 'sft' and metric == 'b2g_pct'").sort_values("sft_trajectories")
-    assert list(lines["measured|a|sft"].get_ydata()) == pytest.approx(list(sft["value"]))
-    assert list(lines["measured|a|sft"].get_xdata()) == list(sft["sft_trajectories"])
-    assert lines["measured|a|sft_rl|5000"].get_ydata()[0] == pytest.approx(80.0)
-    assert lines["reported|a|sft_rl|5000"].get_ydata()[0] == pytest.approx(62.2)
-    assert list(lines["reported|a|sft"].get_ydata()) == pytest.approx([22.0, 27.0, 35.0, 39.0, 39.0])
-    for run in training:
-        ln = lines[f"measured|{'b' if run.manifest['role'] == 'test' else 'c'}|{run.manifest['init']}|{run.run_id}"]
-        assert list(ln.get_ydata()) == pytest.approx(list(run.records.sort_values("step")["reward_mean"]))
+    run = runs["table2"]
+    d = run.deltas.query("vary == 'test_source' and treatment == 'Oracle F2P'").iloc[0]
+    g = paper_table(view_of("table2", run))
+    cell = cells(g)[row_of(g, "Oracle F2P")]["Base Repair · Δ (pp) · Measured"]
+    assert d["ci_method"] == "undefined"               # 6 instances x 3 runs: too few for the bootstrap
+    assert cell.text == signed(d["delta"]) and cell.sub == ("no interval", f"p = {d['p_value']:.3g}")
+    assert any("Δ: paired on the same instances; p: exact two-sided test" in x for x in g.legend)
+    assert any("no interval: zero instances, or too few for the bootstrap" in x for x in g.legend)
+    diff = difference_table(view_of("table2", run))
+    trained = next(r for r in diff.body if r[0].text == "Trained Repair − Base Repair (None (Round 0))")
+    dd = run.deltas.query("vary == 'repair_agent'").iloc[0]
+    assert trained[2].text == signed(dd["delta"]) and trained[3].text == f"{dd['p_value']:.3g}"
+
+
+def test_reasons_are_numbered_notes_and_identical_reasons_share_one(built):
+    """No reason sits in a cell: a cell says n/r and carries note numbers; one text, one number."""
+    for artifact in PAPER_ARTIFACTS:
+        g = paper_table(view_of(artifact, None))
+        for row in g.body:
+            for c in row:
+                assert len(c.text) <= 40, (artifact, c.text)
+                if c.text == NR:
+                    assert c.notes and all(1 <= n <= len(g.notes.texts) for n in c.notes)
+        assert len(set(g.notes.texts)) == len(g.notes.texts)
+    t3 = paper_table(view_of("table3", None))
+    marks = [c.notes for row in t3.body for c in row if c.text == NR]
+    assert len(marks) == 6 and len({n for m in marks for n in m}) == len(t3.notes.texts)
+    assert t3.legend[-1].startswith("n/r: not run here")
+    text = (built[2] / "table3.md").read_text()
+    assert "n/r<sup>" in text and "not run here" not in md_tables(text)[0][0]["Round 0 · Measured"]
+
+
+def test_a_stand_in_sits_in_its_own_row_below_its_paper_row(stand_in_table2):
+    g = paper_table(view_of("table2", stand_in_table2))
+    labels = [r[0].text for r in g.body]
+    assert labels == ["None (Round 0)", "stand-in", "GPT-5.6-sol", "Oracle F2P", "stand-in", "Base-35B", "stand-in",
+                      "RL-35B"]
+    rows = cells(g)
+    paper_row, stand_row = rows[0], rows[1]
+    assert paper_row["Base Repair · Resolved (%) · Paper"].text == "61.2"
+    assert paper_row["Base Repair · Resolved (%) · Measured"].text == NR            # not the stand-in's value
+    assert stand_row["Base Repair · Resolved (%) · Paper"].text == ""              # never the paper's value
+    assert stand_row["Base Repair · Resolved (%) · Measured"].text == "25.0"
+    assert paper_row["Trained Repair · Resolved (%) · Measured"].text == "50.0"     # the paper's own model
+    note = g.notes.texts[stand_row["Test source"].notes[0] - 1]
+    assert STAND in note and "not the paper's model" in note and "Repair agent: base" in note
+    b35 = g.notes.texts[rows[6]["Test source"].notes[0] - 1]
+    assert "Test source: Base-35B" in b35
+    assert rows[4]["Base Repair · Δ (pp) · Measured"].text == "+50.0"              # Oracle vs None, stand-in
+    assert rows[4]["Base Repair · Δ (pp) · Paper"].text == ""
+    reason = [g.notes.texts[n - 1] for n in paper_row["Base Repair · Resolved (%) · Measured"].notes]
+    assert reason and all("stand-in" not in r or "row below" in r for r in reason)
+
+
+def test_the_repository_results_build_with_every_paper_value(tmp_path):
+    results = REPO / "results"
+    report = build_all(results, tmp_path / "pf")
+    for artifact in PAPER_ARTIFACTS:
+        lay = LAYOUTS[artifact]
+        g = paper_table(view_of(artifact, None))
+        flat = [c.text for row in g.body for c in row]
+        for r in paper.reported().query("artifact == @artifact").to_dict("records"):
+            assert fmt(r["value"] * lay.scale, lay.digits) in flat
+        assert report.sources[artifact] is None or report.sources[artifact].startswith(f"{artifact}/")
+    assert (tmp_path / "pf" / "figure5.png").is_file() and (tmp_path / "pf" / "figure6.pdf").is_file()
+
+
+def test_latex_is_escaped_for_any_font_encoding(built):
+    assert tex_escape('a<b> `c` "q" x_y 50% #1 {z} ~^ |Δ × —') == (
+        r"a\textless{}b\textgreater{} \`{}c\`{} \textquotedblleft{}q\textquotedblright{} x\_y 50\% \#1 \{z\} "
+        r"\textasciitilde{}\textasciicircum{} \textbar{}$\Delta$ $\times$ ---")
+    assert tex_text("run `execcritic train sft (5K)` first") == r"run \texttt{execcritic train sft (5K)} first"
+    for tex in sorted(built[2].glob("*.tex")) + sorted((REPO / "paper_figures").glob("*.tex")):
+        body = "\n".join(line for line in tex.read_text().splitlines()
+                         if not line.startswith(("%", r"\begin{tabular}")))     # comments; column specs use >{}
+        bare = re.sub(r"\$[^$]*\$", "", body)               # math is allowed its < and >
+        for ch in ("<", ">", "`", '"', "|"):
+            assert ch not in bare.replace(r"\`{}", ""), (tex.name, ch)
+        assert "[U+" not in body and all(ord(c) < 128 for c in body), tex.name
+        assert r"\toprule" in body and r"\footnotesize" in body
+        assert "p{4.2cm}" not in body
 
 
 def test_same_inputs_give_byte_identical_outputs(built, tmp_path):
@@ -224,21 +318,49 @@ def test_a_pinned_run_is_shown_and_a_malformed_run_stops_the_build(tmp_path):
     assert res.exit_code == 0 and read_pins(results)["runs"] == {"table1": first.run_id}
 
 
-def test_the_repository_results_build_with_reported_values_only(tmp_path):
-    results = REPO / "results"
-    report = build_all(results, tmp_path / "pf")
-    have = set(list_runs(root=results)["artifact"])
+def test_paper_values_are_never_stand_in_values(stand_in_table2):
+    """The paper-part of a stand-in row is the paper's condition; the paper's number is never in its cell."""
+    v = view_of("table2", stand_in_table2)
+    for r in v.rows.to_dict("records"):
+        if paper_part(r["repair_agent"]) != r["repair_agent"]:
+            assert pd.isna(r["reported"])
+
+
+def test_figure5_bar_heights_are_the_measured_and_reported_values(built):
+    _, runs, _ = built
     rep = paper.reported()
-    for artifact in PAPER_ARTIFACTS:
-        if artifact in have:
-            continue                     # once real runs are committed, the synthetic tests cover the content
-        assert report.sources[artifact] is None
-        rows = md_tables((tmp_path / "pf" / f"{artifact}.md").read_text())[0]
-        assert all(r["Measured"].startswith("not run here: ") for r in rows)
-        reported_cells = sorted(float(r["Reported (paper)"].split(" ")[0]) for r in rows)
-        assert reported_cells == sorted(rep.query("artifact == @artifact")["value"].round(1))
-    assert (tmp_path / "pf" / "figure5.png").is_file() and (tmp_path / "pf" / "figure6.pdf").is_file()
-    assert not (results / "index.csv").exists() or have     # building never writes into results/
+    view = build_view("figure5", runs["figure5"], rep)
+    fig = figure5(view)
+    bars = {p.get_gid(): p.get_height() for ax in fig.axes for p in ax.patches if p.get_gid()}
+    measured = {k: v for k, v in bars.items() if k.startswith("measured|")}
+    summary = runs["figure5"].summary
+    assert len(measured) == len(summary) == 3
+    for s in summary.to_dict("records"):
+        gid = f"measured|{s['panel']}|{s['benchmark']}|{s['repair_agent']}|{s['feedback_source']}"
+        assert measured[gid] == pytest.approx(s["value"])
+    for r in rep.query("artifact == 'figure5'").to_dict("records"):
+        gid = f"reported|{r['panel']}|{r['benchmark']}|{r['repair_agent']}|{r['feedback_source']}"
+        assert bars[gid] == pytest.approx(r["value"])
+    legend = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    assert legend[0] == "reported (paper)" and legend[1].startswith(f"measured (this suite): preset {PRESET}, n=5")
+
+
+def test_figure6_lines_are_the_measured_values(built):
+    _, runs, _ = built
+    rep = paper.reported()
+    view = build_view("figure6", runs["figure6"], rep)
+    training = [runs["train_repair"], runs["train_test_base"], runs["train_test_sft"]]
+    fig = figure6(view, training)
+    lines = {ln.get_gid(): ln for ax in fig.axes for ln in ax.get_lines() if ln.get_gid()}
+    sft = runs["figure6"].summary.query("checkpoint == 'sft' and metric == 'b2g_pct'").sort_values("sft_trajectories")
+    assert list(lines["measured|a|sft"].get_ydata()) == pytest.approx(list(sft["value"]))
+    assert list(lines["measured|a|sft"].get_xdata()) == list(sft["sft_trajectories"])
+    assert lines["measured|a|sft_rl|5000"].get_ydata()[0] == pytest.approx(80.0)
+    assert lines["reported|a|sft_rl|5000"].get_ydata()[0] == pytest.approx(62.2)
+    assert list(lines["reported|a|sft"].get_ydata()) == pytest.approx([22.0, 27.0, 35.0, 39.0, 39.0])
+    for run in training:
+        ln = lines[f"measured|{'b' if run.manifest['role'] == 'test' else 'c'}|{run.manifest['init']}|{run.run_id}"]
+        assert list(ln.get_ydata()) == pytest.approx(list(run.records.sort_values("step")["reward_mean"]))
 
 
 def _curve_artists(fig):
