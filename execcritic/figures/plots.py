@@ -2,12 +2,13 @@
 
 The builders return the Figure so tests can read bar heights and line data before anything is saved;
 `save` writes PNG and PDF without timestamps or software tags, so the same inputs give the same bytes.
-Every artist that carries a value has a gid `<kind>|<panel>|<condition...>` (kind: reported | measured).
+Every artist that carries a value has a gid `<kind>|<panel>|<condition...>` (kind: reported | measured |
+interval); every measured value has a visible 95% interval (error bar with caps, drawn even when its width is
+zero) whose method the figure's notes name, and a condition not run here shows "n/r" with a numbered note.
 """
 
 from __future__ import annotations
 
-import re
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,8 +20,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from execcritic.figures.reasons import not_run_curve
-from execcritic.figures.tables import ArtifactView
+from execcritic.figures.reasons import not_run_curve, reason_parts
+from execcritic.figures.tables import ArtifactView, Notes, interval_methods, n_text
 from execcritic.results.schemas import paper_part, stand_in_name
 from execcritic.results.stats import is_null
 from execcritic.results.store import Run, training_curve, training_init
@@ -29,11 +30,15 @@ RC = {"font.family": "DejaVu Sans", "font.size": 9, "axes.titlesize": 10, "axes.
       "legend.fontsize": 7.5, "xtick.labelsize": 8, "ytick.labelsize": 8, "svg.hashsalt": "execcritic",
       "axes.spines.top": False, "axes.spines.right": False}
 REPORTED_STYLE = {"facecolor": "#d9d9d9", "edgecolor": "#555555", "hatch": "///", "linewidth": 0.6}
+REPORTED_COLOR = "#777777"
 MEASURED_COLOR = "#1f5fa8"
 STAND_IN_COLOR = "#d95f02"          # measured with another model in the paper's role (smoke, ci)
-QUALITATIVE = {"b": "reported (paper, qualitative only): reward stays low\nand oscillates from Base, rises steadily\n"
-                    "from the SFT checkpoint (axis about 0.15-0.75)",
-               "c": "reported (paper, qualitative only): Repair training\nreward increases overall (axis about 0.2-0.8)"}
+INIT_COLORS = {"base": MEASURED_COLOR, "sft": "#2a9d55"}
+ERR = {"capsize": 4, "elinewidth": 1.0, "capthick": 1.0, "ecolor": "#222222", "zorder": 4}
+QUALITATIVE = {"b": "paper (qualitative only, no numbers): RL from Base stays low and oscillates;\n"
+                    "RL from SFT rises steadily (the paper's axis: about 0.15-0.75)",
+               "c": "paper (qualitative only, no numbers): Repair training reward\n"
+                    "increases overall (the paper's axis: about 0.2-0.8)"}
 
 
 def _footnote_lines(lines: Sequence[str], width: int) -> list[str]:
@@ -54,13 +59,6 @@ def _layout(fig: Figure, *, axes_h: float, below_h: float, top_h: float, notes: 
     fig.subplots_adjust(bottom=(below_h + note_h) / total, top=1 - top_h / total, **kw)
 
 
-def _measured_label(view: ArtifactView) -> str:
-    run = view.run
-    if run is None or view.rows["measured"].isna().all():
-        return "measured (this suite): not run here"
-    return f"measured (this suite): preset {run.preset}, n={len(run.instances)} x {run.runs} run(s), 95% CI"
-
-
 def _stand_in(row: dict[str, Any], cols: Sequence[str]) -> str | None:
     names = list(dict.fromkeys(n for c in cols if (n := stand_in_name(row[c]))))
     return ", ".join(names) if names else None
@@ -70,162 +68,184 @@ def _wrap(s: str, width: int = 12) -> str:
     return "\n".join(textwrap.wrap(s, width)) or s
 
 
-def figure5(view: ArtifactView) -> Figure:
-    """(a) GPT-5.6-sol Repair on Verified and Pro, (b) Qwen Repair on Verified: resolved % by feedback
-    source; hatched gray = reported by the paper, blue = measured here (with its CI), orange = measured
-    with a stand-in model in the role (its own group, never beside the paper's bar)."""
-    rows = view.rows.to_dict("records")
-    cols = list(view.schema.condition)
-    with matplotlib.rc_context(RC):
-        fig = Figure(figsize=(12, 4.8))
-        slots = [sum(r["panel"] == pn for r in rows)
-                 + 0.6 * len({(r["benchmark"], r["repair_agent"]) for r in rows if r["panel"] == pn}) for pn in "ab"]
-        axes = fig.subplots(1, 2, gridspec_kw={"width_ratios": [max(v, 3.0) for v in slots]})
-        missing: list[tuple[str, str]] = []
-        stand_names: list[str] = []
-        for ax, panel in zip(axes, ("a", "b")):
-            prow = [r for r in rows if r["panel"] == panel]
-            benches = list(dict.fromkeys(r["benchmark"] for r in prow))
-            agent = next((r["repair_agent"] for r in prow if not stand_in_name(r["repair_agent"])),
-                         paper_part(prow[0]["repair_agent"]) if prow else "")
-            clusters = list(dict.fromkeys((r["benchmark"], r["repair_agent"]) for r in prow))
-            x, ticks, labels, w = 0.0, [], [], 0.38
-            for bench, cagent in clusters:
-                start = x
-                standin = stand_in_name(cagent) or next(
-                    (n for r in prow if (r["benchmark"], r["repair_agent"]) == (bench, cagent)
-                     and (n := _stand_in(r, cols))), None)
-                for r in (r for r in prow if (r["benchmark"], r["repair_agent"]) == (bench, cagent)):
-                    fs = r["feedback_source"]
-                    ident = f"{panel}|{bench}|{r['repair_agent']}|{fs}"
-                    who = _stand_in(r, cols)
-                    if not is_null(r["reported"]):
-                        (bar,) = ax.bar(x - w / 2, r["reported"], w, **REPORTED_STYLE)
-                        bar.set_gid(f"reported|{ident}")
-                        ax.text(x - w / 2, r["reported"] + 1, fmt1(r["reported"]), ha="center", va="bottom",
-                                fontsize=6.5)
-                    mx = x if who else x + w / 2
-                    color = STAND_IN_COLOR if who else MEASURED_COLOR
-                    if not is_null(r["measured"]):
-                        err = [[r["measured"] - r["ci_low"]], [r["ci_high"] - r["measured"]]]
-                        (bar,) = ax.bar(mx, r["measured"], w, color=color, yerr=err, capsize=2,
-                                        error_kw={"linewidth": 0.8})
-                        bar.set_gid(f"measured|{ident}")
-                        ax.text(mx, r["ci_high"] + 1, fmt1(r["measured"]), ha="center", va="bottom",
-                                fontsize=6.5, color=color)
-                        if r["measured"] == 0:          # a measured zero stays visible (a bar of height 0 is not)
-                            ax.plot([mx - w / 2, mx + w / 2], [0, 0], color=color, linewidth=3, clip_on=False,
-                                    solid_capstyle="butt")
-                        if who:
-                            stand_names += who.split(", ")
-                    else:
-                        ax.text(mx, 2, "not run here", rotation=90, ha="center", va="bottom", fontsize=6,
-                                color="#777777")
-                        missing.append((f"({panel}) {bench}: {paper_part(fs)}", r["measured_note"]))
-                    ticks.append(x)
-                    labels.append(_wrap(str(paper_part(fs)), 10))
-                    x += 1.0
-                group = []
-                if len(benches) > 1:
-                    group.append(bench)
-                if standin:
-                    group.append(f"stand-in: {standin}")
-                elif len(clusters) > len(benches):
-                    group.append(f"paper: {paper_part(cagent)}")
-                if group:
-                    ax.text((start + x - 1) / 2, -0.17, _wrap(" - ".join(group), 40), transform=ax.get_xaxis_transform(),
-                            ha="center", va="top", fontsize=7.5, fontweight="bold",
-                            color=STAND_IN_COLOR if standin else "black")
-                x += 0.6
-            ax.set_xticks(ticks, labels)
-            ax.set_xlim(-0.8, max(x - 0.6 - 0.2, 0.8))
-            ax.set_ylim(0, 112)                     # headroom: value labels sit above bars and CI caps
-            ax.set_yticks(range(0, 101, 20))
-            ax.set_ylabel("Resolved (%)")
-            where = "" if len(benches) > 1 else f", {benches[0]}" if benches else ""
-            ax.set_title(f"({panel}) {paper_part(agent)} Repair agent{where}")
-            ax.grid(axis="y", linewidth=0.3, alpha=0.6)
-        handles = [Patch(**REPORTED_STYLE, label="reported (paper)"),
-                   Patch(color=MEASURED_COLOR, label=_measured_label(view))]
-        if stand_names:
-            own = any(not is_null(r["measured"]) and not _stand_in(r, cols) for r in rows)
-            handles[1] = Patch(color=MEASURED_COLOR, label=(
-                _measured_label(view) + ", the paper's model" if own else "measured, the paper's model: not run here"))
-            handles.append(Patch(color=STAND_IN_COLOR, label=(
-                f"measured with a stand-in in the paper's role, not the paper's model "
-                f"({'; '.join(dict.fromkeys(stand_names))}): preset {view.run.preset}, n={len(view.run.instances)} x "
-                f"{view.run.runs} run(s), 95% CI")))
-        fig.legend(handles=handles, loc="upper center", ncol=2 if len(handles) == 2 else 1, frameon=False,
-                   bbox_to_anchor=(0.5, 1.0), fontsize=7)
-        lines = _banner(view) + _reason_lines(missing)
-        width = 230
-        _layout(fig, axes_h=3.2, below_h=0.85, top_h=0.45 + 0.15 * len(handles), notes=len(_footnote_lines(lines, width)),
-                left=0.06, right=0.99, wspace=0.12)
-        _footnote(fig, lines, width)
-    return fig
-
-
-def _banner(view: ArtifactView) -> list[str]:
-    """What the measured values are (the run's preset banner), first in the footnote."""
-    run = view.run
-    if run is None or view.rows["measured"].isna().all() or not run.manifest.get("banner"):
-        return []
-    return [f"Measured values: preset {run.preset}, run {run.run_id}. {run.manifest['banner']}"]
-
-
-def _short(note: str) -> str:
-    """A reason as a figure footnote says it: without the table's pointer to the stand-in row."""
-    reason = re.sub(r" \(needs `[^`]*`\)", "", note.removeprefix("not run here: "))
-    if "; measured here with a stand-in instead" in reason:
-        reason = reason.split("; measured here with a stand-in instead")[0] + "; measured with a stand-in instead (orange)"
-    return reason
-
-
-def _reason_lines(missing: Sequence[tuple[str, str]]) -> list[str]:
-    """One footnote line per reason: 'Not run here: <reason>. <conditions>' (conditions sharing a
-    prefix such as '(a) SWE-bench Pro: ' are listed once under it)."""
-    by_reason: dict[str, dict[str, list[str]]] = {}
-    for cond, note in missing:
-        reason = _short(note)
-        head, _, tail = cond.partition(": ")
-        by_reason.setdefault(reason, {}).setdefault(head, []).append(tail)
-    out = []
-    for reason, groups in by_reason.items():
-        conds = "; ".join(f"{h}: {', '.join(t for t in tails if t)}" if any(tails) else h
-                          for h, tails in groups.items())
-        out.append(f"Not run here: {reason}. [{conds}]")
-    return out
-
-
 def fmt1(v: Any) -> str:
     return f"{float(v):.1f}"
 
 
+def frac(v: Any) -> str:
+    """A fraction as the paper writes it (0.22, 0.622): up to three decimals, at least two."""
+    s = f"{float(v):.3f}".rstrip("0")
+    return s + "0" * max(0, 2 - len(s.split(".")[1]))
+
+
+def _marks(numbers: Sequence[int]) -> str:
+    return f"n/r$^{{{','.join(map(str, sorted(numbers)))}}}$" if numbers else "n/r"
+
+
+def _nr(notes: Notes, note: str, stand_in_at: str) -> str:
+    """'n/r' with the numbers of its reasons (the figure's notes list them)."""
+    return _marks([notes.add(p) for p in reason_parts(note, stand_in_at=stand_in_at)])
+
+
+def _interval(ax, x: float, r: dict[str, Any], gid: str, scale: float = 1.0) -> Any:
+    """A measured value's 95% interval as an error bar with caps; None (and the value alone) where undefined."""
+    if is_null(r["ci_low"]) or is_null(r["ci_high"]):
+        return None
+    v = r["measured"] * scale
+    err = [[max(0.0, v - r["ci_low"] * scale)], [max(0.0, r["ci_high"] * scale - v)]]
+    cont = ax.errorbar([x], [v], yerr=err, fmt="none", **ERR)
+    for artist in (*cont.lines[1], *cont.lines[2]):
+        artist.set_clip_on(False)
+    cont.lines[2][0].set_gid(f"interval|{gid}")
+    return cont
+
+
+def _notes_lines(view: ArtifactView, notes: Notes, measured: Sequence[dict[str, Any]],
+                 interval_shown: bool) -> list[str]:
+    """The figure's notes: what the measured values are, how their intervals are made, and why n/r."""
+    lines = []
+    run = view.run
+    if run is not None and measured and run.manifest.get("banner"):
+        lines.append(f"Measured values: preset {run.preset}, run {run.run_id}. {run.manifest['banner']}")
+    if measured:
+        n = n_text(measured) or "n (instances × runs) per value in paper_figures/" + view.artifact + ".md"
+        lines.append(f"Error bars: 95% intervals, {interval_methods(view, [r['ci_method'] for r in measured])}; "
+                     f"{n}." + ("" if interval_shown else " No interval is defined for these values."))
+    if notes.texts:
+        lines.append("n/r: not run here; " + " ".join(f"({k}) {t.replace('`', '')}." for k, t in notes.items()))
+    return lines
+
+
+def figure5(view: ArtifactView) -> Figure:
+    """(a) GPT-5.6-sol Repair on Verified and Pro, (b) Qwen Repair on Verified: resolved % by feedback source.
+    Each feedback source has the paper's bar (hatched gray), the measured bar of the paper's model (blue, or
+    "n/r") and, where a stand-in played the role, the stand-in's bar (orange) right beside them."""
+    rows = view.rows.to_dict("records")
+    cols = list(view.schema.condition)
+    notes = Notes()
+    measured = [r for r in rows if not is_null(r["measured"])]
+    drawn = {"reported": False, "own": False, "interval": None}
+    stand_names: list[str] = []
+    with matplotlib.rc_context(RC):
+        fig = Figure(figsize=(12, 4.8))
+
+        def slot_key(r: dict[str, Any]) -> tuple:
+            return (r["panel"], r["benchmark"], paper_part(r["repair_agent"]), paper_part(r["feedback_source"]))
+
+        slots = list(dict.fromkeys(slot_key(r) for r in rows))
+        widths = [max(3.0, sum(1.0 for s in slots if s[0] == pn) + 0.6 * len({s[1] for s in slots if s[0] == pn}))
+                  for pn in "ab"]
+        axes = fig.subplots(1, 2, gridspec_kw={"width_ratios": widths})
+        for ax, panel in zip(axes, ("a", "b")):
+            mine = [s for s in slots if s[0] == panel]
+            benches = list(dict.fromkeys(s[1] for s in mine))
+            x, ticks, labels = 0.0, [], []
+            for bench in benches:
+                start = x
+                cluster = [s for s in mine if s[1] == bench]
+                names = list(dict.fromkeys(n for r in rows if slot_key(r) in cluster and (n := _stand_in(r, cols))))
+                nbars = 2 + len(names)
+                w = 0.8 / nbars
+                for s in cluster:
+                    here = [r for r in rows if slot_key(r) == s]
+                    own = next((r for r in here if not _stand_in(r, cols)), None)
+                    ident = "|".join(str(v) for v in s)
+                    pos = [x - 0.4 + w * (k + 0.5) for k in range(nbars)]
+                    if own is not None and not is_null(own["reported"]):
+                        (bar,) = ax.bar(pos[0], own["reported"], w, **REPORTED_STYLE)
+                        bar.set_gid(f"reported|{ident}")
+                        ax.text(pos[0], own["reported"] + 1, fmt1(own["reported"]), ha="center", va="bottom",
+                                fontsize=6.5)
+                        drawn["reported"] = True
+                    for k, r in [(1, own)] + [(2 + names.index(_stand_in(r, cols)), r) for r in here
+                                              if _stand_in(r, cols)]:
+                        if r is None:
+                            continue
+                        gid = "|".join(str(r[c]) for c in cols)
+                        if is_null(r["measured"]):
+                            ax.text(pos[k], 2, _nr(notes, r["measured_note"], "the orange bar beside it"),
+                                    rotation=90, ha="center", va="bottom", fontsize=6.5, color="#555555")
+                            continue
+                        color = STAND_IN_COLOR if k >= 2 else MEASURED_COLOR
+                        (bar,) = ax.bar(pos[k], r["measured"], w, color=color)
+                        bar.set_gid(f"measured|{gid}")
+                        ax.plot([pos[k]], [r["measured"]], marker="o", markersize=3.5, color=color,  # seen at 0
+                                markeredgecolor="black", markeredgewidth=0.5, linestyle="none", zorder=5, clip_on=False)
+                        cont = _interval(ax, pos[k], r, gid)
+                        drawn["interval"] = drawn["interval"] or cont
+                        top = r["ci_high"] if not is_null(r["ci_high"]) else r["measured"]
+                        ax.text(pos[k], top + 1.5, fmt1(r["measured"]), ha="center", va="bottom", fontsize=6.5,
+                                color=color)
+                        if k >= 2:
+                            stand_names.append(names[k - 2])
+                        else:
+                            drawn["own"] = True
+                    ticks.append(x)
+                    labels.append(_wrap(str(s[3]), 10))
+                    x += 1.0
+                if len(benches) > 1:
+                    ax.text((start + x - 1) / 2, -0.17, bench, transform=ax.get_xaxis_transform(), ha="center",
+                            va="top", fontsize=7.5, fontweight="bold")
+                x += 0.6
+            ax.set_xticks(ticks, labels)
+            ax.set_xlim(-0.7, max(x - 0.6 - 0.3, 0.8))
+            ax.set_ylim(-4, 112)                    # below 0: a measured 0 stays visible above the axis
+            ax.axhline(0, color="#555555", linewidth=0.6, zorder=1)
+            ax.set_yticks(range(0, 101, 20))
+            ax.set_ylabel("Resolved Rate (%)")
+            agent = mine[0][2] if mine else ""
+            where = "" if len(benches) > 1 else f", {benches[0]}" if benches else ""
+            ax.set_title(f"({panel}) {agent} Repair agent{where}")
+            ax.grid(axis="y", linewidth=0.3, alpha=0.6)
+        handles: list[Any] = []
+        if drawn["reported"]:
+            handles.append(Patch(**REPORTED_STYLE, label="reported (paper)"))
+        if drawn["own"]:
+            handles.append(Patch(color=MEASURED_COLOR, label=f"measured (this suite), the paper's model: preset "
+                                 f"{view.run.preset}"))
+        for name in dict.fromkeys(stand_names):
+            handles.append(Patch(color=STAND_IN_COLOR, label=f"measured with the stand-in {name} in the paper's "
+                                 f"role (not the paper's model): preset {view.run.preset}"))
+        if drawn["interval"] is not None:
+            handles.append(drawn["interval"])
+            drawn["interval"].set_label("95% interval (method in the notes)")
+        fig.legend(handles=handles, loc="upper center", ncol=2, frameon=False, bbox_to_anchor=(0.5, 1.0),
+                   fontsize=7)
+        lines = _notes_lines(view, notes, measured, drawn["interval"] is not None)
+        width = 230
+        _layout(fig, axes_h=3.2, below_h=0.85, top_h=0.45 + 0.15 * ((len(handles) + 1) // 2),
+                notes=len(_footnote_lines(lines, width)), left=0.06, right=0.99, wspace=0.12)
+        _footnote(fig, lines, width)
+    return fig
+
+
 def _curve_label(run: Run) -> str:
-    """Legend text of a measured curve: what run it is (its own label, e.g. 'CPU smoke run (...)') and its init."""
+    """Legend text of a measured curve: its init in the paper's words, what run it is and its label."""
     what = str(run.manifest.get("label") or f"preset {run.preset}")
-    return f"measured, {what}: from {training_init(run.manifest)} ({run.run_id})"
+    return f"RL from {training_init(run.manifest).upper() if training_init(run.manifest) == 'sft' else 'Base'}, " \
+           f"measured: {what} ({run.run_id})"
 
 
 def _curve_panel(ax, runs: Sequence[Run], role: str, panel: str, xmax: int, ylim: tuple[float, float],
-                 inits: Sequence[str], title: str, missing: list[tuple[str, str]]) -> None:
+                 inits: Sequence[str], title: str, notes: Notes) -> None:
     """A panel of Figure 6b/6c: each training run's mean reward per GRPO step (`training_curve`: over the kept
     rollouts; a step without a kept group shows the offered rollouts' reward as a hollow marker), +/-1 sd band,
-    and the paper's reported description beside them (the paper gives these curves only qualitatively)."""
+    the paper's description beside it (the paper gives these curves only qualitatively), and for each of the
+    paper's curves that has no run here, an n/r line saying why."""
     mine = [r for r in runs if r.manifest.get("role") == role]
     offered_any = banded = False
     for run in sorted(mine, key=lambda r: (training_init(r.manifest), r.run_id)):
         c = training_curve(run)
         init = training_init(run.manifest)
-        (line,) = ax.plot(c["step"], c["reward"], linewidth=1.2, marker="o", markersize=4,
-                          label=_curve_label(run))
+        color = INIT_COLORS.get(init, "#6a3d9a")
+        (line,) = ax.plot(c["step"], c["reward"], linewidth=1.2, marker="o", markersize=4, color=color,
+                          label=_curve_label(run), clip_on=False)
         line.set_gid(f"measured|{panel}|{init}|{run.run_id}")
-        color = line.get_color()
         hollow = c[c["over"] == "offered"]
         if len(hollow):
             offered_any = True
             (pts,) = ax.plot(hollow["step"], hollow["reward"], linestyle="none", marker="o", markersize=6,
-                             markerfacecolor="white", markeredgecolor=color, zorder=3)
+                             markerfacecolor="white", markeredgecolor=color, zorder=3, clip_on=False)
             pts.set_gid(f"measured-offered|{panel}|{init}|{run.run_id}")
         band = c.dropna(subset=["reward", "reward_sd"])
         if len(band):
@@ -233,22 +253,27 @@ def _curve_panel(ax, runs: Sequence[Run], role: str, panel: str, xmax: int, ylim
             ax.fill_between(band["step"], band["reward"] - band["reward_sd"], band["reward"] + band["reward_sd"],
                             alpha=0.15, color=color, linewidth=0)
     have = {training_init(r.manifest) for r in mine}
+    absent = []
     for init in inits:
         if init not in have:
-            missing.append((f"({panel}) {role} RL from {init}", f"{not_run_curve(role, init)} (no complete run with "
-                            f"role {role}, init {init} under results/training/)"))
-    reported = ax.text(0.5, 0.40 if not mine else 0.97, QUALITATIVE[panel], transform=ax.transAxes, ha="center", va="center" if not mine else "top",
-                       fontsize=7 if not mine else 6.5, color="#333333", style="italic")
+            why = [*reason_parts(not_run_curve(role, init)),
+                   f"no complete run with role {role}, init {init} under results/training/"]
+            absent.append(f"RL from {'SFT' if init == 'sft' else 'Base'}, measured: "
+                          f"{_marks([notes.add(p) for p in why])}")
+    reported = ax.text(0.5, 0.97, QUALITATIVE[panel], transform=ax.transAxes, ha="center", va="top",
+                       fontsize=6.5, color="#333333", style="italic")
     reported.set_gid(f"reported|{panel}|qualitative")
+    if absent:
+        t = ax.text(0.5, 0.80, "\n".join(absent), transform=ax.transAxes, ha="center", va="top", fontsize=7,
+                    color="#555555")
+        t.set_gid(f"absent|{panel}")
     if not mine:
         ax.set_xlim(0, xmax)
         ax.set_ylim(*ylim)
-        ax.text(0.5, 0.62, "measured: not run here", transform=ax.transAxes, ha="center", va="center",
-                fontsize=8, color="#777777")
     else:
         values = [v for r in mine for v in training_curve(r)["reward"].dropna()]
         lo, hi = min([ylim[0], *values]) - 0.1, max([ylim[1], *values]) + 0.1
-        ax.set_ylim(lo, hi + 0.45 * (hi - lo))    # the paper's axis range, the measured points, and room above
+        ax.set_ylim(lo, hi + 0.6 * (hi - lo))    # the paper's axis range, the measured points, and room above
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         handles = ax.get_legend_handles_labels()[0]
         if banded:
@@ -259,103 +284,110 @@ def _curve_panel(ax, runs: Sequence[Run], role: str, panel: str, xmax: int, ylim
                                   "rollouts (trained nothing)"))
         for h in handles:
             h.set_label(textwrap.fill(h.get_label(), 62))
-        ax.legend(handles=handles, loc="center", frameon=False, fontsize=6.0)
-    ax.set_xlabel("GRPO step")
-    ax.set_ylabel("mean training reward")
+        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.66), frameon=False, fontsize=6.0)
+    ax.set_xlabel("Training step (GRPO)")
+    ax.set_ylabel("Training reward")
     ax.set_title(title)
     ax.grid(linewidth=0.3, alpha=0.6)
 
 
+def _sft_row_name(r: dict[str, Any]) -> str:
+    n, ck = int(r["sft_trajectories"]), paper_part(r["checkpoint"])
+    return {"sft": f"SFT on {n:,}" if n else "base model (no SFT)", "sft_rl": f"RL from SFT on {n:,}",
+            "teacher": "teacher"}[ck]
+
+
 def figure6(view: ArtifactView, training: Sequence[Run]) -> Figure:
-    """(a) Test-agent Base-to-Gold vs SFT data size (teacher line, RL-from-5K point), (b) Test RL reward
-    from Base and from SFT, (c) Repair RL reward. Reported values are the paper's approximations."""
+    """(a) Test-agent Base-to-Gold (fractions, as the paper) vs SFT data size: SFT checkpoints as a solid line,
+    the teacher as a dashed line (the paper's caption), RL from the 5K checkpoint as a star with an arrow;
+    (b) Test RL reward from Base and from SFT; (c) Repair RL reward. Paper values are its approximations."""
     rows = view.rows.to_dict("records")
-    missing: list[tuple[str, str]] = []
+    notes = Notes()
+    measured = [r for r in rows if not is_null(r["measured"])]
+    intervals: list[Any] = []                  # the error bars drawn (the first one is the legend's sample)
     with matplotlib.rc_context(RC):
         fig = Figure(figsize=(13, 5.4))
         ax, bx, cx = fig.subplots(1, 3)
-        for kind, color, style in (("reported", "#888888", "--"), ("measured", MEASURED_COLOR, "-")):
-            sft = sorted((r for r in rows if r["checkpoint"] == "sft" and not is_null(r[kind])),
-                         key=lambda r: r["sft_trajectories"])
-            xs, ys = [r["sft_trajectories"] for r in sft], [r[kind] for r in sft]
+        dodge = {"reported": 0.0, "measured": 0.0, "stand-in": 220.0}   # a stand-in sits just right of the paper's
+        kinds = [("reported", REPORTED_COLOR, [r for r in rows if not is_null(r["reported"])
+                                               and not stand_in_name(r["checkpoint"])], "paper"),
+                 ("measured", MEASURED_COLOR, [r for r in measured if not stand_in_name(r["checkpoint"])],
+                  "measured")]
+        for name in dict.fromkeys(stand_in_name(r["checkpoint"]) for r in measured if stand_in_name(r["checkpoint"])):
+            kinds.append(("stand-in", STAND_IN_COLOR, [r for r in measured if stand_in_name(r["checkpoint"]) == name],
+                          f"measured with the stand-in {name} (not the paper's model)"))
+        for kind, color, mine, who in kinds:
+            col = "reported" if kind == "reported" else "measured"
+            dx = dodge[kind]
+            sft = sorted((r for r in mine if paper_part(r["checkpoint"]) == "sft"), key=lambda r: r["sft_trajectories"])
             if sft:
-                lab = "SFT checkpoints, reported (paper, approx.)" if kind == "reported" else "SFT checkpoints, measured (95% CI)"
-                if kind == "measured":
-                    err = [[r["measured"] - r["ci_low"] for r in sft], [r["ci_high"] - r["measured"] for r in sft]]
-                    cont = ax.errorbar(xs, ys, yerr=err, color=color, linestyle=style, marker="o", markersize=4,
-                                       capsize=2, linewidth=1.2, label=lab)
-                    cont.lines[0].set_gid("measured|a|sft")
-                else:
-                    (line,) = ax.plot(xs, ys, color=color, linestyle=style, marker="o", markersize=4, label=lab)
-                    line.set_gid("reported|a|sft")
-                for xv, yv in zip(xs, ys):
-                    off, ha = ((4, -10), "left") if kind == "reported" else ((-5, 4), "right")
-                    ax.annotate(fmt1(yv), (xv, yv), textcoords="offset points", xytext=off, ha=ha, fontsize=6,
+                xs = [r["sft_trajectories"] + dx for r in sft]
+                ys = [r[col] / 100 for r in sft]
+                (line,) = ax.plot(xs, ys, color=color, linestyle="-", marker="o" if kind != "stand-in" else "s",
+                                  markersize=4, label=f"Off-policy SFT, {who}" + (" (approx.)" if kind == "reported"
+                                                                                  else ""), clip_on=False, zorder=3)
+                line.set_gid(f"{kind if kind != 'stand-in' else 'measured'}|a|{sft[0]['checkpoint']}")
+                for r, xv, yv in zip(sft, xs, ys):
+                    if kind != "reported":
+                        intervals.append(_interval(ax, xv, r, f"a|{r['checkpoint']}|{r['sft_trajectories']}", 0.01))
+                    ax.annotate(frac(yv), (xv, yv), textcoords="offset points", xytext=(5, -9 if kind == "reported"
+                                                                                        else 3),
+                                fontsize=6, color=color)
+            for r in mine:
+                ck, v = paper_part(r["checkpoint"]), r[col] / 100
+                gid = f"{kind if kind != 'stand-in' else 'measured'}|a|{r['checkpoint']}"
+                if ck == "teacher":
+                    line = ax.axhline(v, color=color, linestyle="--", linewidth=1.1,
+                                      label=f"DeepSeek-V4-Flash teacher, {who}")
+                    line.set_gid(gid)
+                    ax.annotate(frac(v), (10000, v), textcoords="offset points", xytext=(-2, 3), ha="right",
+                                fontsize=6, color=color)
+                    if kind != "reported":
+                        intervals.append(_interval(ax, 10000 + dx, r, f"a|{r['checkpoint']}", 0.01))
+                if ck == "sft_rl":
+                    x0 = r["sft_trajectories"] + dx
+                    (pt,) = ax.plot([x0], [v], marker="*", markersize=11, color=color, linestyle="none",
+                                    label=f"On-policy RL from the {r['sft_trajectories'] / 1000:g}K SFT checkpoint, "
+                                          f"{who}", clip_on=False, zorder=4)
+                    pt.set_gid(f"{gid}|{r['sft_trajectories']}")
+                    base = next((s[col] / 100 for s in sft if s["sft_trajectories"] == r["sft_trajectories"]), None)
+                    if base is not None and abs(v - base) > 0.04:
+                        ax.annotate("", xy=(x0, v - 0.02 * (1 if v > base else -1)),
+                                    xytext=(x0, base + 0.02 * (1 if v > base else -1)),
+                                    arrowprops={"arrowstyle": "->", "color": color, "linewidth": 0.9})
+                    ax.annotate(frac(v), (x0, v), textcoords="offset points", xytext=(8, -3), fontsize=6.5,
                                 color=color)
-            for r in rows:
-                if is_null(r[kind]):
-                    continue
-                if r["checkpoint"] == "teacher":
-                    line = ax.axhline(r[kind], color=color, linestyle=":", linewidth=1.0,
-                                      label=f"teacher, {kind}" + (" (paper)" if kind == "reported" else ""))
-                    line.set_gid(f"{kind}|a|teacher")
-                    ax.annotate(fmt1(r[kind]), (10000, r[kind]), textcoords="offset points", xytext=(-2, 3),
-                                ha="right", fontsize=6, color=color)
-                if r["checkpoint"] == "sft_rl":
-                    (pt,) = ax.plot([r["sft_trajectories"]], [r[kind]], marker="*", markersize=10, color=color,
-                                    linestyle="none", label=f"RL from the SFT checkpoint, {kind}")
-                    pt.set_gid(f"{kind}|a|sft_rl|{r['sft_trajectories']}")
-                    base = next((s[kind] for s in sft if s["sft_trajectories"] == r["sft_trajectories"]), None)
-                    if base is not None:
-                        ax.annotate("", xy=(r["sft_trajectories"], r[kind] - 1.5), xytext=(r["sft_trajectories"], base + 1.5),
-                                    arrowprops={"arrowstyle": "->", "color": color, "linewidth": 0.8})
-                    ax.annotate(fmt1(r[kind]), (r["sft_trajectories"], r[kind]), textcoords="offset points",
-                                xytext=(7, -3), fontsize=6, color=color)
-        stand = [r for r in rows if stand_in_name(r["checkpoint"]) and not is_null(r["measured"])]
-        for name in dict.fromkeys(stand_in_name(r["checkpoint"]) for r in stand):
-            mine = sorted((r for r in stand if stand_in_name(r["checkpoint"]) == name),
-                          key=lambda r: (paper_part(r["checkpoint"]), r["sft_trajectories"]))
-            run = view.run
-            lab = (f"measured with a stand-in, not the paper's model ({name}): preset {run.preset}, "
-                   f"n={len(run.instances)}, 95% CI")
-            for ck in dict.fromkeys(paper_part(r["checkpoint"]) for r in mine):
-                pts = [r for r in mine if paper_part(r["checkpoint"]) == ck]
-                xs, ys = [r["sft_trajectories"] for r in pts], [r["measured"] for r in pts]
-                err = [[r["measured"] - r["ci_low"] for r in pts], [r["ci_high"] - r["measured"] for r in pts]]
-                marker = {"sft": "s", "sft_rl": "*", "teacher": "D"}.get(ck, "s")
-                cont = ax.errorbar(xs, ys, yerr=err, color=STAND_IN_COLOR, linestyle="-" if len(pts) > 1 else "none",
-                                   marker=marker, markersize=5, capsize=2, linewidth=1.0, label=lab)
-                for artist in cont.lines[0:1] + tuple(cont.lines[1]) + tuple(cont.lines[2]):
-                    artist.set_clip_on(False)            # a point at 0 % sits on the axis, drawn whole
-                lab = None
-                cont.lines[0].set_gid(f"measured|a|{pts[0]['checkpoint']}")
-                for xv, yv in zip(xs, ys):
-                    ax.annotate(fmt1(yv), (xv, yv), textcoords="offset points", xytext=(6, 2), fontsize=6,
-                                color=STAND_IN_COLOR)
+                    if kind != "reported":
+                        intervals.append(_interval(ax, x0, r, f"a|{r['checkpoint']}|{r['sft_trajectories']}", 0.01))
+        nr_labels = []
         for r in rows:
-            if is_null(r["measured"]):
-                n = r["sft_trajectories"]
-                label = {"sft": f"SFT on {n:,}" if n else "base model (no SFT)", "sft_rl": f"RL from SFT on {n:,}",
-                         "teacher": "teacher"}[r["checkpoint"]]
-                missing.append((f"(a) {label}", r["measured_note"]))
-        ax.set_xlabel("SFT teacher trajectories")
-        ax.set_ylabel("Base-to-Gold success (%)")
-        ax.set_ylim(0, 108)
-        ax.set_yticks(range(0, 101, 20))
-        ax.set_xlim(-500, 10500)
+            if is_null(r["measured"]) and not stand_in_name(r["checkpoint"]):
+                nr_labels.append(f"{_sft_row_name(r)}: {_nr(notes, r['measured_note'], 'the orange point beside it')}")
+        if nr_labels:
+            t = ax.text(0.99, 0.015, "measured, the paper's models:\n" + "\n".join(nr_labels), transform=ax.transAxes,
+                        ha="right", va="bottom", fontsize=5.8, color="#555555")
+            t.set_gid("absent|a")
+        ax.set_xlabel("Off-policy samples (SFT teacher trajectories)")
+        ax.set_ylabel("Base-to-Gold success (fraction)")
+        ax.set_ylim(-0.04, 1.0)                 # below 0: a measured 0 stays visible above the axis
+        ax.axhline(0, color="#555555", linewidth=0.6, zorder=1)
+        ax.set_yticks([0.0, 0.15, 0.30, 0.45, 0.60, 0.75, 0.90])
+        ax.set_xticks([0, 1000, 3000, 5000, 10000], ["0k", "1k", "3k", "5k", "10k"])
+        ax.set_xlim(-500, 10800)
         ax.set_title("(a) Test agent: Base-to-Gold vs SFT data")
         ax.grid(linewidth=0.3, alpha=0.6)
-        ax.legend(loc="upper left", bbox_to_anchor=(-0.12, -0.15), ncol=1, frameon=False, fontsize=6.5)
+        handles = ax.get_legend_handles_labels()[0]
+        drawn = [c for c in intervals if c is not None]
+        if drawn:
+            drawn[0].set_label("95% interval (method in the notes)")
+            handles.append(drawn[0])
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(-0.12, -0.15), ncol=1, frameon=False,
+                  fontsize=6.5)
         _curve_panel(bx, training, "test", "b", 200, (0.15, 0.75), ("base", "sft"),
-                     "(b) Test agent RL reward (from Base / SFT)", missing)
-        _curve_panel(cx, training, "repair", "c", 100, (0.2, 0.8), ("base",), "(c) Repair agent RL reward",
-                     missing)
-        own = [r for r in rows if not is_null(r["measured"]) and not stand_in_name(r["checkpoint"])]
-        if not own:
-            ax.text(0.97, 0.03, "measured, the paper's models: not run here" if stand else "measured: not run here", transform=ax.transAxes, ha="right", va="bottom",
-                    fontsize=7, color="#777777")
-        lines = _banner(view) + _reason_lines(missing)
-        _layout(fig, axes_h=3.6, below_h=1.25, top_h=0.35, notes=len(_footnote_lines(lines, 240)), left=0.05,
+                     "(b) Test agent RL reward (from Base / from SFT)", notes)
+        _curve_panel(cx, training, "repair", "c", 100, (0.2, 0.8), ("base",), "(c) Repair agent RL reward", notes)
+        lines = _notes_lines(view, notes, measured, bool(drawn))
+        _layout(fig, axes_h=3.6, below_h=1.3, top_h=0.35, notes=len(_footnote_lines(lines, 240)), left=0.05,
                 right=0.99, wspace=0.25)
         _footnote(fig, lines, width=240)
     return fig
@@ -371,4 +403,4 @@ def save(fig: Figure, stem: Path) -> list[Path]:
     return [png, pdf]
 
 
-__all__ = ["figure5", "figure6", "save"]
+__all__ = ["figure5", "figure6", "frac", "save"]

@@ -321,8 +321,8 @@ def _legend(view: ArtifactView, measured: Sequence[Mapping[str, Any]], lay: Layo
             deltas: Sequence[Mapping[str, Any]]) -> list[str]:
     """What the Paper and Measured columns are, the interval method and n - under every table."""
     unit = "fractions" if lay.scale != 1 else "percent"
-    out = [f"Paper: the values the paper reports ({unit}; `results/paper/reported_numbers.json`), never measured "
-           "here."]
+    out = [(f"Paper: the values the paper reports ({unit}; `results/paper/reported_numbers.json`), never measured "
+            "here.")]
     run = view.run
     if run is None:
         out.append(f"Measured: no run of {view.artifact} is shown, so there is no measured value or interval.")
@@ -555,8 +555,8 @@ def difference_table(view: ArtifactView) -> Grid | None:
                      Cell(f"{r['p_value']:.3g}", sub=(TEST_SHORT.get(r["test"], r["test"]),)),
                      Cell(str(int(r["n_instances"])), sub=(f"{int(r['n_better'])} / {int(r['n_worse'])}",))])
     shown = [r["ci_method"] for r in rows if not is_null(r["delta"])]
-    legend = ["Δ in percentage points. Paper: the difference of the paper's two reported values (the paper gives "
-              "no interval)."]
+    legend = [("Δ in percentage points. Paper: the difference of the paper's two reported values (the paper gives "
+               "no interval).")]
     if shown:
         legend.append(f"Measured: 95% interval in brackets: {interval_methods(view, shown)}; {P_TEST} "
                       "n: instances, with how many were better / worse under it.")
@@ -806,7 +806,34 @@ def to_latex(view: ArtifactView) -> str:
     return "\n".join(out)
 
 
-__all__ = ["LAYOUTS", "TEX_PACKAGES", "ArtifactView", "Cell", "Grid", "Layout", "Notes", "build_view", "comparison",
-           "delta_rows", "detail_rows", "difference_table", "fmt", "fmt_ci", "grid_latex", "grid_markdown",
-           "caption", "interval_methods", "leaf_headers", "md_cell", "md_table", "n_text", "paper_table", "signed", "table_rows", "tex_escape", "tex_text",
-           "to_latex", "to_markdown"]
+__all__ = [
+    "LAYOUTS",
+    "TEX_PACKAGES",
+    "ArtifactView",
+    "Cell",
+    "Grid",
+    "Layout",
+    "Notes",
+    "build_view",
+    "caption",
+    "comparison",
+    "delta_rows",
+    "detail_rows",
+    "difference_table",
+    "fmt",
+    "fmt_ci",
+    "grid_latex",
+    "grid_markdown",
+    "interval_methods",
+    "leaf_headers",
+    "md_cell",
+    "md_table",
+    "n_text",
+    "paper_table",
+    "signed",
+    "table_rows",
+    "tex_escape",
+    "tex_text",
+    "to_latex",
+    "to_markdown",
+]

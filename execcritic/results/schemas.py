@@ -305,7 +305,7 @@ SCHEMAS: dict[str, ArtifactSchema] = {s.artifact: s for s in (
                "feedback_source": ("Baseline", "Qwen-35B generated", "GPT-5.6 generated", "Oracle")},
         checks=(_resolved_needs_valid,)),
     ArtifactSchema(
-        "figure6", "Figure 6: Test-agent Base-to-Gold (%) vs SFT data size (6a); RL reward curves (6b, 6c)",
+        "figure6", "Figure 6: Test-agent Base-to-Gold success vs SFT data size (6a); RL reward curves (6b, 6c)",
         "instance",
         _cols(B2G_COLUMNS, Col("checkpoint", "str", choices=("sft", "sft_rl", "teacher"),
                   doc="sft (0 trajectories = the base model), sft_rl (RL from that SFT), teacher"),

@@ -14,13 +14,25 @@ from typer.testing import CliRunner
 
 from execcritic.cli import app
 from execcritic.figures import build_all
-from execcritic.figures.plots import figure5, figure6
-from execcritic.figures.tables import (LAYOUTS, NR, PRETTY, Grid, build_view, difference_table, fmt, fmt_ci, leaf_headers,
-                                       paper_table, signed, tex_escape, tex_text)
+from execcritic.figures.plots import figure5, figure6, frac
+from execcritic.figures.tables import (
+    LAYOUTS,
+    NR,
+    PRETTY,
+    Grid,
+    build_view,
+    difference_table,
+    fmt,
+    fmt_ci,
+    leaf_headers,
+    paper_table,
+    signed,
+    tex_escape,
+    tex_text,
+)
 from execcritic.results import paper
 from execcritic.results.pins import read_pins
 from execcritic.results.schemas import PAPER_ARTIFACTS, paper_part, schema, stand_in
-from execcritic.results.store import list_runs
 from tests.synthetic_results import PRESET, REPO, ids, make_all, make_table1, resolve, writer
 
 STAND = "tiny-stand-in"
@@ -279,6 +291,65 @@ def test_latex_is_escaped_for_any_font_encoding(built):
         assert "p{4.2cm}" not in body
 
 
+def test_figure5_bars_intervals_and_legend(built):
+    _, runs, _ = built
+    rep = paper.reported()
+    run = runs["figure5"]
+    fig = figure5(view_of("figure5", run))
+    bars = {p.get_gid(): p for ax in fig.axes for p in ax.patches if p.get_gid()}
+    measured = {k: v for k, v in bars.items() if k.startswith("measured|")}
+    intervals = {ln.get_gid(): ln for ax in fig.axes for c in ax.collections for ln in [c] if c.get_gid()}
+    assert len(measured) == len(run.summary) == 3
+    for s in run.summary.to_dict("records"):
+        gid = f"{s['panel']}|{s['benchmark']}|{s['repair_agent']}|{s['feedback_source']}"
+        assert measured[f"measured|{gid}"].get_height() == pytest.approx(s["value"])
+        seg = intervals[f"interval|{gid}"].get_segments()[0]
+        assert [y for _, y in seg] == pytest.approx([s["ci_low"], s["ci_high"]])
+    for r in rep.query("artifact == 'figure5'").to_dict("records"):
+        gid = f"reported|{r['panel']}|{r['benchmark']}|{r['repair_agent']}|{r['feedback_source']}"
+        assert bars[gid].get_height() == pytest.approx(r["value"])
+    legend = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    assert legend[0] == "reported (paper)" and legend[1].startswith(f"measured (this suite), the paper's model: "
+                                                                    f"preset {PRESET}")
+    assert not any("stand-in" in x for x in legend)          # nothing drawn with a stand-in: no entry for it
+    foot = fig.texts[-1].get_text().replace("\n", " ")
+    assert "Error bars: 95% intervals, exact binomial (Clopper-Pearson)" in foot and "n = 5 instances × 1 run" in foot
+
+
+def test_a_zero_width_interval_is_still_drawn_with_caps(built):
+    """[x, x] (e.g. every run resolved) is an interval too: its caps are drawn where the bar ends."""
+    _, runs, _ = built
+    v = view_of("figure5", runs["figure5"])
+    measured = v.rows["measured"].notna()
+    v.rows.loc[measured, "ci_low"] = v.rows.loc[measured, "measured"]
+    v.rows.loc[measured, "ci_high"] = v.rows.loc[measured, "measured"]
+    fig = figure5(v)
+    caps = [ln for ax in fig.axes for ln in ax.get_lines() if ln.get_marker() == "_"]
+    assert len(caps) == 2 * int(measured.sum()) and all(ln.get_markersize() > 0 and ln.get_visible() for ln in caps)
+    tops = sorted(float(ln.get_ydata()[0]) for ln in caps)
+    assert tops == pytest.approx(sorted(2 * list(v.rows.loc[measured, "measured"])))
+
+
+def test_figure6a_uses_the_papers_styles_and_fractions(built):
+    _, runs, _ = built
+    run = runs["figure6"]
+    fig = figure6(view_of("figure6", run), [])
+    ax = fig.axes[0]
+    lines = {ln.get_gid(): ln for ln in ax.get_lines() if ln.get_gid()}
+    assert lines["reported|a|sft"].get_linestyle() == "-" and lines["reported|a|teacher"].get_linestyle() == "--"
+    assert lines["measured|a|sft"].get_linestyle() == "-" and lines["measured|a|teacher"].get_linestyle() == "--"
+    assert list(lines["reported|a|sft"].get_ydata()) == pytest.approx([0.22, 0.27, 0.35, 0.39, 0.39])
+    sft = run.summary.query("checkpoint == 'sft' and metric == 'b2g_pct'").sort_values("sft_trajectories")
+    assert list(lines["measured|a|sft"].get_ydata()) == pytest.approx(list(sft["value"] / 100))
+    assert lines["measured|a|sft_rl|5000"].get_ydata()[0] == pytest.approx(0.80)
+    assert lines["reported|a|sft_rl|5000"].get_ydata()[0] == pytest.approx(0.622)
+    assert ax.get_ylim()[0] < 0 <= min(sft["value"] / 100)             # a measured 0 sits above the axis
+    assert {t.get_text() for t in ax.get_xticklabels()} == {"0k", "1k", "3k", "5k", "10k"}
+    assert [frac(x) for x in (0.22, 0.622, 0.0, 0.5)] == ["0.22", "0.622", "0.00", "0.50"]
+    gids = {c.get_gid() for c in ax.collections if c.get_gid()}
+    assert {f"interval|a|sft|{n}" for n in sft["sft_trajectories"]} <= gids    # every measured point: an interval
+
+
 def test_same_inputs_give_byte_identical_outputs(built, tmp_path):
     root, _, out = built
     again = build_all(root / "results", tmp_path / "again", latest=True)
@@ -318,78 +389,34 @@ def test_a_pinned_run_is_shown_and_a_malformed_run_stops_the_build(tmp_path):
     assert res.exit_code == 0 and read_pins(results)["runs"] == {"table1": first.run_id}
 
 
-def test_paper_values_are_never_stand_in_values(stand_in_table2):
-    """The paper-part of a stand-in row is the paper's condition; the paper's number is never in its cell."""
-    v = view_of("table2", stand_in_table2)
-    for r in v.rows.to_dict("records"):
-        if paper_part(r["repair_agent"]) != r["repair_agent"]:
-            assert pd.isna(r["reported"])
-
-
-def test_figure5_bar_heights_are_the_measured_and_reported_values(built):
-    _, runs, _ = built
-    rep = paper.reported()
-    view = build_view("figure5", runs["figure5"], rep)
-    fig = figure5(view)
-    bars = {p.get_gid(): p.get_height() for ax in fig.axes for p in ax.patches if p.get_gid()}
-    measured = {k: v for k, v in bars.items() if k.startswith("measured|")}
-    summary = runs["figure5"].summary
-    assert len(measured) == len(summary) == 3
-    for s in summary.to_dict("records"):
-        gid = f"measured|{s['panel']}|{s['benchmark']}|{s['repair_agent']}|{s['feedback_source']}"
-        assert measured[gid] == pytest.approx(s["value"])
-    for r in rep.query("artifact == 'figure5'").to_dict("records"):
-        gid = f"reported|{r['panel']}|{r['benchmark']}|{r['repair_agent']}|{r['feedback_source']}"
-        assert bars[gid] == pytest.approx(r["value"])
-    legend = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
-    assert legend[0] == "reported (paper)" and legend[1].startswith(f"measured (this suite): preset {PRESET}, n=5")
-
-
-def test_figure6_lines_are_the_measured_values(built):
-    _, runs, _ = built
-    rep = paper.reported()
-    view = build_view("figure6", runs["figure6"], rep)
-    training = [runs["train_repair"], runs["train_test_base"], runs["train_test_sft"]]
-    fig = figure6(view, training)
-    lines = {ln.get_gid(): ln for ax in fig.axes for ln in ax.get_lines() if ln.get_gid()}
-    sft = runs["figure6"].summary.query("checkpoint == 'sft' and metric == 'b2g_pct'").sort_values("sft_trajectories")
-    assert list(lines["measured|a|sft"].get_ydata()) == pytest.approx(list(sft["value"]))
-    assert list(lines["measured|a|sft"].get_xdata()) == list(sft["sft_trajectories"])
-    assert lines["measured|a|sft_rl|5000"].get_ydata()[0] == pytest.approx(80.0)
-    assert lines["reported|a|sft_rl|5000"].get_ydata()[0] == pytest.approx(62.2)
-    assert list(lines["reported|a|sft"].get_ydata()) == pytest.approx([22.0, 27.0, 35.0, 39.0, 39.0])
-    for run in training:
-        ln = lines[f"measured|{'b' if run.manifest['role'] == 'test' else 'c'}|{run.manifest['init']}|{run.run_id}"]
-        assert list(ln.get_ydata()) == pytest.approx(list(run.records.sort_values("step")["reward_mean"]))
-
-
 def _curve_artists(fig):
     lines = {ln.get_gid(): ln for ax in fig.axes for ln in ax.get_lines() if ln.get_gid()}
     texts = {t.get_gid(): t.get_text() for ax in fig.axes for t in ax.texts if t.get_gid()}
     return lines, texts
 
 
-def test_figure6_curves_of_the_committed_training_runs_are_their_metrics(tmp_path):
+def test_figure6_curves_of_the_committed_training_runs_are_their_metrics_and_summary(tmp_path):
     """Panels (b) and (c) from results/training/: each line's points are the run's metrics.jsonl (the offered
-    rollouts' mean where no group was kept, drawn hollow), labeled with the run's own label (CPU smoke), and
-    the paper's curve beside it as reported (qualitative only: the paper gives no numbers)."""
+    rollouts' mean where no group was kept, drawn hollow), labeled with the run's own label (CPU smoke), the
+    paper's curves beside them as reported (qualitative only), and summary.csv's first/last/max are the same
+    points (a legacy step's 0.0 placeholder is not the reward: -0.2 is, Eq. 5's no-valid-submission reward)."""
     import json
 
     from execcritic.figures.build import BuildReport, training_runs
+    from execcritic.figures.notebook import training_curves
     from execcritic.results.store import training_init
 
     results = REPO / "results"
     runs = training_runs(results, BuildReport(results))
     if not runs:
         pytest.skip("no training run committed under results/training/")
-    from execcritic.figures.notebook import training_curves
-
-    view = build_view("figure6", None, paper.reported())
-    fig = figure6(view, runs)
+    fig = figure6(view_of("figure6", None), runs)
     table = training_curves(results=results)                 # the notebook's table of the same points
     lines, texts = _curve_artists(fig)
-    assert texts["reported|b|qualitative"].startswith("reported (paper, qualitative only)")
-    assert texts["reported|c|qualitative"].startswith("reported (paper, qualitative only)")
+    assert texts["reported|b|qualitative"].startswith("paper (qualitative only")
+    assert "RL from Base" in texts["reported|b|qualitative"] and "RL from SFT" in texts["reported|b|qualitative"]
+    assert texts["reported|c|qualitative"].startswith("paper (qualitative only")
+    shown = (REPO / "paper_figures" / "figure6.md").read_text()
     for run in runs:
         panel = "b" if run.manifest["role"] == "test" else "c"
         rows = sorted((json.loads(x) for x in (run.path / "metrics.jsonl").read_text().splitlines()),
@@ -403,23 +430,43 @@ def test_figure6_curves_of_the_committed_training_runs_are_their_metrics(tmp_pat
         mine = table[table["run"] == f"training/{run.run_id}"]
         assert list(mine["reward"]) == pytest.approx(want) and list(mine["step"]) == [r["step"] for r in rows]
         assert list(mine["optimizer_s"]) == pytest.approx([r["optimizer_s"] for r in rows])
+        s = dict(zip(run.summary["metric"], run.summary["value"]))
+        assert (s["reward_mean_first"], s["reward_mean_last"], s["reward_mean_max"]) == pytest.approx(
+            (want[0], want[-1], max(want)))
+        row = _find(md_tables(shown)[-1], Run=f"training/{run.run_id}")
+        assert row["Reward (first -> last, max; summary.csv)"] == (
+            f"{want[0]:.3f} -> {want[-1]:.3f} ({max(want):.3f})")
         if offered:
             hollow = lines[f"measured-offered|{key}"]
             assert list(hollow.get_xdata()) == [r["step"] for r in offered]
             assert hollow.get_markerfacecolor() == "white"
         label = " ".join(line.get_label().split())          # the legend wraps long labels
-        assert label.startswith("measured, ") and str(run.manifest.get("label") or run.preset) in label
+        assert label.startswith("RL from ") and ", measured: " in label
+        assert str(run.manifest.get("label") or run.preset) in label
         if "smoke" in run.run_id:
             assert "CPU smoke" in label
 
 
-def test_figure6_names_each_missing_curve_and_draws_no_number_for_it(built):
+def test_figure6b_draws_both_inits_and_names_the_missing_one(built):
     _, runs, _ = built
-    view = build_view("figure6", runs["figure6"], paper.reported())
-    fig = figure6(view, [runs["train_repair"]])          # panel (b) has no run
+    fig = figure6(view_of("figure6", runs["figure6"]), [runs["train_repair"], runs["train_test_base"]])
     lines, texts = _curve_artists(fig)
-    assert not [g for g in lines if g.startswith("measured|b|")]
-    assert texts["reported|b|qualitative"].startswith("reported (paper, qualitative only)")
+    assert [g for g in lines if g.startswith("measured|b|base|")] and not [g for g in lines if
+                                                                          g.startswith("measured|b|sft|")]
+    assert texts["absent|b"].startswith("RL from SFT, measured: n/r")
     foot = fig.texts[-1].get_text().replace("\n", " ")
-    assert "(b) test RL from base" in foot and "(b) test RL from sft" in foot
     assert "no complete run with role test, init sft under results/training/" in foot
+    fig = figure6(view_of("figure6", runs["figure6"]), [runs["train_test_base"], runs["train_test_sft"]])
+    lines, texts = _curve_artists(fig)
+    b = {g.split("|")[2] for g in lines if g.startswith("measured|b|")}
+    assert b == {"base", "sft"} and "absent|b" not in texts
+    assert lines[f"measured|b|sft|{runs['train_test_sft'].run_id}"].get_label().startswith("RL from SFT")
+    assert "absent|c" in texts                         # no repair run given: panel (c) says so
+
+
+def test_paper_values_are_never_stand_in_values(stand_in_table2):
+    """The paper-part of a stand-in row is the paper's condition; the paper's number is never in its cell."""
+    v = view_of("table2", stand_in_table2)
+    for r in v.rows.to_dict("records"):
+        if paper_part(r["repair_agent"]) != r["repair_agent"]:
+            assert pd.isna(r["reported"])

@@ -47,7 +47,7 @@ def compile_problems(tex: Path, workdir: Path) -> list[str]:
     doc.write_text(DOCUMENT % {"packages": "\n".join(f"\\usepackage{{{p}}}" for p in TEX_PACKAGES),
                                "width": TEXT_WIDTH, "tex": tex.resolve().as_posix()})
     proc = subprocess.run([_pdflatex(), "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape",
-                           "doc.tex"], cwd=workdir, capture_output=True, text=True, timeout=120)
+                           "doc.tex"], check=False, cwd=workdir, capture_output=True, text=True, timeout=120)
     log = (workdir / "doc.log").read_text(errors="replace") if (workdir / "doc.log").is_file() else proc.stdout
     problems = [line for line in log.splitlines() if line.startswith("! ")]
     if proc.returncode != 0 and not problems:
