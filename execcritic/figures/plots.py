@@ -21,7 +21,15 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from execcritic.figures.reasons import not_run_curve, reason_parts
-from execcritic.figures.tables import ArtifactView, Notes, interval_methods, n_text
+from execcritic.figures.tables import (
+    ArtifactView,
+    Notes,
+    figure6_row,
+    fmt,
+    interval_methods,
+    n_text,
+    stand_in_names,
+)
 from execcritic.results.schemas import paper_part, stand_in_name
 from execcritic.results.stats import is_null
 from execcritic.results.store import Run, training_curve, training_init
@@ -59,17 +67,8 @@ def _layout(fig: Figure, *, axes_h: float, below_h: float, top_h: float, notes: 
     fig.subplots_adjust(bottom=(below_h + note_h) / total, top=1 - top_h / total, **kw)
 
 
-def _stand_in(row: dict[str, Any], cols: Sequence[str]) -> str | None:
-    names = list(dict.fromkeys(n for c in cols if (n := stand_in_name(row[c]))))
-    return ", ".join(names) if names else None
-
-
 def _wrap(s: str, width: int = 12) -> str:
     return "\n".join(textwrap.wrap(s, width)) or s
-
-
-def fmt1(v: Any) -> str:
-    return f"{float(v):.1f}"
 
 
 def frac(v: Any) -> str:
@@ -143,22 +142,22 @@ def figure5(view: ArtifactView) -> Figure:
             for bench in benches:
                 start = x
                 cluster = [s for s in mine if s[1] == bench]
-                names = list(dict.fromkeys(n for r in rows if slot_key(r) in cluster and (n := _stand_in(r, cols))))
+                names = list(dict.fromkeys(n for r in rows if slot_key(r) in cluster and (n := stand_in_names(r, cols))))
                 nbars = 2 + len(names)
                 w = 0.8 / nbars
                 for s in cluster:
                     here = [r for r in rows if slot_key(r) == s]
-                    own = next((r for r in here if not _stand_in(r, cols)), None)
+                    own = next((r for r in here if not stand_in_names(r, cols)), None)
                     ident = "|".join(str(v) for v in s)
                     pos = [x - 0.4 + w * (k + 0.5) for k in range(nbars)]
                     if own is not None and not is_null(own["reported"]):
                         (bar,) = ax.bar(pos[0], own["reported"], w, **REPORTED_STYLE)
                         bar.set_gid(f"reported|{ident}")
-                        ax.text(pos[0], own["reported"] + 1, fmt1(own["reported"]), ha="center", va="bottom",
+                        ax.text(pos[0], own["reported"] + 1, fmt(own["reported"]), ha="center", va="bottom",
                                 fontsize=6.5)
                         drawn["reported"] = True
-                    for k, r in [(1, own)] + [(2 + names.index(_stand_in(r, cols)), r) for r in here
-                                              if _stand_in(r, cols)]:
+                    for k, r in [(1, own)] + [(2 + names.index(stand_in_names(r, cols)), r) for r in here
+                                              if stand_in_names(r, cols)]:
                         if r is None:
                             continue
                         gid = "|".join(str(r[c]) for c in cols)
@@ -174,7 +173,7 @@ def figure5(view: ArtifactView) -> Figure:
                         cont = _interval(ax, pos[k], r, gid)
                         drawn["interval"] = drawn["interval"] or cont
                         top = r["ci_high"] if not is_null(r["ci_high"]) else r["measured"]
-                        ax.text(pos[k], top + 1.5, fmt1(r["measured"]), ha="center", va="bottom", fontsize=6.5,
+                        ax.text(pos[k], top + 1.5, fmt(r["measured"]), ha="center", va="bottom", fontsize=6.5,
                                 color=color)
                         if k >= 2:
                             stand_names.append(names[k - 2])
@@ -291,12 +290,6 @@ def _curve_panel(ax, runs: Sequence[Run], role: str, panel: str, xmax: int, ylim
     ax.grid(linewidth=0.3, alpha=0.6)
 
 
-def _sft_row_name(r: dict[str, Any]) -> str:
-    n, ck = int(r["sft_trajectories"]), paper_part(r["checkpoint"])
-    return {"sft": f"SFT on {n:,}" if n else "base model (no SFT)", "sft_rl": f"RL from SFT on {n:,}",
-            "teacher": "teacher"}[ck]
-
-
 def figure6(view: ArtifactView, training: Sequence[Run]) -> Figure:
     """(a) Test-agent Base-to-Gold (fractions, as the paper) vs SFT data size: SFT checkpoints as a solid line,
     the teacher as a dashed line (the paper's caption), RL from the 5K checkpoint as a star with an arrow;
@@ -362,7 +355,7 @@ def figure6(view: ArtifactView, training: Sequence[Run]) -> Figure:
         nr_labels = []
         for r in rows:
             if is_null(r["measured"]) and not stand_in_name(r["checkpoint"]):
-                nr_labels.append(f"{_sft_row_name(r)}: {_nr(notes, r['measured_note'], 'the orange point beside it')}")
+                nr_labels.append(f"{figure6_row(r)}: {_nr(notes, r['measured_note'], 'the orange point beside it')}")
         if nr_labels:
             t = ax.text(0.99, 0.015, "measured, the paper's models:\n" + "\n".join(nr_labels), transform=ax.transAxes,
                         ha="right", va="bottom", fontsize=5.8, color="#555555")

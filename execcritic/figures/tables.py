@@ -205,7 +205,8 @@ def _cot(row: Mapping[str, Any]) -> str:
     return DASH if not m else "No" if m.group(1) else "Yes"
 
 
-def _figure6_row(row: Mapping[str, Any]) -> str:
+def figure6_row(row: Mapping[str, Any]) -> str:
+    """A Figure 6a condition in words (a table's row, a figure's n/r line)."""
     n, ck = int(row["sft_trajectories"]), row["checkpoint"]
     if ck == "teacher":
         return "Teacher (DeepSeek-V4-Flash)"
@@ -237,7 +238,7 @@ LAYOUTS: dict[str, Layout] = {
                               "repair_agent": {"GPT-5.6-sol": "GPT-5.6-sol Repair",
                                                "Qwen3.5-35B-A3B": "Qwen3.5-35B-A3B Repair"}}),
     "figure6": Layout(("checkpoint", "sft_trajectories"), ("metric",), "Test agent (Figure 6a)",
-                      labels={"metric": {"b2g_pct": "Base→Gold (fraction)"}}, row_label=_figure6_row,
+                      labels={"metric": {"b2g_pct": "Base→Gold (fraction)"}}, row_label=figure6_row,
                       scale=0.01, digits=3),
 }
 
@@ -285,6 +286,12 @@ def _label(lay: Layout, col: str, value: Any, sch: ArtifactSchema) -> str:
 
 def _stand_ins(sch: ArtifactSchema, e: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple((c, n) for c in sch.condition if (n := stand_in_name(e[c])))
+
+
+def stand_in_names(e: Mapping[str, Any], cols: Sequence[str]) -> str | None:
+    """The stand-in model(s) that played a condition, or None for the paper's own."""
+    names = list(dict.fromkeys(n for c in cols if (n := stand_in_name(e[c]))))
+    return ", ".join(names) if names else None
 
 
 def _key(e: Mapping[str, Any], cols: Sequence[str]) -> tuple:
@@ -629,17 +636,13 @@ def delta_rows(view: ArtifactView) -> tuple[list[str], list[list[str]]]:
         label = view.schema.metric(r["metric"]).label
         comp = (f"{r['treatment']} vs {r['baseline']}" if r["vary"] != "metric" else
                 f"{view.schema.metric(r['treatment']).label} vs {view.schema.metric(r['baseline']).label}")
-        body.append([comp, str(r["within"]), label, _signed(r["reported_delta"]),
-                     _signed(r["delta"]) if has else r["measured_note"],
+        body.append([comp, str(r["within"]), label, signed(r["reported_delta"]),
+                     signed(r["delta"]) if has else r["measured_note"],
                      fmt_ci(r["ci_low"], r["ci_high"]) if has else DASH,
                      f"{r['p_value']:.3g} ({TESTS.get(r['test'], r['test'])})" if has else DASH,
                      str(int(r["n_instances"])) if has else DASH,
                      f"{int(r['n_better'])} / {int(r['n_worse'])}" if has else DASH])
     return header, body
-
-
-def _signed(v: Any) -> str:
-    return DASH if is_null(v) else f"{float(v):+.1f}"
 
 
 # ---- Markdown ------------------------------------------------------------------------------------------
@@ -820,6 +823,7 @@ __all__ = [
     "delta_rows",
     "detail_rows",
     "difference_table",
+    "figure6_row",
     "fmt",
     "fmt_ci",
     "grid_latex",
@@ -831,6 +835,7 @@ __all__ = [
     "n_text",
     "paper_table",
     "signed",
+    "stand_in_names",
     "table_rows",
     "tex_escape",
     "tex_text",
