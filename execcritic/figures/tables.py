@@ -335,7 +335,7 @@ def _legend(view: ArtifactView, measured: Sequence[Mapping[str, Any]], lay: Layo
         out.append(f"Measured: no run of {view.artifact} is shown, so there is no measured value or interval.")
     elif not measured:
         out.append(f"Measured: run `{view.artifact}/{run.run_id}` (preset {run.preset}) measured none of these "
-                   "conditions.")
+                   "conditions, so there is no measured value, n or interval here.")
     else:
         n = n_text(measured)
         inv = sum(int(r["n_invalid"]) for r in measured)
@@ -519,7 +519,7 @@ def _value_text(lay: Layout, sch: ArtifactSchema, col: str, value: Any, stand: l
 
 
 def comparison(view: ArtifactView, pair: ContrastPair, notes: Notes) -> Cell:
-    """'Full T2I − T2I, no direct bonus (Round 0)': treatment minus baseline, then what both hold fixed; a note
+    """'Full T2I − T2I, no direct bonus: Round 0': treatment minus baseline, then what both hold fixed; a note
     names the stand-in model where one played a condition."""
     sch, lay = view.schema, LAYOUTS[view.artifact]
     stand: list[str] = []
@@ -530,11 +530,11 @@ def comparison(view: ArtifactView, pair: ContrastPair, notes: Notes) -> Cell:
         head = (f"{_value_text(lay, sch, pair.vary, pair.treatment_cond[pair.vary], stand)} − "
                 f"{_value_text(lay, sch, pair.vary, pair.baseline_cond[pair.vary], stand)}")
     within = [_value_text(lay, sch, c, pair.treatment_cond[c], stand) for c in fixed]
-    if pair.vary != "metric" and len(sch.metrics) > 1:
+    if pair.vary != "metric" and len(lay.metrics or sch.metrics) > 1:            # the metric, where a table has two
         within.append(_label(lay, "metric", pair.metric, sch))
     marks = tuple(notes.add(f"Stand-in: measured with {n} playing the paper's model; not a measurement of the "
                             "paper's condition.") for n in dict.fromkeys(stand))
-    return Cell(head + (f" ({', '.join(within)})" if within else ""), marks)
+    return Cell(head + (f": {', '.join(within)}" if within else ""), marks)
 
 
 def difference_table(view: ArtifactView) -> Grid | None:

@@ -153,13 +153,13 @@ def test_table2_paper_deltas_and_the_between_teacher_and_objective_gaps():
     def diffs(artifact):
         return {r[0].text: r[1].text for r in difference_table(view_of(artifact, None)).body}
     t4 = diffs("table4")
-    assert t4["DeepSeek-V4-Flash (CoT) − GPT-5.6-sol (no CoT) (SFT)"] == "+4.2"
-    assert t4["DeepSeek-V4-Flash (CoT) − GPT-5.6-sol (no CoT) (SFT + RL)"] == "+26.0"
+    assert t4["DeepSeek-V4-Flash (CoT) − GPT-5.6-sol (no CoT): SFT"] == "+4.2"
+    assert t4["DeepSeek-V4-Flash (CoT) − GPT-5.6-sol (no CoT): SFT + RL"] == "+26.0"
     t3 = diffs("table3")
-    assert t3["Full T2I − T2I, no direct bonus (Round 0)"] == "+1.9"
-    assert t3["Full T2I − T2I, no direct bonus (Final)"] == "+1.2"
-    assert t3["Full T2I − Standard (no T2I) (Final)"] == "+2.3"
-    assert t3["Final − Round 0 (Full T2I)"] == "+4.3"
+    assert t3["Full T2I − T2I, no direct bonus: Round 0"] == "+1.9"
+    assert t3["Full T2I − T2I, no direct bonus: Final"] == "+1.2"
+    assert t3["Full T2I − Standard (no T2I): Final"] == "+2.3"
+    assert t3["Final − Round 0: Full T2I"] == "+4.3"
 
 
 @pytest.mark.parametrize("artifact", ["table1", "table2", "figure5", "figure6"])
@@ -217,7 +217,7 @@ def test_table2_measured_delta_is_the_deltas_csv_with_interval_and_exact_p(built
     assert any("Δ: paired on the same instances; p: exact two-sided test" in x for x in g.legend)
     assert any("no interval: zero instances, or too few for the bootstrap" in x for x in g.legend)
     diff = difference_table(view_of("table2", run))
-    trained = next(r for r in diff.body if r[0].text == "Trained Repair − Base Repair (None (Round 0))")
+    trained = next(r for r in diff.body if r[0].text == "Trained Repair − Base Repair: None (Round 0)")
     dd = run.deltas.query("vary == 'repair_agent'").iloc[0]
     assert trained[2].text == signed(dd["delta"]) and trained[3].text == f"{dd['p_value']:.3g}"
 
