@@ -1,4 +1,5 @@
-"""`execcritic tasks ...`: inspect task sets, build the verified-sdist environments."""
+"""`execcritic tasks ...`: inspect task sets, build the verified-sdist and verified-git environments, qualify
+verified-git."""
 
 from __future__ import annotations
 
@@ -19,14 +20,21 @@ from execcritic.config import ProtocolConfig
 from execcritic.errors import InputError
 from execcritic.evaluation.official import evaluate_official
 from execcritic.evaluation.qualify import SUPPORTED_REPOS, run_pipeline
+from execcritic.evaluation.qualify_git import run_qualification
+from execcritic.tasks import git as git_tasks
 from execcritic.tasks import load_tasks
+from execcritic.tasks.git import build as git_build
+from execcritic.tasks.git import recipe as git_recipe
+from execcritic.tasks.git.plan import DEFAULT_CUTOFF
+from execcritic.tasks.git.source import SOURCES_ENV, configured_sources
 from execcritic.tasks.sdist import DATASET_ENV, NAME, load_verified_sdist, verified_source
 from execcritic.tasks.sdist.build import build_env, cache_root
 from execcritic.tasks.sdist.recipe import RECIPE_PATH, load_recipe
 from execcritic.tasks.stats import task_stats
 
 app = typer.Typer(no_args_is_help=True, help="Task sets: load, list and summarize SWE-bench-style rows; build the "
-                                             "verified-sdist environments.")
+                                             "verified-sdist and verified-git environments; qualify verified-git.")
+RECIPES = {NAME: load_recipe, git_tasks.NAME: git_recipe.load_recipe}
 
 
 @app.command("stats")
@@ -58,11 +66,12 @@ def list_tasks(dataset: str = DATASET,
                recipe: Optional[Path] = typer.Option(None, "--recipe", help="another recipe file (default: the "
                                                                               "committed one)"),
                as_json: bool = JSON_OPTION) -> None:
-    """The qualified instances of a suite task set (verified-sdist), from its committed recipe (builds nothing)."""
-    if dataset != NAME:
-        raise InputError(f"--dataset {dataset!r} is not a suite task set with a recipe; known: {NAME}",
+    """The qualified instances of a suite task set (verified-sdist, verified-git), from its committed recipe
+    (builds nothing)."""
+    if dataset not in RECIPES:
+        raise InputError(f"--dataset {dataset!r} is not a suite task set with a recipe; known: {', '.join(RECIPES)}",
                          field="--dataset")
-    rows = load_recipe(str(recipe) if recipe else None).listing()
+    rows = RECIPES[dataset](str(recipe) if recipe else None).listing()
     if as_json:
         emit_json(rows)
         return
@@ -156,6 +165,102 @@ def build_sdist(instance: Optional[List[str]] = INSTANCES,
         made = [k for k, v in out["envs"].items() if v["built"]]
         typer.echo(f"{len(out['envs'])} environment(s) ready under {out['cache']}: {len(made)} built now, "
                    f"{len(out['envs']) - len(made)} already built from this recipe (unchanged)")
+        if out["verified"]:
+            typer.echo(f"verified {len(out['verified']) - len(bad)}/{len(out['verified'])}")
+    if bad:
+        raise typer.Exit(ExitCode.NEGATIVE)
+
+
+GIT_SOURCE = typer.Option(None, "--git-source", metavar="REPO=SOURCE|TEMPLATE",
+                          help=f"where a repository's commits come from (repeatable): `owner/name=<URL or local "
+                               f"mirror path>`, or a template with {{repo}}/{{owner}}/{{name}} for the others; "
+                               f"added to ${SOURCES_ENV}; default https://github.com/<repo>.git")
+
+
+@app.command("qualify-git")
+@protocol_options("harness")
+def qualify_git(instance: Optional[List[str]] = INSTANCES,
+                repo: Optional[List[str]] = typer.Option(None, "--repo", help="only these repos (repeatable)"),
+                rows: Optional[str] = ROWS,
+                git_source: Optional[List[str]] = GIT_SOURCE,
+                repeat: int = typer.Option(2, "--repeat", min=1, help="runs of Base and Gold per instance (flaky "
+                                           "nodes are those whose status changes)"),
+                results: Path = typer.Option(Path("results/verified_git"), "--results",
+                                             help="results dir (instances.jsonl is the resumable state)"),
+                recipe_out: Optional[Path] = typer.Option(None, "--recipe-out", help="recipe file to write; "
+                                                          "default the committed one"),
+                limit: Optional[int] = typer.Option(None, "--limit", min=1, help="stop after N undecided rows"),
+                redo: bool = typer.Option(False, "--redo", metavar="", help="decide again rows already in "
+                                          "the results"),
+                keep_checkouts: bool = typer.Option(False, "--keep-checkouts", metavar="",
+                                                    help="keep each instance checkout in the cache (default: "
+                                                         "delete it once decided; a later run fetches it again)"),
+                cutoff: str = typer.Option(DEFAULT_CUTOFF, "--cutoff", help="uv --exclude-newer date for what "
+                                           "SWE-bench's specs leave unpinned"),
+                no_progress: bool = NO_PROGRESS, as_json: bool = JSON_OPTION, *, protocol: ProtocolConfig) -> None:
+    """Qualify SWE-bench Verified rows at their exact base commits (the verified-git task set) and write its
+    recipe. Resumable: rows already decided in --results are skipped; kill it and run it again."""
+    console = stderr_console()
+    all_rows = load_tasks(verified_source(rows))
+    _known(instance, {t.instance_id for t in all_rows}, "--instance", "the Verified rows")
+    _known(repo, {t.repo for t in all_rows}, "--repo", "the Verified rows")
+    tasks = [t for t in all_rows if (not repo or t.repo in repo) and (not instance or t.instance_id in instance)]
+    summary = run_qualification(tasks, results_dir=results, recipe_out=recipe_out or git_recipe.RECIPE_PATH,
+                                sources=configured_sources(git_source), repeat=repeat,
+                                keep_checkouts=keep_checkouts, redo=redo, cutoff=cutoff, harness=protocol.harness,
+                                dataset_manifest=all_rows.manifest(), all_rows=list(all_rows), limit=limit,
+                                log=lambda m: console.print(m, highlight=False, markup=False),
+                                progress=progress_on(as_json, no_progress))
+    if as_json:
+        emit_json(summary)
+    else:
+        typer.echo(f"qualified {summary['qualified']} of {summary['verified_rows']} ({summary['decided']} decided); "
+                   f"table: {results / 'table.md'}")
+
+
+@app.command("build-git")
+@protocol_options("harness")
+def build_git(instance: Optional[List[str]] = INSTANCES,
+              repo: Optional[List[str]] = typer.Option(None, "--repo", help="only these repos (repeatable)"),
+              rows: Optional[str] = ROWS,
+              git_source: Optional[List[str]] = GIT_SOURCE,
+              verify: bool = typer.Option(False, "--verify", metavar="",
+                                          help="after building, check gold -> resolved and empty -> unresolved "
+                                               "through the official evaluator"),
+              no_progress: bool = NO_PROGRESS, as_json: bool = JSON_OPTION, *, protocol: ProtocolConfig) -> None:
+    """Build the verified-git environments and instance checkouts of the committed recipe under the cache dir
+    (idempotent, locked, atomic: an environment or checkout built from this recipe is reused untouched)."""
+    console = stderr_console()
+    if rows:
+        os.environ[DATASET_ENV] = rows
+    recipe = git_recipe.load_recipe()
+    _known(instance, {i.instance_id for i in recipe.instances}, "--instance", "the verified-git recipe")
+    _known(repo, {i.repo for i in recipe.instances}, "--repo", "the verified-git recipe")
+    wanted = [i.instance_id for i in recipe.instances if (not instance or i.instance_id in instance)
+              and (not repo or i.repo in repo)]
+    tasks = list(git_tasks.load_verified_git(instance_ids=wanted))
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=console, disable=not progress_on(as_json, no_progress) or len(tasks) < 2)
+    with progress:
+        bar = progress.add_task("verified-git", total=len(tasks))
+        out = git_build.ensure(tasks, sources=configured_sources(git_source), recipe=recipe,
+                               log=None if as_json else lambda m: console.print(m, highlight=False, markup=False),
+                               advance=lambda iid: (progress.update(bar, description=iid), progress.advance(bar)))
+    out["verified"] = {}
+    if verify:
+        for task in tasks:
+            gold = evaluate_official(task, task.patch, harness=protocol.harness)
+            empty = evaluate_official(task, "", harness=protocol.harness)
+            ok = gold.valid and gold.resolved and empty.valid and not empty.resolved
+            out["verified"][task.instance_id] = {"ok": ok, "gold": [gold.valid, gold.resolved, gold.error[:300]],
+                                                 "empty": [empty.valid, empty.resolved, empty.error[:300]]}
+            console.print(f"{task.instance_id}: {'ok' if ok else 'FAILED'}", highlight=False)
+    bad = [k for k, v in out["verified"].items() if not v["ok"]]
+    if as_json:
+        emit_json(out)
+    else:
+        typer.echo(f"{len(out['envs'])} environment(s) and {len(out['checkouts'])} checkout(s) ready under "
+                   f"{git_build.cache_root()}: {len(out['built'])} built now, the rest already built from this recipe")
         if out["verified"]:
             typer.echo(f"verified {len(out['verified']) - len(bad)}/{len(out['verified'])}")
     if bad:

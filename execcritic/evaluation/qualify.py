@@ -62,6 +62,7 @@ class Decision:
     reason: str                                     # one line: why kept/dropped
     p2p_excluded: dict[str, str] = field(default_factory=dict)
     stage: str = "qualify"
+    flaky_nodes: dict[str, str] = field(default_factory=dict)   # node -> the statuses seen across repetitions
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -113,7 +114,7 @@ def decide(task: Task, base: OfficialResult, gold: OfficialResult) -> Decision:
             continue
         b = _status(base.status_map, node)
         if g is None:
-            excluded[node] = "no result on Gold: not in this release's test files"
+            excluded[node] = "no result on Gold: not among the results of the test files run here"
         elif b == g:
             excluded[node] = f"{g} on both Base and Gold here (environment or release difference, not the fix)"
         else:
@@ -126,22 +127,33 @@ def decide(task: Task, base: OfficialResult, gold: OfficialResult) -> Decision:
                     f"P2P {len(task.pass_to_pass) - len(excluded)} pass on Gold{note}", excluded)
 
 
-def qualify_instance(task: Task, env, *, harness: HarnessConfig = PAPER.harness, log_dir: Path | None = None
-                     ) -> tuple[Decision, dict[str, Any]]:
+def qualify_instance(task: Task, env, *, harness: HarnessConfig = PAPER.harness, log_dir: Path | None = None,
+                     repeat: int = 1) -> tuple[Decision, dict[str, Any]]:
     """Run Base and Gold through the official evaluator in one sandbox; decide; re-check the decision
-    by re-grading the same logs with the reduced PASS_TO_PASS (gold resolved, empty unresolved)."""
+    by re-grading the same logs with the reduced PASS_TO_PASS (gold resolved, empty unresolved).
+
+    repeat > 1 runs the pair again (only when the first pair keeps the instance) and measures flakiness: a
+    FAIL_TO_PASS node whose status changes on either side drops the instance, a PASS_TO_PASS one is left out
+    (`p2p_excluded`) and named in `flaky_nodes`, and a repetition that does not run validly drops it."""
     t0 = time.monotonic()
     sb = env.open_sandbox(limits=Limits.from_config(harness))
+    runs: list[tuple[OfficialResult, OfficialResult]] = []
     try:
-        base = evaluate_local(task, "", env, sandbox=sb, harness=harness,
-                              log_dir=log_dir / "base" if log_dir else None)
-        gold = evaluate_local(task, task.patch, env, sandbox=sb, harness=harness,
-                              log_dir=log_dir / "gold" if log_dir else None)
+        for k in range(max(1, repeat)):
+            sub = (log_dir / f"run{k + 1}" if k else log_dir) if log_dir else None
+            base = evaluate_local(task, "", env, sandbox=sb, harness=harness,
+                                  log_dir=sub / "base" if sub else None)
+            gold = evaluate_local(task, task.patch, env, sandbox=sb, harness=harness,
+                                  log_dir=sub / "gold" if sub else None)
+            runs.append((base, gold))
+            if k == 0 and not decide(task, base, gold).kept:
+                break
     finally:
         sb.close()
-    d = decide(task, base, gold)
+    base, gold = runs[0]
+    d = decide_repeated(task, runs)
     facts = {"base_s": base.duration_s, "gold_s": gold.duration_s, "seconds": round(time.monotonic() - t0, 1),
-             "base_error": base.error[:500], "gold_error": gold.error[:500],
+             "runs": len(runs), "base_error": base.error[:500], "gold_error": gold.error[:500],
              "n_f2p": len(task.fail_to_pass), "n_p2p": len(task.pass_to_pass)}
     if d.kept:
         p2p = [t for t in task.pass_to_pass if t not in d.p2p_excluded]
@@ -152,8 +164,44 @@ def qualify_instance(task: Task, env, *, harness: HarnessConfig = PAPER.harness,
         if not (rg.valid and rg.resolved and rb.valid and not rb.resolved):
             d = Decision(task.instance_id, False, f"re-grade disagrees: gold valid={rg.valid} resolved={rg.resolved}"
                          f" ({rg.error[:200]}); empty valid={rb.valid} resolved={rb.resolved} ({rb.error[:200]})",
-                         d.p2p_excluded)
+                         d.p2p_excluded, flaky_nodes=d.flaky_nodes)
     return d, facts
+
+
+def flaky(task: Task, runs: Sequence[tuple[OfficialResult, OfficialResult]]) -> dict[str, str]:
+    """FAIL_TO_PASS/PASS_TO_PASS nodes whose status differs between repetitions of the same side."""
+    out = {}
+    for node in [*task.fail_to_pass, *task.pass_to_pass]:
+        seen = {side: [_status(r[i].status_map, node) or "no result" for r in runs]
+                for i, side in enumerate(("Base", "Gold"))}
+        if any(len(set(v)) > 1 for v in seen.values()):
+            out[node] = "; ".join(f"{side}: {', '.join(v)}" for side, v in seen.items())
+    return out
+
+
+def decide_repeated(task: Task, runs: Sequence[tuple[OfficialResult, OfficialResult]]) -> Decision:
+    """`decide` on the first pair, with what repetitions showed (see `qualify_instance`)."""
+    iid = task.instance_id
+    for k, pair in enumerate(runs[1:], 2):
+        for name, r in zip(("Base", "Gold"), pair):
+            problem = _run_problem(r)
+            if problem:
+                return Decision(iid, False, f"{name} run invalid (repetition {k}): {problem}")
+    unstable = flaky(task, runs) if len(runs) > 1 else {}
+    for node in task.fail_to_pass:
+        if node in unstable:
+            return Decision(iid, False, f"F2P {node} is flaky over {len(runs)} runs ({unstable[node]})",
+                            flaky_nodes=unstable)
+    stable = dataclasses.replace(task, pass_to_pass=tuple(t for t in task.pass_to_pass if t not in unstable))
+    d = decide(stable, *runs[0])
+    if not unstable:
+        return d
+    excluded = {**d.p2p_excluded, **{n: f"flaky over {len(runs)} runs ({why})" for n, why in unstable.items()}}
+    if d.kept and len(excluded) > max_excluded(len(task.pass_to_pass)):
+        return Decision(iid, False, f"{len(excluded)} of {len(task.pass_to_pass)} P2P cannot run here "
+                        f"(limit {max_excluded(len(task.pass_to_pass))})", excluded, flaky_nodes=unstable)
+    reason = d.reason + (f"; {len(unstable)} flaky P2P excluded" if d.kept else "")
+    return Decision(iid, d.kept, reason, excluded, flaky_nodes=unstable)
 
 
 def _regrade(task: Task, run: OfficialResult, patch: str, p2p: list[str]) -> OfficialResult:
@@ -376,12 +424,16 @@ def summarize(cands: Sequence[Candidate], *, envs: dict, env_facts: dict, second
     return {**summary, "seconds": round(seconds, 1)}
 
 
-def _reason_class(d: Decision) -> str:
+def reason_class(d: Decision) -> str:
     r = d.reason
     for prefix in ("gold/test patch do not apply", "no release before", "env build failed", "swebench 4.1.0 has no spec",
                    "Base run invalid", "Gold run invalid", "re-grade disagrees", "qualification error"):
         if r.startswith(prefix):
             return prefix
+    if "(repetition" in r:
+        return "run invalid on repetition"
+    if " is flaky over " in r:
+        return "F2P flaky"
     if "passes on Base" in r:
         return "F2P passes on Base"
     if "has no result on Base" in r:
@@ -404,7 +456,7 @@ def candidate_row(c: Candidate) -> dict[str, Any]:
             "created_at": c.task.created_at, "release": c.release.version if c.release else None,
             "env": c.env_key or None, "kept": bool(d and d.kept), "stage": d.stage if d else None,
             "reason": d.reason if d else "not reached",
-            "reason_class": _reason_class(d) if d and not d.kept else None, "tried": c.tried,
+            "reason_class": reason_class(d) if d and not d.kept else None, "tried": c.tried,
             "p2p_excluded": d.p2p_excluded if d else {}, **c.facts}
 
 
@@ -433,7 +485,7 @@ def summarize_rows(rows: Sequence[dict], *, envs: dict | None = None) -> dict[st
         r["built"] += row.get("stage") not in ("select", "plan", "build", None)
         r["qualified"] += bool(row.get("kept"))
         if not row.get("kept"):
-            cls = row.get("reason_class") or _reason_class(Decision(row["instance_id"], False, row.get("reason", "")))
+            cls = row.get("reason_class") or reason_class(Decision(row["instance_id"], False, row.get("reason", "")))
             reasons[cls] = reasons.get(cls, 0) + 1
     times = [row["seconds"] for row in rows if row.get("seconds")]
     return {"qualified": sum(r["qualified"] for r in per_repo.values()),

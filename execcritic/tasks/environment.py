@@ -3,7 +3,9 @@
 - docker: the official `sweb.eval.*` image the row names (conda env `testbed` activated), or a
   locally built image with the same layout;
 - local: a built checkout (the Base, bound at /testbed) plus a venv bound read-only at its own host
-  path, run under the `local` (bubblewrap) sandbox - the `verified-sdist` task set's environments.
+  path, run under the `local` (bubblewrap) sandbox - the `verified-sdist` task set's environments (one
+  checkout and venv per release) and the `verified-git` task set's (a venv per repository x version, a
+  checkout per instance).
 
 The executor and the official evaluator take a TaskEnvironment and call `open_sandbox()`; sandbox
 backends are imported lazily so that choosing one never imports the other's dependencies.
@@ -19,7 +21,9 @@ from execcritic.errors import EnvironmentMissing
 from execcritic.files import hold_shared
 from execcritic.sandbox.base import Limits, Sandbox
 from execcritic.sandbox.local import LocalSandbox, warm_checkout
-from execcritic.tasks.sdist.build import env_dir, use_lock
+from execcritic.tasks.envbuild import use_lock
+from execcritic.tasks.git import build as git_build
+from execcritic.tasks.sdist.build import env_dir
 
 if TYPE_CHECKING:  # pragma: no cover
     from execcritic.tasks.model import Task
@@ -53,18 +57,22 @@ class TaskEnvironment:
             if self.env:
                 opts.setdefault("env", self.env)
             return DockerSandbox(self.image, **opts)
-        root = self.meta.get("env_root")
-        held = hold_shared(use_lock(Path(root))) if root else None   # a rebuild waits until this sandbox closes
+        build = self.meta.get("build_command", "execcritic tasks build-sdist")
+        # a rebuild (or prune) of the env or the checkout waits until this sandbox closes
+        held = [hold_shared(use_lock(Path(r))) for r in (self.meta.get("env_root"), self.meta.get("checkout_root"))
+                if r]
         try:
-            if root and not (Path(root) / "env.json").is_file():
-                raise EnvironmentMissing(f"the task environment {root} is not built (or a build of it did not "
-                                         "finish); run `execcritic tasks build-sdist` first")
+            ready = self.meta.get("ready_files")
+            if ready is None and self.meta.get("env_root"):
+                ready = [Path(self.meta["env_root"]) / "env.json"]
+            for f in ready or ():
+                if not Path(f).is_file():
+                    raise EnvironmentMissing(f"the task environment is not built, or a build of it did not finish "
+                                             f"({f} is missing); run `{build}` first")
             if self.checkout is None or not Path(self.checkout).is_dir():
-                raise EnvironmentMissing(f"the task checkout {self.checkout} is not built; run "
-                                         "`execcritic tasks build-sdist` first")
+                raise EnvironmentMissing(f"the task checkout {self.checkout} is not built; run `{build}` first")
             if self.venv is not None and not (Path(self.venv) / "bin" / "python").exists():
-                raise EnvironmentMissing(f"the task venv {self.venv} is not built; run "
-                                         "`execcritic tasks build-sdist`")
+                raise EnvironmentMissing(f"the task venv {self.venv} is not built; run `{build}`")
             opts.setdefault("activate", self.activation)
             opts.setdefault("isolated", True)
             opts.setdefault("network", False)
@@ -76,11 +84,11 @@ class TaskEnvironment:
             warm_checkout(self.checkout, activate=self.activation, binds=binds)   # once per environment
             box = LocalSandbox(self.checkout, binds=binds, **opts)
         except BaseException:
-            if held is not None:
-                held.close()
+            for h in held:
+                h.close()
             raise
-        if held is not None:
-            box.hold(held)
+        for h in held:
+            box.hold(h)
         return box
 
     def describe(self) -> dict[str, Any]:
@@ -97,14 +105,17 @@ def docker_environment(task: "Task", image: str | None = None) -> TaskEnvironmen
 
 
 def environment_for(task: "Task", *, backend: str | None = None, root: Path | None = None) -> TaskEnvironment:
-    """The environment a task runs in: its built sdist env for `verified-sdist` tasks, else the
+    """The environment a task runs in: its built env for `verified-sdist` and `verified-git` tasks, else the
     official image named by the row. `backend` forces one ('docker' or 'local')."""
     sdist = (task.extra or {}).get("verified_sdist")
-    if backend == "docker" or (backend is None and not sdist):
+    git = (task.extra or {}).get("verified_git")
+    if backend == "docker" or (backend is None and not sdist and not git):
         return docker_environment(task)
+    if git:
+        return git_environment(task, root)
     if not sdist:
-        raise EnvironmentMissing(f"{task.instance_id} has no local environment: only `verified-sdist` tasks "
-                                 "run under the local backend; use the docker backend")
+        raise EnvironmentMissing(f"{task.instance_id} has no local environment: only `verified-sdist` and "
+                                 "`verified-git` tasks run under the local backend; use the docker backend")
 
     d = env_dir(sdist["env"], root)
     return TaskEnvironment(kind="local", checkout=d / "checkout", venv=d / "venv",
@@ -113,3 +124,16 @@ def environment_for(task: "Task", *, backend: str | None = None, root: Path | No
                            meta={"env": sdist["env"], "release": sdist["release"], "python": sdist["python"],
                                  "env_root": str(d), **({"ffi": sdist["ffi"]} if sdist.get("ffi") else {})},
                            ffi=bool(sdist.get("ffi")))
+
+
+def git_environment(task: "Task", root: Path | None = None) -> TaskEnvironment:
+    """A verified-git task's environment: its (repository, version) venv and its own checkout."""
+    info = task.extra["verified_git"]
+    d = git_build.env_dir(info["env"], root)
+    c = git_build.checkout_dir(task.instance_id, root)
+    return TaskEnvironment(kind="local", checkout=c, venv=d / "venv", activation=f"source {d / 'venv'}/bin/activate",
+                           base_commit=task.base_commit, upstream_base_commit=task.base_commit,
+                           meta={"task_set": "verified-git", "env": info["env"], "version": info["version"],
+                                 "python": info["python"], "env_root": str(d), "checkout_root": str(c),
+                                 "ready_files": [str(d / "env.json"), str(git_build.checkout_record(c))],
+                                 "build_command": "execcritic tasks build-git"})

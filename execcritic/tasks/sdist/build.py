@@ -27,8 +27,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
-import shlex
 import shutil
 import subprocess
 import tarfile
@@ -45,23 +43,28 @@ import platformdirs
 from rich.console import Console
 from rich.progress import DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-from execcritic.errors import EnvironmentMissing, ExecCriticError
 from execcritic.files import atomic_write, locked
 from execcritic.hashing import file_sha256
+from execcritic.tasks.envbuild import (  # noqa: F401 - re-exported: the sdist builder's public names
+    WORKDIR,
+    BuildError,
+    StepLog,
+    VenvPlan,
+    build_once,
+    build_venv,
+    find_interpreter,
+    read_requirements,
+    swap_into_place,
+    use_lock,
+)
 from execcritic.tasks.sdist.select import Release, parse_time
 
-WORKDIR = "/testbed"
 # Fixed identity and dates make the Base commit a pure function of the sdist content.
 _GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "execcritic", "GIT_AUTHOR_EMAIL": "execcritic@localhost",
     "GIT_COMMITTER_NAME": "execcritic", "GIT_COMMITTER_EMAIL": "execcritic@localhost",
     "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
 }
-PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv")))
-
-
-class BuildError(ExecCriticError):
-    """An environment could not be built; the message names the instance/env and the failing step."""
 
 
 def cache_root() -> Path:
@@ -219,92 +222,6 @@ def _run_checked(cmd: Sequence[str], *, cwd: Path | None, env: dict | None, what
     return res.stdout
 
 
-# ---- interpreters and venvs ----------------------------------------------------------------------
-
-def find_interpreter(version: str) -> Path:
-    """The CPython `version` ('3.9') interpreter: pyenv's, else `pythonX.Y` on PATH."""
-    candidates = sorted(PYENV_ROOT.glob(f"versions/{version}.*/bin/python{version}"))
-    for c in reversed(candidates):
-        if c.exists():
-            return c
-    found = shutil.which(f"python{version}")
-    if found:
-        real = subprocess.run([found, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True)
-        if real.returncode == 0 and real.stdout.strip():
-            return Path(real.stdout.strip())
-    raise EnvironmentMissing(f"CPython {version} is not installed (SWE-bench's specs need it); install it, "
-                             f"e.g. `pyenv install {version}`, so that python{version} is on PATH")
-
-
-def bwrap_available() -> bool:
-    return shutil.which("bwrap") is not None
-
-
-def bwrap_prefix(checkout: Path | None, writable: Sequence[Path], *, network: bool = True,
-                 mapped: Sequence[tuple[Path, Path]] = ()) -> list[str]:
-    """A bubblewrap command prefix: host / read-only, `checkout` at /testbed, `writable` paths rw, and each
-    `(host dir, path)` of `mapped` writable at that path (a staging dir seen at its env's final path)."""
-    if not bwrap_available():
-        raise EnvironmentMissing("bubblewrap (`bwrap`) is not installed; `apt-get install bubblewrap`")
-    args = ["bwrap", "--die-with-parent"]
-    for entry in sorted(os.listdir("/")):
-        if entry in ("proc", "dev", "tmp", "testbed", "sys"):
-            continue
-        p = Path("/") / entry
-        if p.is_symlink():
-            args += ["--symlink", os.readlink(p), str(p)]
-        elif p.is_dir():
-            args += ["--ro-bind", str(p), str(p)]
-    args += ["--proc", "/proc", "--dev", "/dev", "--ro-bind", "/sys", "/sys", "--tmpfs", "/tmp"]
-    for w in writable:
-        args += ["--bind", str(w), str(w)]
-    for host, seen_at in mapped:
-        args += ["--bind", str(host), str(seen_at)]
-    if checkout is not None:
-        args += ["--bind", str(checkout), WORKDIR, "--chdir", WORKDIR]
-    else:
-        args += ["--chdir", "/tmp"]
-    if not network:
-        args += ["--unshare-net"]
-    return args
-
-
-@dataclass
-class StepLog:
-    """Every build command with its exit status and duration: the env.json record of how it was made."""
-
-    steps: list
-
-    def run(self, cmd: Sequence[str], *, what: str, env: dict | None = None, cwd: Path | None = None,
-            timeout: float = 3600, log: Callable[[str], None] | None = None) -> str:
-        t0 = time.monotonic()
-        res = subprocess.run(list(cmd), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-        dt = round(time.monotonic() - t0, 2)
-        shown = " ".join(cmd)
-        if "bwrap" in cmd[:1]:
-            shown = "bwrap " + " ".join(cmd[cmd.index("--chdir") + 2:])
-        self.steps.append({"what": what, "cmd": shown[-2000:], "exit": res.returncode, "seconds": dt})
-        if log:
-            log(f"{what}: exit {res.returncode} in {dt}s")
-        if res.returncode != 0:
-            tail = (res.stdout + res.stderr)[-4000:]
-            raise BuildError(f"{what} failed (exit {res.returncode}): {shown[:400]}\n{tail}")
-        return res.stdout
-
-
-def uv_binary() -> str:
-    """uv drives the dependency installs (`--exclude-newer` pins the era). It ships as a PyPI wheel."""
-    try:
-        from uv import find_uv_bin  # type: ignore  # lazy: uv binary lookup
-
-        return find_uv_bin()
-    except Exception:
-        found = shutil.which("uv")
-        if not found:
-            raise EnvironmentMissing("`uv` is not installed; `pip install uv` (it is a dependency of execcritic)")
-        return found
-
-
 def _subst(text: str, env_dir: Path) -> str:
     return text.replace("{testbed}", WORKDIR).replace("{venv}", str(env_dir / "venv"))
 
@@ -339,7 +256,7 @@ def base_checkout(release: Release, root: Path | None = None, *, progress: bool 
         shutil.rmtree(staging, ignore_errors=True)
         commit = unpack_to_git(archive, staging, commit_date=release.upload_time, project=release.project)
         (staging / ".git" / "execcritic-base").write_text(f"{commit}\n{stamp}\n")
-        _swap_into_place(staging, dest)
+        swap_into_place(staging, dest)
     return dest, commit
 
 
@@ -348,25 +265,8 @@ def base_lock(base: Path) -> Path:
     return base.with_name(f".{base.name}.lock")
 
 
-def _swap_into_place(staging: Path, dest: Path) -> None:
-    """Rename a complete `staging` directory to `dest`, replacing what was there (an empty mount point, or an
-    older build whose users are gone: the caller holds the lock they hold shared)."""
-    old = None
-    if dest.exists() and any(dest.iterdir()):
-        old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
-        shutil.rmtree(old, ignore_errors=True)
-        os.rename(dest, old)
-    os.rename(staging, dest)            # over an empty directory, or where nothing is: atomic
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
 # ---- the task environment ------------------------------------------------------------------------
 
-FAR_FUTURE = "2100-01-01T00:00:00Z"
-SEED_SETUPTOOLS = "setuptools<81"
-# CPython X.Y.0 release dates: packages older than the interpreter rarely run on it, so the date cutoff
-# for what SWE-bench's specs leave unpinned is never earlier than this (see `era_cutoff`).
 PYTHON_RELEASED = {"2.7": "2010-07-03T00:00:00Z", "3.5": "2015-09-13T00:00:00Z", "3.6": "2016-12-23T00:00:00Z",
                    "3.7": "2018-06-27T00:00:00Z", "3.8": "2019-10-14T00:00:00Z", "3.9": "2020-10-05T00:00:00Z",
                    "3.10": "2021-10-04T00:00:00Z", "3.11": "2022-10-24T00:00:00Z",
@@ -380,60 +280,12 @@ def era_cutoff(release_upload: str, python: str) -> str:
     if floor and parse_time(floor) > parse_time(release_upload):
         return floor
     return release_upload
-BUILD_TOOLS = ("setuptools", "wheel", "pip", "setuptools-scm", "flit-core", "hatchling", "hatch-vcs", "cython",
-               "poetry-core", "pdm-backend", "versioneer", "extension-helpers")
-_APT = ("apt-get", "apt ")
-
-
 def env_dir(key: str, root: Path | None = None) -> Path:
     return (root or cache_root()) / "envs" / key
 
 
 def env_digest(env) -> str:
     return hashlib.sha256(json.dumps(env.digest_payload(), sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _pinned_name(req: str) -> str | None:
-    """'numpy==1.19.2' -> 'numpy' (an exact pin SWE-bench chose: exempt from --exclude-newer)."""
-    if "==" not in req or any(c in req for c in "<>;@ "):
-        return None
-    return req.split("==", 1)[0].strip() or None
-
-
-def conda_packages(spec: dict) -> list[str]:
-    """The spec's conda `packages` string as pip requirements (the file-based forms are handled apart)."""
-    pkgs = spec.get("packages", "") or ""
-    if pkgs in ("requirements.txt", "environment.yml"):
-        return []
-
-    return [p for p in shlex.split(pkgs)]
-
-
-def read_requirements(checkout: Path, paths: Sequence[str]) -> list[str]:
-    """SWE-bench's `get_requirements`, reading the sdist instead of GitHub at the setup commit:
-    the first existing path, `-r` includes inlined, `-e .`, comments and `.[test` lines dropped."""
-    def keep(line: str) -> bool:
-        s = line.strip()
-        return bool(s) and not any(s.startswith(x) for x in ("-e .", "#", ".[test"))
-
-    def clean(line: str) -> str:  # requirement files allow trailing ` # comment`; a CLI argument does not
-        return re.sub(r"\s+#.*$", "", line).strip()
-
-    for rel in paths:
-        p = checkout / rel
-        if not p.exists():
-            continue
-        out: list[str] = []
-        extra: list[str] = []
-        for line in p.read_text().splitlines():
-            if line.strip().startswith("-r"):
-                inc = p.parent / line.strip()[2:].strip()
-                if inc.exists():
-                    extra += [clean(x) for x in inc.read_text().splitlines() if keep(x)]
-            elif keep(line):
-                out.append(clean(line))
-        return extra + out
-    return []
 
 
 @dataclass
@@ -457,11 +309,6 @@ def load_built(key: str, root: Path | None = None) -> BuiltEnv | None:
     return BuiltEnv(key, d, d / "checkout", d / "venv", json.loads(rec.read_text()))
 
 
-def use_lock(env_root: Path) -> Path:
-    """Held shared by every user of an env while it uses it; a build takes it exclusively to swap."""
-    return env_root.with_name(f".{env_root.name}.lock")
-
-
 def _reusable(env, root: Path, resolve: bool):
     """(BuiltEnv, locked EnvRecipe) if the env in the cache was built from this recipe, else None. The check
     is against what was asked for (the recipe's digest), never against what a build happened to install."""
@@ -483,49 +330,21 @@ def build_env(env, *, root: Path | None = None, resolve: bool = False, progress:
 
     resolve=False installs the recipe's lock exactly (reproducible rebuild); resolve=True resolves
     the spec's packages with uv under `--exclude-newer env.exclude_newer` and records the new lock.
-    Idempotent, locked and atomic (module docstring); `BuiltEnv.record["reused"]` says whether it built.
+    Idempotent, locked and atomic (`envbuild.build_once`); `BuiltEnv.record["reused"]` says whether it built.
     """
     root = root or cache_root()
     d = env_dir(env.key, root)
-    found = _reusable(env, root, resolve)
-    if found is None:
-        d.parent.mkdir(parents=True, exist_ok=True)
-        with locked(d.with_name(f".{d.name}.build.lock")):
-            found = _reusable(env, root, resolve)      # another process built it while this one waited
-            if found is None:
-                return _build_beside(env, d, root, resolve=resolve, progress=progress, log=log)
-    if log:
-        log(f"env {env.key}: already built from this recipe, unchanged ({d})")
-    found[0].record["reused"] = True
-    return found
 
-
-def _build_beside(env, d: Path, root: Path, *, resolve: bool, progress: bool, log):
-    """Build into `.<key>.staging-<pid>`, which every step sees at `d` (so the venv's paths are the final
-    ones), then swap it into place."""
-    for stale in d.parent.glob(f".{d.name}.staging-*"):   # a builder that died: we hold the build lock
-        shutil.rmtree(stale, ignore_errors=True)
-    staging = d.with_name(f".{d.name}.staging-{os.getpid()}")
-    staging.mkdir()
-    placeholder = not d.exists()
-    d.mkdir(exist_ok=True)              # the mount point at which the build sees the staging dir
-    try:
+    def build_into(staging: Path):
         built, new_env = _build_into(env, staging, d, root, resolve=resolve, progress=progress, log=log)
-        with locked(use_lock(d)):
-            _swap_into_place(staging, d)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        if placeholder and d.is_dir() and not any(d.iterdir()):
-            d.rmdir()
-        raise
-    return dataclasses.replace(built, root=d, checkout=d / "checkout", venv=d / "venv"), new_env
+        return dataclasses.replace(built, root=d, checkout=d / "checkout", venv=d / "venv"), new_env
 
-
-def _uv_cache_dir(uv: str) -> Path:
-    out = subprocess.run([uv, "cache", "dir"], capture_output=True, text=True)
-    path = Path(out.stdout.strip() or Path.home() / ".cache" / "uv")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    found, built_now = build_once(d, lambda: _reusable(env, root, resolve), build_into)
+    if not built_now:
+        if log:
+            log(f"env {env.key}: already built from this recipe, unchanged ({d})")
+        found[0].record["reused"] = True
+    return found
 
 
 def _build_into(env, staging: Path, d: Path, root: Path, *, resolve: bool, progress: bool, log):
@@ -535,71 +354,21 @@ def _build_into(env, staging: Path, d: Path, root: Path, *, resolve: bool, progr
     if commit != env.base_commit:
         raise BuildError(f"env {env.key}: Base commit of {env.release.filename} is {commit}, recipe says "
                          f"{env.base_commit}; the unpack is not reproducible here (git version?) - report it")
-    venv = d / "venv"                                 # as every step sees it
     with locked(base_lock(base), shared=True):
         steps.run(["cp", "-a", "--no-target-directory", str(base), str(staging / "checkout")], what="copy Base",
                   log=log)
     (staging / "checkout" / ".git" / "execcritic-base").unlink(missing_ok=True)
-    interp = find_interpreter(env.python)
-    uv = uv_binary()
-    seen = [(staging, d)]
-    host = bwrap_prefix(None, [_uv_cache_dir(uv)], mapped=seen)     # uv's steps, with the staging dir at `d`
-    try:  # uv's venv (seeded with pip) is several times faster than `python -m venv` + ensurepip
-        steps.run(host + [uv, "venv", "--seed", "--no-project", "--python", str(interp), str(venv)],
-                  what=f"venv on {interp}", env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"}, log=log)
-    except BuildError:
-        shutil.rmtree(staging / "venv", ignore_errors=True)
-        steps.run(host + [str(interp), "-m", "venv", str(venv)], what=f"venv on {interp} (python -m venv)",
-                  log=log)
-    py = str(venv / "bin" / "python")
-    uv_env = {**os.environ, "UV_NO_PROGRESS": "0" if progress else "1", "VIRTUAL_ENV": str(venv),
-              "UV_CACHE_DIR": str(_uv_cache_dir(uv))}
-    spec = dict(env.spec)
-    skipped = dict(env.skipped) if not resolve else {}
+    plan = VenvPlan(python=env.python, spec=env.spec, requirements=env.requirements,
+                    exclude_newer=env.exclude_newer, version=env.release.version, lock=env.lock, skipped=env.skipped)
+    venv = build_venv(plan, steps, staging=staging, final=d, resolve=resolve, progress=progress, log=log)
     requirements = list(env.requirements)
-    if resolve:
-        # SWE-bench's conda envs (built 2024) carry a setuptools with pkg_resources, which test suites of
-        # that era import; uv seeds the newest setuptools, which no longer has it (removed in 81).
-        steps.run(host + [uv, "pip", "install", "--python", py, SEED_SETUPTOOLS], what="seed setuptools",
-                  env=uv_env, log=log)
-        first = conda_packages(spec) + requirements
-        if first:
-            skipped.update(_uv_install(steps, host + [uv], py, first, env.exclude_newer, uv_env, log,
-                                       what="packages"))
-        pip_pkgs = list(spec.get("pip_packages") or [])
-        if pip_pkgs:
-            skipped.update(_uv_install(steps, host + [uv], py, pip_pkgs, env.exclude_newer, uv_env, log,
-                                       what="pip_packages"))
-    elif env.lock:
-        (staging / "lock.txt").write_text("\n".join(env.lock) + "\n")
-        steps.run(host + [uv, "pip", "install", "--python", py, "--no-deps", "-r", str(d / "lock.txt")],
-                  what="install lock", env=uv_env, log=log)
-    # pre_install (minus system package steps) and the install command, at /testbed under bwrap
-    host_steps = []
-    for cmd in spec.get("pre_install") or []:
-        if cmd.strip().startswith(_APT) or "locale-gen" in cmd:
-            skipped[f"pre_install: {cmd}"] = "system package step: not run in a venv build (host requirement)"
-            host_steps.append(cmd)
-            continue
-        steps.run(bwrap_prefix(staging / "checkout", [], mapped=seen) + ["bash", "-c", cmd], what="pre_install",
-                  env=_build_env(env, venv), log=log)
-    install = install_command(spec)
-    if install != spec["install"]:
-        skipped[f"install: {spec['install']}"] = f"run as `{install}`: the sandbox mounts the venv read-only, so " \
-            "the checkout must be importable in place (editable) for patches to take effect"
-    steps.run(bwrap_prefix(staging / "checkout", [], mapped=seen)
-              + ["bash", "-c", f"source {venv}/bin/activate && {install}"],
-              what="install", env=_build_env(env, venv), log=log)
-    freeze = subprocess.run(host + [uv, "pip", "freeze", "--python", py], capture_output=True, text=True,
-                            env=uv_env)
-    lock = sorted(line for line in freeze.stdout.splitlines()
-                  if line.strip() and not line.startswith("-e ") and "file:///testbed" not in line
-                  and "/testbed" not in line)
-    new_env = dataclasses.replace(env, lock=tuple(lock), requirements=tuple(requirements), skipped=skipped)
+    new_env = dataclasses.replace(env, lock=tuple(venv.lock), requirements=tuple(requirements),
+                                  skipped=venv.skipped)
     record = {"key": env.key, "recipe_digest": env_digest(env), "digest": env_digest(new_env),
               "resolved_from": _resolve_digest(env), "release": env.release.to_dict(),
-              "base_commit": env.base_commit, "python": env.python, "interpreter": str(interp), "lock": lock,
-              "requirements": requirements, "skipped": skipped, "host_steps": host_steps, "steps": steps.steps,
+              "base_commit": env.base_commit, "python": env.python, "interpreter": str(venv.interpreter),
+              "lock": venv.lock, "requirements": requirements, "skipped": venv.skipped,
+              "host_steps": venv.host_steps, "steps": steps.steps,
               "build_seconds": round(time.monotonic() - t0, 1),
               "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "reused": False}
     atomic_write(staging / "env.json", json.dumps(record, indent=1))
@@ -612,49 +381,3 @@ def _resolve_digest(env) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def install_command(spec: dict) -> str:
-    """SWE-bench's install command; a non-editable `pip install .` becomes editable (see skipped)."""
-    cmd = spec["install"]
-    return cmd.replace("pip install .", "pip install -e .") if cmd.rstrip().endswith("pip install .") else cmd
-
-
-def _build_env(env, venv: Path) -> dict:
-    out = {k: v for k, v in os.environ.items() if k.startswith(("PIP_", "LANG", "LC_", "TERM"))}
-    out.update({"PATH": f"{venv}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "PIP_NO_CACHE_DIR": "1",
-                "SETUPTOOLS_SCM_PRETEND_VERSION": env.release.version, "PIP_NO_INPUT": "1"})
-    return out
-
-
-def _uv_install(steps: StepLog, uv: list[str], py: str, reqs: list[str], cutoff: str, env: dict, log, *,
-                what: str) -> dict[str, str]:
-    """Install `reqs` into the venv; pins SWE-bench chose are exempt from the date cutoff. If the set
-    fails as a whole, install one by one and return {requirement: why it was left out}."""
-    def cmd(items: list[str], dated: bool = True) -> list[str]:
-        c = [*uv, "pip", "install", "--python", py]
-        if dated:
-            c += ["--exclude-newer", cutoff]
-            for name in BUILD_TOOLS:  # build backends of any era must still build on this interpreter
-                c += ["--exclude-newer-package", f"{name}={FAR_FUTURE}"]
-            for r in items:
-                name = _pinned_name(r)
-                if name:
-                    c += ["--exclude-newer-package", f"{name}={FAR_FUTURE}"]
-        return c + items
-    try:
-        steps.run(cmd(reqs), what=f"uv install {what}", env=env, log=log)
-        return {}
-    except BuildError:
-        pass
-    skipped: dict[str, str] = {}
-    for r in reqs:
-        try:
-            steps.run(cmd([r]), what=f"uv install {r}", env=env, log=log)
-            continue
-        except BuildError as exc:
-            dated_error = str(exc).strip().splitlines()[-1][:300]
-        try:  # nothing of that era installs on this interpreter: take the newest that does
-            steps.run(cmd([r], dated=False), what=f"uv install {r} (no date cutoff)", env=env, log=log)
-            skipped[f"cutoff: {r}"] = f"resolved without --exclude-newer (dated resolution failed: {dated_error})"
-        except BuildError as exc:
-            skipped[r] = "install failed: " + str(exc).strip().splitlines()[-1][:300]
-    return skipped

@@ -40,6 +40,11 @@ class EnvRecipe:
     # function interface visible - a reduced guarantee (docs/failure_kinds.md). Not part of the build digest.
     ffi: str = ""
 
+    @property
+    def label(self) -> str:
+        """What `tasks list` shows in its release column."""
+        return self.release.version
+
     def digest_payload(self) -> dict[str, Any]:
         """What determines the built env: a change here means a rebuild."""
         return {"release": self.release.to_dict(), "base_commit": self.base_commit, "python": self.python,
@@ -66,23 +71,24 @@ class Recipe:
     envs: Mapping[str, EnvRecipe]
     instances: tuple[InstanceRecipe, ...]
     notes: Mapping[str, Any] = field(default_factory=dict)
+    task_set: str = "verified-sdist"
 
     def instance(self, instance_id: str) -> InstanceRecipe:
         for inst in self.instances:
             if inst.instance_id == instance_id:
                 return inst
-        raise InputError("instance is not in the verified-sdist recipe", file=self.path, instance=instance_id)
+        raise InputError(f"instance is not in the {self.task_set} recipe", file=self.path, instance=instance_id)
 
     def env_for(self, instance_id: str) -> EnvRecipe:
         return self.envs[self.instance(instance_id).env]
 
     def listing(self) -> list[dict[str, str]]:
-        """`tasks list verified-sdist`: one entry per qualified instance, no building."""
-        return [{"instance_id": i.instance_id, "repo": i.repo, "release": self.envs[i.env].release.version,
+        """`tasks list`: one entry per qualified instance, no building."""
+        return [{"instance_id": i.instance_id, "repo": i.repo, "release": self.envs[i.env].label,
                  "python": self.envs[i.env].python, "env": i.env} for i in self.instances]
 
 
-def _req(d: Mapping[str, Any], name: str, typ, *, file: str, where: dict) -> Any:
+def required(d: Mapping[str, Any], name: str, typ, *, file: str, where: dict) -> Any:
     if name not in d:
         raise InputError("required field is missing", file=file, field=name, **where)
     value = d[name]
@@ -97,42 +103,48 @@ def parse_recipe(data: Mapping[str, Any], *, path: str = "<recipe>") -> Recipe:
         raise InputError(f"unsupported recipe schema {data.get('schema')!r}; expected {SCHEMA}", file=path,
                          field="schema")
     envs: dict[str, EnvRecipe] = {}
-    for key, e in _req(data, "envs", dict, file=path, where={}).items():
+    for key, e in required(data, "envs", dict, file=path, where={}).items():
         where = {"instance": f"env:{key}"}
-        rel = _req(e, "release", dict, file=path, where=where)
+        rel = required(e, "release", dict, file=path, where=where)
         for f in ("project", "version", "upload_time", "filename", "url", "sha256"):
-            _req(rel, f, str, file=path, where=where)
+            required(rel, f, str, file=path, where=where)
         if not _SHA256.match(rel["sha256"]):
             raise InputError("release.sha256 must be 64 lowercase hex digits", file=path, field="release.sha256",
                              **where)
-        base = _req(e, "base_commit", str, file=path, where=where)
+        base = required(e, "base_commit", str, file=path, where=where)
         if not _SHA1.match(base):
             raise InputError("base_commit must be a 40-hex git commit", file=path, field="base_commit", **where)
-        python = _req(e, "python", str, file=path, where=where)
+        python = required(e, "python", str, file=path, where=where)
         if not re.match(r"^\d+\.\d+$", python):
             raise InputError(f"python must look like '3.9', got {python!r}", file=path, field="python", **where)
-        spec = _req(e, "spec", dict, file=path, where=where)
+        spec = required(e, "spec", dict, file=path, where=where)
         for f in ("install", "test_cmd"):
-            _req(spec, f, str, file=path, where={"instance": f"env:{key} spec"})
+            required(spec, f, str, file=path, where={"instance": f"env:{key} spec"})
         envs[key] = EnvRecipe(
-            key=key, repo=_req(e, "repo", str, file=path, where=where),
+            key=key, repo=required(e, "repo", str, file=path, where=where),
             release=Release(rel["project"], rel["version"], rel["upload_time"], rel["filename"], rel["url"],
                             rel["sha256"], int(rel.get("size") or 0)),
             base_commit=base, python=python, spec=spec,
-            spec_version=_req(e, "spec_version", str, file=path, where=where),
-            exclude_newer=_req(e, "exclude_newer", str, file=path, where=where),
-            requirements=tuple(_req(e, "requirements", list, file=path, where=where)),
-            lock=tuple(_req(e, "lock", list, file=path, where=where)),
+            spec_version=required(e, "spec_version", str, file=path, where=where),
+            exclude_newer=required(e, "exclude_newer", str, file=path, where=where),
+            requirements=tuple(required(e, "requirements", list, file=path, where=where)),
+            lock=tuple(required(e, "lock", list, file=path, where=where)),
             skipped=dict(e.get("skipped") or {}), ffi=str(e.get("ffi") or ""))
+    instances = parse_instances(required(data, "instances", list, file=path, where={}), envs, path=path)
+    return Recipe(path, dict(data.get("dataset") or {}), envs, instances, dict(data.get("notes") or {}))
+
+
+def parse_instances(items: list, envs: Mapping[str, Any], *, path: str) -> tuple[InstanceRecipe, ...]:
+    """The `instances` list of a recipe (every suite task set's recipe has one): each names a defined env."""
     instances = []
     seen: set[str] = set()
-    for i in _req(data, "instances", list, file=path, where={}):
-        iid = _req(i, "instance_id", str, file=path, where={})
+    for i in items:
+        iid = required(i, "instance_id", str, file=path, where={})
         where = {"instance": iid}
         if iid in seen:
             raise InputError("duplicate instance in recipe", file=path, field="instance_id", **where)
         seen.add(iid)
-        env = _req(i, "env", str, file=path, where=where)
+        env = required(i, "env", str, file=path, where=where)
         if env not in envs:
             raise InputError(f"env {env!r} is not defined under 'envs'", file=path, field="env", **where)
         excluded = i.get("p2p_excluded") or {}
@@ -141,29 +153,41 @@ def parse_recipe(data: Mapping[str, Any], *, path: str = "<recipe>") -> Recipe:
         flaky = i.get("flaky_nodes") or {}
         if not isinstance(flaky, dict):
             raise InputError("flaky_nodes must map node -> what was seen", file=path, field="flaky_nodes", **where)
-        instances.append(InstanceRecipe(iid, _req(i, "repo", str, file=path, where=where),
-                                        _req(i, "version", str, file=path, where=where), env, dict(excluded),
+        instances.append(InstanceRecipe(iid, required(i, "repo", str, file=path, where=where),
+                                        required(i, "version", str, file=path, where=where), env, dict(excluded),
                                         dict(flaky)))
-    return Recipe(path, dict(data.get("dataset") or {}), envs, tuple(instances), dict(data.get("notes") or {}))
+    return tuple(instances)
+
+
+def instance_dicts(instances: list[InstanceRecipe]) -> list[dict[str, Any]]:
+    """`parse_instances`'s input, sorted by instance id."""
+    return [{"instance_id": i.instance_id, "repo": i.repo, "version": i.version, "env": i.env,
+             **({"p2p_excluded": dict(i.p2p_excluded)} if i.p2p_excluded else {}),
+             **({"flaky_nodes": dict(i.flaky_nodes)} if i.flaky_nodes else {})}
+            for i in sorted(instances, key=lambda x: x.instance_id)]
 
 
 def load_recipe(path: str | Path | None = None) -> Recipe:
     """The committed recipe (default) or another recipe file."""
-    p = Path(path) if path else RECIPE_PATH
-    return _load_cached(str(p.resolve()), p.stat().st_mtime_ns if p.exists() else 0)
+    return cached_recipe(Path(path) if path else RECIPE_PATH, parse_recipe,
+                         "run `execcritic tasks build-sdist --reselect` to create it")
+
+
+def cached_recipe(p: Path, parse, hint: str):
+    """`parse(json, path=...)` of a recipe file, parsed again only when the file changed."""
+    return _load_cached(str(p.resolve()), p.stat().st_mtime_ns if p.exists() else 0, parse, hint)
 
 
 @lru_cache(maxsize=8)
-def _load_cached(path: str, _mtime: int) -> Recipe:
+def _load_cached(path: str, _mtime: int, parse, hint: str):
     p = Path(path)
     if not p.exists():
-        raise InputError("recipe file not found; run `execcritic tasks build-sdist --reselect` to create it",
-                         file=path)
+        raise InputError(f"recipe file not found; {hint}", file=path)
     try:
         data = json.loads(p.read_text())
     except json.JSONDecodeError as exc:
         raise InputError(f"recipe is not valid JSON ({exc.msg} at line {exc.lineno})", file=path) from exc
-    return parse_recipe(data, path=path)
+    return parse(data, path=path)
 
 
 def record_flaky_nodes(updates: Mapping[str, Mapping[str, str]], path: str | Path | None = None) -> Path:
@@ -191,9 +215,6 @@ def recipe_to_dict(recipe_envs: Mapping[str, EnvRecipe], instances: list[Instanc
                      "python": e.python, "spec_version": e.spec_version, "spec": dict(e.spec),
                      "exclude_newer": e.exclude_newer, "requirements": list(e.requirements),
                      "lock": list(e.lock), "skipped": dict(e.skipped), **({"ffi": e.ffi} if e.ffi else {})}
-    insts = [{"instance_id": i.instance_id, "repo": i.repo, "version": i.version, "env": i.env,
-              **({"p2p_excluded": dict(i.p2p_excluded)} if i.p2p_excluded else {}),
-              **({"flaky_nodes": dict(i.flaky_nodes)} if i.flaky_nodes else {})}
-             for i in sorted(instances, key=lambda x: x.instance_id)]
+    insts = instance_dicts(instances)
     return {"schema": SCHEMA, "task_set": "verified-sdist", "dataset": dict(dataset), "notes": dict(notes),
             "envs": envs, "instances": insts}

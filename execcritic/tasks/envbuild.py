@@ -1,0 +1,400 @@
+"""What every task-environment builder shares (`verified-sdist`, `verified-git`): the guarantees and the venv.
+
+Guarantees. Environments are shared by every process on the machine (audits, pipelines, training, tests), so a
+build is idempotent (`build_once` first asks the caller whether what is there was built from the same recipe,
+and reuses it untouched), locked (one builder per directory: `.<name>.build.lock`) and atomic: it happens in a
+staging directory beside the final one, which every build step sees at the final path (a bubblewrap bind), and
+is renamed into place complete. Users hold `.<name>.lock` shared while they use the directory (`use_lock`); the
+swap takes it exclusively, so no user ever sees a directory half-built or replaced under it.
+
+The venv. `build_venv` follows one SWE-bench spec (interpreter, conda packages and requirement files as pip
+requirements, pip_packages, pre_install, install) with uv, under bubblewrap with the checkout at /testbed, and
+returns the lock (`pip freeze`) and what it left out and why.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping, Sequence, TypeVar
+
+from execcritic.errors import EnvironmentMissing, ExecCriticError
+from execcritic.files import locked
+
+WORKDIR = "/testbed"
+PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv")))
+FAR_FUTURE = "2100-01-01T00:00:00Z"
+SEED_SETUPTOOLS = "setuptools<81"
+BUILD_TOOLS = ("setuptools", "wheel", "pip", "setuptools-scm", "flit-core", "hatchling", "hatch-vcs", "cython",
+               "poetry-core", "pdm-backend", "versioneer", "extension-helpers")
+_APT = ("apt-get", "apt ")
+
+T = TypeVar("T")
+
+
+class BuildError(ExecCriticError):
+    """An environment could not be built; the message names the instance/env and the failing step."""
+
+
+# ---- the guarantees: idempotent, locked, atomic ----------------------------------------------------
+
+def use_lock(root: Path) -> Path:
+    """Held shared by every user of a built directory while it uses it; a build takes it exclusively to swap."""
+    return root.with_name(f".{root.name}.lock")
+
+
+def build_lock(root: Path) -> Path:
+    return root.with_name(f".{root.name}.build.lock")
+
+
+def build_once(d: Path, reusable: Callable[[], T | None], build_into: Callable[[Path], T]) -> tuple[T, bool]:
+    """(what is at `d`, built now?): `reusable()` when it says the directory was built from this recipe, else a
+    build under the build lock (checked again once the lock is held: another process may have built it)."""
+    found = reusable()
+    if found is None:
+        d.parent.mkdir(parents=True, exist_ok=True)
+        with locked(build_lock(d)):
+            found = reusable()
+            if found is None:
+                return build_beside(d, build_into), True
+    return found, False
+
+
+def build_beside(d: Path, build_into: Callable[[Path], T]) -> T:
+    """Build into `.<name>.staging-<pid>` (`build_into(staging)`; its steps see it at `d` through `mapped`
+    binds), then swap it into place under the use lock. The caller holds the build lock."""
+    for stale in d.parent.glob(f".{d.name}.staging-*"):   # a builder that died: we hold the build lock
+        shutil.rmtree(stale, ignore_errors=True)
+    staging = d.with_name(f".{d.name}.staging-{os.getpid()}")
+    staging.mkdir()
+    placeholder = not d.exists()
+    d.mkdir(exist_ok=True)              # the mount point at which the build sees the staging dir
+    try:
+        result = build_into(staging)
+        with locked(use_lock(d)):
+            swap_into_place(staging, d)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        if placeholder and d.is_dir() and not any(d.iterdir()):
+            d.rmdir()
+        raise
+    return result
+
+
+def swap_into_place(staging: Path, dest: Path) -> None:
+    """Rename a complete `staging` directory to `dest`, replacing what was there (an empty mount point, or an
+    older build whose users are gone: the caller holds the lock they hold shared)."""
+    old = None
+    if dest.exists() and any(dest.iterdir()):
+        old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+        shutil.rmtree(old, ignore_errors=True)
+        os.rename(dest, old)
+    os.rename(staging, dest)            # over an empty directory, or where nothing is: atomic
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+# ---- interpreters, bubblewrap, uv ------------------------------------------------------------------
+
+def find_interpreter(version: str) -> Path:
+    """The CPython `version` ('3.9') interpreter: pyenv's, else `pythonX.Y` on PATH."""
+    candidates = sorted(PYENV_ROOT.glob(f"versions/{version}.*/bin/python{version}"))
+    for c in reversed(candidates):
+        if c.exists():
+            return c
+    found = shutil.which(f"python{version}")
+    if found:
+        real = subprocess.run([found, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True)
+        if real.returncode == 0 and real.stdout.strip():
+            return Path(real.stdout.strip())
+    raise EnvironmentMissing(f"CPython {version} is not installed (SWE-bench's specs need it); install it, "
+                             f"e.g. `pyenv install {version}` or `uv python install {version}`, so that "
+                             f"python{version} is on PATH")
+
+
+def bwrap_available() -> bool:
+    return shutil.which("bwrap") is not None
+
+
+def bwrap_prefix(checkout: Path | None, writable: Sequence[Path], *, network: bool = True,
+                 mapped: Sequence[tuple[Path, Path]] = ()) -> list[str]:
+    """A bubblewrap command prefix: host / read-only, `checkout` at /testbed, `writable` paths rw, and each
+    `(host dir, path)` of `mapped` writable at that path (a staging dir seen at its env's final path)."""
+    if not bwrap_available():
+        raise EnvironmentMissing("bubblewrap (`bwrap`) is not installed; `apt-get install bubblewrap`")
+    args = ["bwrap", "--die-with-parent"]
+    for entry in sorted(os.listdir("/")):
+        if entry in ("proc", "dev", "tmp", "testbed", "sys"):
+            continue
+        p = Path("/") / entry
+        if p.is_symlink():
+            args += ["--symlink", os.readlink(p), str(p)]
+        elif p.is_dir():
+            args += ["--ro-bind", str(p), str(p)]
+    args += ["--proc", "/proc", "--dev", "/dev", "--ro-bind", "/sys", "/sys", "--tmpfs", "/tmp"]
+    for w in writable:
+        args += ["--bind", str(w), str(w)]
+    for host, seen_at in mapped:
+        args += ["--bind", str(host), str(seen_at)]
+    if checkout is not None:
+        args += ["--bind", str(checkout), WORKDIR, "--chdir", WORKDIR]
+    else:
+        args += ["--chdir", "/tmp"]
+    if not network:
+        args += ["--unshare-net"]
+    return args
+
+
+@dataclass
+class StepLog:
+    """Every build command with its exit status and duration: the env.json record of how it was made."""
+
+    steps: list = field(default_factory=list)
+
+    def run(self, cmd: Sequence[str], *, what: str, env: dict | None = None, cwd: Path | None = None,
+            timeout: float = 3600, log: Callable[[str], None] | None = None) -> str:
+        t0 = time.monotonic()
+        try:
+            res = subprocess.run(list(cmd), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise BuildError(f"{what} timed out after {timeout:.0f}s: {' '.join(cmd)[-400:]}") from exc
+        dt = round(time.monotonic() - t0, 2)
+        shown = " ".join(cmd)
+        if "bwrap" in cmd[:1]:
+            shown = "bwrap " + " ".join(cmd[cmd.index("--chdir") + 2:])
+        self.steps.append({"what": what, "cmd": shown[-2000:], "exit": res.returncode, "seconds": dt})
+        if log:
+            log(f"{what}: exit {res.returncode} in {dt}s")
+        if res.returncode != 0:
+            tail = (res.stdout + res.stderr)[-4000:]
+            raise BuildError(f"{what} failed (exit {res.returncode}): {shown[:400]}\n{tail}")
+        return res.stdout
+
+
+def uv_binary() -> str:
+    """uv drives the dependency installs (`--exclude-newer` pins the era). It ships as a PyPI wheel."""
+    try:
+        from uv import find_uv_bin  # type: ignore  # lazy: uv binary lookup
+
+        return find_uv_bin()
+    except Exception:
+        found = shutil.which("uv")
+        if not found:
+            raise EnvironmentMissing("`uv` is not installed; `pip install uv` (it is a dependency of execcritic)")
+        return found
+
+
+def uv_cache_dir(uv: str) -> Path:
+    out = subprocess.run([uv, "cache", "dir"], capture_output=True, text=True)
+    path = Path(out.stdout.strip() or Path.home() / ".cache" / "uv")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+# ---- SWE-bench specs as venv steps -----------------------------------------------------------------
+
+def _pinned_name(req: str) -> str | None:
+    """'numpy==1.19.2' -> 'numpy' (an exact pin SWE-bench chose: exempt from --exclude-newer)."""
+    if "==" not in req or any(c in req for c in "<>;@ "):
+        return None
+    return req.split("==", 1)[0].strip() or None
+
+
+def conda_packages(spec: Mapping) -> list[str]:
+    """The spec's conda `packages` string as pip requirements (the file-based forms are handled apart)."""
+    pkgs = spec.get("packages", "") or ""
+    if pkgs in ("requirements.txt", "environment.yml"):
+        return []
+
+    return [p for p in shlex.split(pkgs)]
+
+
+def _keep_requirement(line: str) -> bool:
+    s = line.strip()
+    return bool(s) and not any(s.startswith(x) for x in ("-e .", "#", ".[test"))
+
+
+def _clean_requirement(line: str) -> str:  # requirement files allow trailing ` # comment`; a CLI argument does not
+    return re.sub(r"\s+#.*$", "", line).strip()
+
+
+def parse_requirements(text: str, include: Callable[[str], str | None] = lambda name: None) -> list[str]:
+    """SWE-bench's `get_requirements` on one file's text: `-r` includes inlined (read by `include`, which
+    returns the included file's text or None), `-e .`, comments and `.[test` lines dropped."""
+    out: list[str] = []
+    extra: list[str] = []
+    for line in text.splitlines():
+        if line.strip().startswith("-r"):
+            inc = include(line.strip()[2:].strip())
+            if inc is not None:
+                extra += [_clean_requirement(x) for x in inc.splitlines() if _keep_requirement(x)]
+        elif _keep_requirement(line):
+            out.append(_clean_requirement(line))
+    return extra + out
+
+
+def read_requirements(checkout: Path, paths: Sequence[str]) -> list[str]:
+    """`parse_requirements` of the first of `paths` that exists in a checkout."""
+    for rel in paths:
+        p = checkout / rel
+        if p.exists():
+            return parse_requirements(p.read_text(), lambda name, d=p.parent: (d / name).read_text()
+                                      if (d / name).exists() else None)
+    return []
+
+
+def install_command(spec: Mapping) -> str:
+    """SWE-bench's install command; a non-editable `pip install .` becomes editable (see skipped)."""
+    cmd = spec["install"]
+    return cmd.replace("pip install .", "pip install -e .") if cmd.rstrip().endswith("pip install .") else cmd
+
+
+def build_environ(venv: Path, version: str) -> dict:
+    """The environment of a build step run at /testbed: the venv first on PATH, no pip cache or prompts, and the
+    project's version for setuptools_scm (a checkout without tags, or an sdist, cannot say it)."""
+    out = {k: v for k, v in os.environ.items() if k.startswith(("PIP_", "LANG", "LC_", "TERM"))}
+    out.update({"PATH": f"{venv}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "PIP_NO_CACHE_DIR": "1",
+                "SETUPTOOLS_SCM_PRETEND_VERSION": version, "PIP_NO_INPUT": "1"})
+    return out
+
+
+def uv_install(steps: StepLog, uv: list[str], py: str, reqs: list[str], cutoff: str, env: dict, log, *,
+               what: str) -> dict[str, str]:
+    """Install `reqs` into the venv; pins SWE-bench chose are exempt from the date cutoff. If the set
+    fails as a whole, install one by one and return {requirement: why it was left out}."""
+    def cmd(items: list[str], dated: bool = True) -> list[str]:
+        c = [*uv, "pip", "install", "--python", py]
+        if dated:
+            c += ["--exclude-newer", cutoff]
+            for name in BUILD_TOOLS:  # build backends of any era must still build on this interpreter
+                c += ["--exclude-newer-package", f"{name}={FAR_FUTURE}"]
+            for r in items:
+                name = _pinned_name(r)
+                if name:
+                    c += ["--exclude-newer-package", f"{name}={FAR_FUTURE}"]
+        return c + items
+    try:
+        steps.run(cmd(reqs), what=f"uv install {what}", env=env, log=log)
+        return {}
+    except BuildError:
+        pass
+    skipped: dict[str, str] = {}
+    for r in reqs:
+        try:
+            steps.run(cmd([r]), what=f"uv install {r}", env=env, log=log)
+            continue
+        except BuildError as exc:
+            dated_error = str(exc).strip().splitlines()[-1][:300]
+        try:  # nothing of that era installs on this interpreter: take the newest that does
+            steps.run(cmd([r], dated=False), what=f"uv install {r} (no date cutoff)", env=env, log=log)
+            skipped[f"cutoff: {r}"] = f"resolved without --exclude-newer (dated resolution failed: {dated_error})"
+        except BuildError as exc:
+            skipped[r] = "install failed: " + str(exc).strip().splitlines()[-1][:300]
+    return skipped
+
+
+def system_step(cmd: str) -> bool:
+    """A pre_install step that installs system packages (apt) or locales: a host requirement, never run in a
+    venv build (system-deps.sh provides what the supported repositories need)."""
+    return cmd.strip().startswith(_APT) or "locale-gen" in cmd
+
+
+def run_pre_install(steps: StepLog, spec: Mapping, checkout: Path, venv: Path, version: str, *,
+                    mapped: Sequence[tuple[Path, Path]] = (), log=None) -> tuple[dict[str, str], list[str]]:
+    """The spec's pre_install steps at /testbed (the checkout) under bwrap, minus system steps; returns
+    ({step: why it was not run}, [the system steps])."""
+    skipped: dict[str, str] = {}
+    host_steps: list[str] = []
+    for cmd in spec.get("pre_install") or []:
+        if system_step(cmd):
+            skipped[f"pre_install: {cmd}"] = "system package step: not run in a venv build (host requirement)"
+            host_steps.append(cmd)
+            continue
+        steps.run(bwrap_prefix(checkout, [], mapped=mapped) + ["bash", "-c", cmd], what="pre_install",
+                  env=build_environ(venv, version), log=log)
+    return skipped, host_steps
+
+
+@dataclass
+class VenvPlan:
+    """What `build_venv` installs: a SWE-bench spec and the requirements read from the project."""
+
+    python: str
+    spec: Mapping
+    requirements: Sequence[str]
+    exclude_newer: str               # uv --exclude-newer for what the spec does not pin
+    version: str                     # the project's version (SETUPTOOLS_SCM_PRETEND_VERSION)
+    lock: Sequence[str] = ()         # install exactly this (resolve=False)
+    skipped: Mapping[str, str] = field(default_factory=dict)   # carried over from the resolution (resolve=False)
+    install: str = ""                # the install command actually run ("" = install_command(spec))
+
+
+@dataclass
+class VenvResult:
+    interpreter: Path
+    lock: list[str]
+    skipped: dict[str, str]
+    host_steps: list[str]
+
+
+def build_venv(plan: VenvPlan, steps: StepLog, *, staging: Path, final: Path, checkout: str = "checkout",
+               resolve: bool, progress: bool = False, log=None) -> VenvResult:
+    """venv at `final/venv` (built in `staging`, seen at `final`), the spec's packages (resolved, or the lock),
+    pre_install and install at /testbed = `staging/<checkout>`, then `pip freeze` as the lock."""
+    venv = final / "venv"                                 # as every step sees it
+    interp = find_interpreter(plan.python)
+    uv = uv_binary()
+    seen = [(staging, final)]
+    host = bwrap_prefix(None, [uv_cache_dir(uv)], mapped=seen)     # uv's steps, with the staging dir at `final`
+    try:  # uv's venv (seeded with pip) is several times faster than `python -m venv` + ensurepip
+        steps.run(host + [uv, "venv", "--seed", "--no-project", "--python", str(interp), str(venv)],
+                  what=f"venv on {interp}", env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"}, log=log)
+    except BuildError:
+        shutil.rmtree(staging / "venv", ignore_errors=True)
+        steps.run(host + [str(interp), "-m", "venv", str(venv)], what=f"venv on {interp} (python -m venv)",
+                  log=log)
+    py = str(venv / "bin" / "python")
+    uv_env = {**os.environ, "UV_NO_PROGRESS": "0" if progress else "1", "VIRTUAL_ENV": str(venv),
+              "UV_CACHE_DIR": str(uv_cache_dir(uv))}
+    spec = dict(plan.spec)
+    skipped = dict(plan.skipped) if not resolve else {}
+    if resolve:
+        # SWE-bench's conda envs (built 2024) carry a setuptools with pkg_resources, which test suites of
+        # that era import; uv seeds the newest setuptools, which no longer has it (removed in 81).
+        steps.run(host + [uv, "pip", "install", "--python", py, SEED_SETUPTOOLS], what="seed setuptools",
+                  env=uv_env, log=log)
+        first = conda_packages(spec) + list(plan.requirements)
+        if first:
+            skipped.update(uv_install(steps, host + [uv], py, first, plan.exclude_newer, uv_env, log,
+                                      what="packages"))
+        pip_pkgs = list(spec.get("pip_packages") or [])
+        if pip_pkgs:
+            skipped.update(uv_install(steps, host + [uv], py, pip_pkgs, plan.exclude_newer, uv_env, log,
+                                      what="pip_packages"))
+    elif plan.lock:
+        (staging / "lock.txt").write_text("\n".join(plan.lock) + "\n")
+        steps.run(host + [uv, "pip", "install", "--python", py, "--no-deps", "-r", str(final / "lock.txt")],
+                  what="install lock", env=uv_env, log=log)
+    # pre_install (minus system package steps) and the install command, at /testbed under bwrap
+    pre_skipped, host_steps = run_pre_install(steps, spec, staging / checkout, venv, plan.version, mapped=seen,
+                                              log=log)
+    skipped.update(pre_skipped)
+    install = plan.install or install_command(spec)
+    if install != spec["install"]:
+        skipped[f"install: {spec['install']}"] = f"run as `{install}`: the sandbox mounts the venv read-only, so " \
+            "the checkout must be importable in place (editable) for patches to take effect"
+    steps.run(bwrap_prefix(staging / checkout, [], mapped=seen)
+              + ["bash", "-c", f"source {venv}/bin/activate && {install}"],
+              what="install", env=build_environ(venv, plan.version), log=log)
+    freeze = subprocess.run(host + [uv, "pip", "freeze", "--python", py], capture_output=True, text=True,
+                            env=uv_env)
+    lock = sorted(line for line in freeze.stdout.splitlines()
+                  if line.strip() and not line.startswith("-e ") and "file:///testbed" not in line
+                  and "/testbed" not in line)
+    return VenvResult(interp, lock, skipped, host_steps)
