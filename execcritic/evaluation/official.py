@@ -62,6 +62,9 @@ class OfficialResult:
     p2p_fail: list[str] = field(default_factory=list)
     error: str = ""                  # why valid is False (bounded); "" when valid
     missing: list[str] = field(default_factory=list)       # targeted nodes with no result
+    # targeted nodes swebench's parser has no line for that the runner's own parse shows failing (a unittest
+    # subTest failure prints only its FAIL block): swebench grades them as failures; they ran, so not missing
+    failed_unparsed: list[str] = field(default_factory=list)
     load_errors: list[str] = field(default_factory=list)   # collection/import errors the runner saw
     backend: str = ""
     apply_command: str = ""          # which of GIT_APPLY_CMDS applied the candidate ("" for an empty patch)
@@ -233,7 +236,16 @@ def grade_log(task: Task, log_text: str, *, patch: str | None, log_path: str | N
         why = report.get("infra_failure_reason") or "no parseable per-test results"
         res.error = f"swebench found no valid test results ({why}); exit code {exit_code}"
         return res
-    res.missing = [t for t in f2p + p2p if g._resolve_case(t, status_map) is None]
+    unparsed = [t for t in f2p + p2p if g._resolve_case(t, status_map) is None]
+    runner = runner_for_task(task) if unparsed else None
+    if runner is not None:
+        ran = runner.parse_results(log_text)
+        for t in unparsed:
+            status = runner.result_for(runner.parse_node(t), ran)
+            if status in ("FAILED", "ERROR"):
+                res.failed_unparsed.append(t)
+                res.status_map[t] = status
+    res.missing = [t for t in unparsed if t not in res.failed_unparsed]
     res.load_errors = _runner_load_errors(task, status_map, log_text)
     if res.missing:
         shown = ", ".join(res.missing[:5]) + (f" (+{len(res.missing) - 5} more)" if len(res.missing) > 5 else "")
