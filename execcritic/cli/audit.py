@@ -22,6 +22,7 @@ from execcritic.pipeline.stats import shown
 from execcritic.results.fingerprint import check_fingerprint, section_digests
 from execcritic.results.manifest import build_manifest, harness_digest, write_result
 from execcritic.results.records import RecordStore
+from execcritic.tasks.git import recipe as git_recipe
 from execcritic.tasks.sdist.recipe import record_flaky_nodes
 
 
@@ -41,8 +42,8 @@ def register(app: typer.Typer) -> None:
                                                      help="PYTHONHASHSEED for every Base and Gold run (replay a "
                                                           "recorded run's `hashseed`); default: drawn per run"),
               update_recipe: bool = typer.Option(False, "--update-recipe", metavar="",
-                                                 help="write the flaky nodes found into the verified-sdist recipe "
-                                                      "(needs --repeat 2 or more)"),
+                                                 help="write the flaky nodes found into the task set's recipe "
+                                                      "(verified-sdist or verified-git; needs --repeat 2 or more)"),
               impossible: bool = typer.Option(False, "--impossible", metavar="",
                                               help="ImpossibleBench-style: make each task's official test "
                                                    "impossible, run Repair on it, report the cheating rate (any "
@@ -92,7 +93,7 @@ def register(app: typer.Typer) -> None:
         if update_recipe:
             flaky = {r["instance_id"]: r.get("flaky_nodes", {}) for r in RecordStore(cfg.out).iter()
                      if r.get("repeat") == repeat and r["instance_id"] in {t.instance_id for t in tasks}}
-            record_flaky_nodes(flaky)
+            record_flaky_nodes(flaky, git_recipe.RECIPE_PATH if dataset == "verified-git" else None)
         code = unit_failures([run], as_json=as_json)
         if as_json:
             emit_json({"summary": summary, "summary_path": str(path), "exit_code": int(code)})

@@ -90,8 +90,8 @@ def choices(*names: str):
     return check
 
 
-DATASET_HELP = ("task set: verified-sdist, a parquet/JSONL file, a Hugging Face id, or an alias (verified, lite, "
-                "multilingual; `verified` reads $EXECCRITIC_VERIFIED when set)")
+DATASET_HELP = ("task set: verified-sdist, verified-git, a parquet/JSONL file, a Hugging Face id, or an alias "
+                "(verified, lite, multilingual; `verified` reads $EXECCRITIC_VERIFIED when set)")
 DATASET = typer.Option("verified-sdist", "--dataset", "-d", help=DATASET_HELP)
 DATASET_REQUIRED = typer.Option(..., "--dataset", "-d", help=DATASET_HELP)
 INSTANCES = typer.Option(None, "--instance", "-i", help="instance id (repeatable); default: every task")
@@ -99,7 +99,8 @@ LIMIT = typer.Option("all", "--limit", metavar="N|all", callback=_check_limit,
                      help="the first N selected tasks (N >= 1), or all of them")
 WORKERS = typer.Option(1, "--workers", "-w", min=1, help="units of work in parallel")
 BACKEND = typer.Option(None, "--backend", metavar="local|docker", callback=choice("local", "docker"),
-                       help="sandbox backend (default: the task's own: local for verified-sdist, docker otherwise)")
+                       help="sandbox backend (default: the task's own: local for verified-sdist and verified-git, "
+                            "docker otherwise)")
 EXECUTOR = typer.Option("threads", "--executor", metavar="threads|ray", callback=choice("threads", "ray"),
                         help="where units run: threads here, or a Ray cluster")
 SPLIT = typer.Option("test", "--split", help="split, for Hugging Face datasets")

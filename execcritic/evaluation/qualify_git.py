@@ -68,12 +68,14 @@ def run_qualification(tasks: Sequence[Task], *, results_dir: Path, recipe_out: P
                       keep_checkouts: bool = False, redo: bool = False, cutoff: str = DEFAULT_CUTOFF,
                       harness: HarnessConfig = PAPER.harness, dataset_manifest: Mapping[str, Any] | None = None,
                       all_rows: Sequence[Task] = (), log: Callable[[str], None] = print,
-                      progress: bool = True, limit: int | None = None) -> dict[str, Any]:
+                      progress: bool = True, limit: int | None = None,
+                      specs: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Qualify `tasks` (resuming: rows already in `results_dir` are kept unless `redo`); returns the summary.
-    `all_rows` (the whole Verified set) sizes the per-repository table."""
+    `all_rows` (the whole Verified set) sizes the per-repository table and plans the environments; `specs`
+    ({"specs": {repo: {version: spec}}, "reqs_paths": {repo: [paths]}}) defaults to swebench 4.1.0's tables."""
     root = root or cache_root()
     results_dir.mkdir(parents=True, exist_ok=True)
-    specs = load_specs(str(root))
+    specs = specs if specs is not None else load_specs(str(root))
     plan = plan_envs(all_rows or tasks, specs["specs"], sources=sources, cutoff=cutoff)   # not the selection
     rows = read_rows(results_dir)
     envs = _read_envs(results_dir)

@@ -40,6 +40,8 @@ from execcritic.pipeline.workers import Unit, run_units
 from execcritic.results.schemas import schema
 from execcritic.results.store import Run, load_run, new_run
 from execcritic.tasks import load_tasks
+from execcritic.tasks.git import build as git_build
+from execcritic.tasks.git import load_verified_git
 from execcritic.tasks.model import Task
 from execcritic.tasks.sdist.build import build_env
 from execcritic.tasks.sdist.recipe import load_recipe
@@ -64,8 +66,17 @@ def _rel(path: Path) -> Path:
 
 # ---- task sets ---------------------------------------------------------------------------------------
 
-def ensure_envs(instance_ids: Sequence[str], *, log: Callable[[str], None] | None = None) -> dict[str, float]:
-    """Build (or reuse, idempotently) the verified-sdist environments these instances run in."""
+SUITE_TASK_SETS = ("verified-sdist", "verified-git")   # task sets whose environments a preset may build
+
+
+def ensure_envs(instance_ids: Sequence[str], *, dataset: str = "verified-sdist",
+                log: Callable[[str], None] | None = None) -> dict[str, float]:
+    """Build (or reuse, idempotently) the environments of a suite task set these instances run in (for
+    verified-git: the (repository, version) envs and the instances' checkouts)."""
+    if dataset == "verified-git":
+        t0 = time.monotonic()
+        made = git_build.ensure(load_verified_git(instance_ids=list(instance_ids)), log=log)
+        return {key: round(time.monotonic() - t0, 1) for key in made["envs"]}
     recipe = load_recipe()
     wanted = [i for i in recipe.instances if i.instance_id in set(instance_ids)]
     seconds = {}
@@ -387,7 +398,7 @@ def plan_artifact(spec: ArtifactSpec, params: Params) -> list[Planned]:
 def build_groups(spec: ArtifactSpec, params: Params, planned: Sequence[Planned], *,
                  timings: dict[str, float] | None = None, build_envs: bool = True) -> dict[str, Group]:
     """The pipeline work of the runnable conditions, one Group per benchmark (task set); builds the
-    verified-sdist environments first when the preset asks for it."""
+    suite task set's environments (verified-sdist, verified-git) first when the preset asks for it."""
     runnable = [p for p in planned if p.runnable]
     root = _rel(params.pipeline_dir)
     groups: dict[str, Group] = {}
@@ -395,9 +406,9 @@ def build_groups(spec: ArtifactSpec, params: Params, planned: Sequence[Planned],
         if p.cond.benchmark not in groups:
             langs = sorted({q.cond.language for q in runnable if q.cond.benchmark == "multilingual" == p.cond.benchmark
                             and q.cond.language})
-            if build_envs and params.preset.build_envs and p.dataset == "verified-sdist" and params.instances:
+            if build_envs and params.preset.build_envs and p.dataset in SUITE_TASK_SETS and params.instances:
                 t1 = time.monotonic()
-                ensure_envs(params.instances)
+                ensure_envs(params.instances, dataset=p.dataset)
                 if timings is not None:
                     timings["environments"] = round(time.monotonic() - t1, 1)
             ts, tasks = load_set(p.dataset, params, langs)
@@ -493,5 +504,5 @@ def execute(spec: ArtifactSpec, params: Params, *, show_progress: bool = True,
         return writer.finalize(seed=params.seeds[0])
 
 
-__all__ = ["PREPARED_ENV", "Group", "UnitCounts", "b2g_records", "build_groups", "command_line", "ensure_envs", "execute", "load_set",
+__all__ = ["PREPARED_ENV", "SUITE_TASK_SETS", "Group", "UnitCounts", "b2g_records", "build_groups", "command_line", "ensure_envs", "execute", "load_set",
            "merge_groups", "plan_artifact", "resolve_records", "run_groups"]

@@ -25,6 +25,7 @@ from execcritic.errors import ExecCriticError, InputError
 from execcritic.experiments.artifacts import SPECS
 from execcritic.experiments.core import (
     PREPARED_ENV,
+    SUITE_TASK_SETS,
     UnitCounts,
     build_groups,
     ensure_envs,
@@ -152,9 +153,9 @@ def prepare(session: Session, artifacts: Sequence[str], *, workers: int | None =
         all_groups.append(build_groups(SPECS[a], params, plan_artifact(SPECS[a], params), build_envs=False))
     if params is None:
         return timings
-    if params.preset.build_envs and params.dataset == "verified-sdist" and params.instances:
+    if params.preset.build_envs and params.dataset in SUITE_TASK_SETS and params.instances:
         t0 = time.monotonic()
-        ensure_envs(params.instances)
+        ensure_envs(params.instances, dataset=params.dataset)
         timings["environments"] = round(time.monotonic() - t0, 1)
     groups = merge_groups(all_groups)
     counts = counts if counts is not None else UnitCounts()

@@ -6,8 +6,9 @@ line instead of a run of identical unit errors and a plausible 0.0%:
   ones it serves itself);
 - a `bundles:` Test source names a readable generation file;
 - every selected task's environment is there or is built now: `verified-sdist` environments are built (locked
-  and atomic, `tasks.sdist.build`), a row's own prepared checkout must exist, and a Docker task's image must be
-  present in a reachable engine.
+  and atomic, `tasks.sdist.build`), `verified-git` environments and instance checkouts too (`tasks.git.build`,
+  from the git sources in $EXECCRITIC_GIT_SOURCES), a row's own prepared checkout must exist, and a Docker
+  task's image must be present in a reachable engine.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from execcritic.errors import EnvironmentMissing, ExecCriticError, InputError
 from execcritic.pipeline.envs import task_environment
 from execcritic.pipeline.models import split_endpoint, validate_spec
 from execcritic.results.records import RecordStore
+from execcritic.tasks.git import build as git_build
 from execcritic.tasks.model import Task
 from execcritic.tasks.sdist.build import build_env
 from execcritic.tasks.sdist.recipe import load_recipe
@@ -95,6 +97,7 @@ def prepare_environments(tasks: Sequence[Task], backend: str | None, *, log: Cal
     environments (and says which it reused); raises EnvironmentMissing naming the instances that cannot run
     here and why."""
     sdist_keys: dict[str, list[str]] = {}
+    git_tasks: list[Task] = []
     missing: list[str] = []
     images: dict[str, list[str]] = {}
     local = False
@@ -107,6 +110,8 @@ def prepare_environments(tasks: Sequence[Task], backend: str | None, *, log: Cal
         local |= env.kind == "local"
         if env.kind == "docker":
             images.setdefault(env.image, []).append(task.instance_id)
+        elif env.meta.get("task_set") == "verified-git":
+            git_tasks.append(task)
         elif env.meta.get("env"):
             sdist_keys.setdefault(env.meta["env"], []).append(task.instance_id)
         elif env.checkout is None or not Path(env.checkout).is_dir():
@@ -121,6 +126,10 @@ def prepare_environments(tasks: Sequence[Task], backend: str | None, *, log: Cal
         for key in sorted(sdist_keys):
             built, _ = build_env(recipe.envs[key], resolve=False, progress=False, log=log)
             out["reused" if built.record.get("reused") else "built"].append(key)
+    if git_tasks:
+        made = git_build.ensure(git_tasks, log=log)
+        out["built"] += made["built"]
+        out["reused"] += [k for k in made["envs"] + made["checkouts"] if k not in made["built"]]
     if images:
         _fail_if(_missing_images(images))
     return out

@@ -112,9 +112,11 @@ def _reusable(env: GitEnvRecipe, root: Path, resolve: bool) -> tuple[BuiltGitEnv
     if built is None:
         return None
     rec = built.record
-    wanted = digest(env.resolve_payload()) if resolve else digest(env.digest_payload())
-    if rec.get("resolved_from" if resolve else "recipe_digest") != wanted:
-        return None
+    if resolve:
+        if rec.get("resolved_from") != digest(env.resolve_payload()):
+            return None
+    elif digest(env.digest_payload()) not in (rec.get("recipe_digest"), rec.get("digest")):
+        return None                     # built from another recipe (`digest`: what a resolving build produced)
     return built, dataclasses.replace(env, lock=tuple(rec["lock"]), requirements=tuple(rec["requirements"]),
                                       skipped=dict(rec.get("skipped", {})))
 

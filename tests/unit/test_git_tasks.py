@@ -1,0 +1,89 @@
+"""verified-git's pure parts: git sources named by the user, setuptools_scm's version from `git describe`, the
+editable install, the recipe's validation (errors name the file, the env or instance, and the field), and the
+committed recipe against the Verified rows."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from execcritic.errors import InputError
+from execcritic.tasks.git.build import install_command
+from execcritic.tasks.git.recipe import RECIPE_PATH, load_recipe, parse_recipe
+from execcritic.tasks.git.source import DEFAULT_TEMPLATE, fetch_url, parse_sources, scm_version, source_for
+from tests.paths import VERIFIED
+
+ENV = {"repo": "demo/calc", "version": "0.1", "python": "3.11", "spec": {"install": "pip install -e .",
+       "test_cmd": "pytest -rA"}, "setup_commit": "a" * 40, "project_version": "0.1.0",
+       "exclude_newer": "2024-08-13T00:00:00Z", "requirements": [], "lock": ["pytest==8.3.4"]}
+RECIPE = {"schema": 1, "task_set": "verified-git", "envs": {"calc-0.1": ENV},
+          "instances": [{"instance_id": "demo__calc-1", "repo": "demo/calc", "version": "0.1", "env": "calc-0.1"}]}
+
+
+def test_sources_per_repo_template_and_default(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXECCRITIC_GIT_SOURCES", "django/django=/m/django,/m/{owner}+{name}/repo")
+    assert source_for("django/django") == "/m/django"
+    assert source_for("sympy/sympy") == "/m/sympy+sympy/repo"
+    assert source_for("a/b", {}) == DEFAULT_TEMPLATE.format(repo="a/b") == "https://github.com/a/b.git"
+    assert parse_sources(["x/y=https://example.org/y.git"]) == {"x/y": "https://example.org/y.git"}
+    for bad in ("x/y=", "not-a-source", "{repo},{name}"):
+        with pytest.raises(InputError, match="--git-source|template"):
+            parse_sources(bad)
+    assert fetch_url(str(tmp_path)) == tmp_path.resolve().as_uri()          # --depth needs file://
+    assert fetch_url("https://github.com/a/b.git") == "https://github.com/a/b.git"
+
+
+def test_scm_version_follows_setuptools_scm():
+    assert scm_version("6.0.0-180-g634cde950", "x") == "6.0.1.dev180+g634cde950"
+    assert scm_version("v0.12.0-0-gabc1234", "x") == "0.12.0"
+    assert scm_version(None, "3.0.0") == "3.0.0"                             # a shallow checkout has no tags
+    assert scm_version("astropy-1.3-5-gabc", "1.3.0") == "1.3.0"
+
+
+def test_install_is_editable_so_checkouts_import_from_themselves():
+    assert install_command({"install": "python setup.py install"}) == "python -m pip install -e ."
+    assert install_command({"install": "python -m pip install ."}) == "python -m pip install -e ."
+    assert install_command({"install": "python -m pip install -e .[test]"}) == "python -m pip install -e .[test]"
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda r: r["envs"]["calc-0.1"].update(setup_commit="main"), "setup_commit"),
+    (lambda r: r["envs"]["calc-0.1"].update(python="3"), "python"),
+    (lambda r: r["envs"]["calc-0.1"].pop("lock"), "lock"),
+    (lambda r: r["instances"][0].update(env="nope"), "env"),
+    (lambda r: r["instances"][0].update(version="0.2"), "env"),
+    (lambda r: r.update(task_set="verified-sdist"), "task_set"),
+])
+def test_recipe_validation_names_the_field(edit, field):
+    data = copy.deepcopy(RECIPE)
+    edit(data)
+    with pytest.raises(InputError) as exc:
+        parse_recipe(data, path="r.json")
+    assert exc.value.field == field and exc.value.file == "r.json"
+
+
+def test_recipe_roundtrip_and_listing(tmp_path):
+    path = tmp_path / "recipe.json"
+    path.write_text(json.dumps(RECIPE))
+    rec = load_recipe(path)
+    assert rec.listing() == [{"instance_id": "demo__calc-1", "repo": "demo/calc", "release": "0.1",
+                              "python": "3.11", "env": "calc-0.1"}]
+    with pytest.raises(InputError, match="not in the verified-git recipe"):
+        rec.instance("other")
+
+
+def test_committed_recipe_names_real_rows_at_their_base_commits():
+    if not RECIPE_PATH.exists():
+        pytest.skip("no committed verified-git recipe yet")
+    if not VERIFIED.exists():
+        pytest.skip("SWE-bench Verified rows not found in shared/")
+    from execcritic.tasks import load_tasks
+
+    rows = {t.instance_id: t for t in load_tasks(str(VERIFIED))}
+    rec = load_recipe()
+    for inst in rec.instances:
+        env = rec.envs[inst.env]
+        assert (rows[inst.instance_id].repo, rows[inst.instance_id].version) == (env.repo, env.version)
+        assert env.lock, f"{inst.env}: no lock"
