@@ -6,7 +6,8 @@ version's rows with the build log's tail), prepare the row's checkout from the n
 and Gold through the official evaluator `repeat` times (`qualify.qualify_instance`: same decision rule as
 verified-sdist, flaky nodes measured by repetition). Every decision is appended to `instances.jsonl` at once;
 `envs.json`, `summary.json`, `table.md`, the manifest and the recipe are rewritten from those rows after each
-instance, so a killed run loses at most the instance it was on and a rerun continues where it stopped.
+instance (merged under a lock: runs on different repositories may share one results dir), so a killed run
+loses at most the instance it was on and a rerun continues where it stopped.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from execcritic.config import PAPER, HarnessConfig
 from execcritic.errors import ExecCriticError
 from execcritic.evaluation.qualify import Decision, qualify_instance, reason_class
-from execcritic.files import atomic_write, atomic_write_json
+from execcritic.files import atomic_write, atomic_write_json, locked
 from execcritic.results.manifest import build_manifest, write_result
 from execcritic.tasks.environment import git_environment
 from execcritic.tasks.git import git_task
@@ -88,9 +89,17 @@ def run_qualification(tasks: Sequence[Task], *, results_dir: Path, recipe_out: P
     failed_envs: dict[str, str] = {k: v["error"] for k, v in envs.items() if v.get("error") and not redo}
     built: dict[str, Any] = {}
 
+    mine: dict[str, dict] = {}                 # env records this process made
+
     def save(task: Task, row: dict[str, Any]) -> None:
-        rows[task.instance_id] = row
-        _write(results_dir, rows, envs, recipe_out, dataset_manifest or {}, all_rows or tasks)
+        """Merge this row (and this process's env records) into what is on disk, under the results lock:
+        runs on other repositories may share the results dir."""
+        with locked(results_dir / ".qualify.lock"):
+            rows.update(read_rows(results_dir))
+            envs.update(_read_envs(results_dir))
+            envs.update(mine)
+            rows[task.instance_id] = row
+            _write(results_dir, rows, envs, recipe_out, dataset_manifest or {}, all_rows or tasks)
 
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    console=Console(stderr=True), disable=not progress)
@@ -112,13 +121,13 @@ def run_qualification(tasks: Sequence[Task], *, results_dir: Path, recipe_out: P
                                             reqs_paths=specs["reqs_paths"].get(task.repo, []),
                                             log=lambda m, k=key: log(f"  {k}: {m}"))
                     built[key] = (b, resolved)
-                    envs[key] = {"recipe": resolved.to_dict(), "build_seconds": b.record.get("build_seconds"),
+                    mine[key] = {"recipe": resolved.to_dict(), "build_seconds": b.record.get("build_seconds"),
                                  "disk_bytes": b.record.get("disk_bytes"), "products": len(b.record["products"]),
                                  "compiled": bool(b.record.get("compiled")), "interpreter": b.record["interpreter"],
                                  "built_at": b.record.get("built_at")}
                 except (BuildError, ExecCriticError, OSError) as exc:
                     failed_envs[key] = str(exc)
-                    envs[key] = {"recipe": env.to_dict(), "error": str(exc)[-6000:]}
+                    mine[key] = {"recipe": env.to_dict(), "error": str(exc)[-6000:]}
                     log(f"  {key}: BUILD FAILED: {str(exc).splitlines()[0][:300]}")
             if key in failed_envs:
                 first = failed_envs[key].strip().splitlines()[0][:300]
