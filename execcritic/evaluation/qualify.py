@@ -78,6 +78,8 @@ def _run_problem(r: OfficialResult) -> str | None:
     """An operational problem with a run as a whole (not about particular nodes)."""
     if r.timed_out:
         return "timed out"
+    if r.failure_kind:                  # the harness refused the run (reporter, tree): the evaluator would too
+        return f"{r.failure_kind}: {r.error[:300]}"
     if not r.patch_applied:
         return "patch did not apply: " + r.error.splitlines()[0][:200] if r.error else "patch did not apply"
     if r.load_errors:

@@ -179,3 +179,32 @@ def test_a_different_body_is_a_different_code():
     got = codes_named(compile(forged, "f.py", "exec"), "test_x")
     assert len(want) == len(got) == 1 and want[0] != got[0]
     assert want[0] == codes_named(compile(source, "f.py", "exec"), "test_x")[0]
+
+
+NAMEDTUPLE = textwrap.dedent('''\
+    import collections, sys, types
+    sys.path.insert(0, sys.argv[1])
+    from execcritic_reporter.guard import Guard
+    guard = Guard({"workdir": "/nonexistent"}, tamper=None)
+    Point = collections.namedtuple("Point", "x y")
+    methods = [getattr(v, "__func__", v) for v in vars(Point).values()]
+    methods = [m for m in methods if isinstance(m, types.FunctionType) and m.__code__.co_filename.startswith("<")]
+    ns = {"__name__": "namedtuple_Point", "Point": Point}
+    exec("def _replace(_self, **kwds):\\n    return 'forged'\\n", ns)
+    print(len(methods), all(guard.namedtuple_method(m) for m in methods), guard.namedtuple_method(ns["_replace"]),
+          guard._untrusted_callable(ns["_replace"]))
+''')
+
+
+@pytest.mark.parametrize("exe", [e for e in _interpreters() if subprocess.run(
+    [e, "-c", "import sys; sys.exit(sys.version_info >= (3, 8))"]).returncode == 0] or ["none"])
+def test_without_audit_hooks_namedtuple_methods_are_trusted_and_only_they(exe):
+    """Python < 3.8 has no `exec` audit event, so code compiled at run time is untrusted - but 3.6's namedtuple
+    execs its class template, and unittest's own classes (Django's runner) carry such methods. Exactly the
+    methods the standard library's namedtuple generates for the class are trusted; a look-alike is not."""
+    if exe == "none":
+        pytest.skip("no local CPython < 3.8 (the check applies only there)")
+    proc = subprocess.run([exe, "-c", NAMEDTUPLE, str(INSIDE)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    count, trusted, forged, untrusted = proc.stdout.split()
+    assert int(count) >= 1 and trusted == "True" and forged == "False" and untrusted == "<string>", proc.stdout

@@ -24,6 +24,7 @@ started ahead of time takes its snapshots before its go (`prewatch`).
 
 import ast as _ast_module
 import builtins as _builtins_module
+import collections as _collections_module
 import functools as _functools_module
 import opcode as _opcode_module
 import os as _os_module
@@ -71,6 +72,10 @@ def _build():
     _mro_of = type.__dict__["__mro__"].__get__
     _qualname_of = type.__dict__["__qualname__"].__get__
     _str_copy = str.__str__
+    _namedtuple = _collections_module.namedtuple
+    # Python < 3.8 has no audit hooks: no `exec` event says that trusted code compiled a function at run time
+    _NO_AUDIT = not hasattr(_sys_module, "addaudithook")
+    _version = _sys_module.version_info
 
     def isinstance(obj, classinfo):
         """By the object's type alone: a `__class__` the object's class defines is its code."""
@@ -300,6 +305,39 @@ def _build():
                 S.runtime_refs.append(c)
                 stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
 
+        def namedtuple_method(fn):
+            """Python < 3.8 (no `exec` event): is `fn` exactly a method the standard library's namedtuple generates
+            at run time (3.6 execs a class template, 3.7 evals `__new__`; unittest's own classes carry such
+            methods)? Its code must equal the reference namedtuple's for the same name, fields and defaults, built
+            here by the namedtuple bound at boot."""
+            glob = fn.__globals__
+            name = glob.get("__name__") if type(glob) is dict else None
+            if type(name) is not str or not name.startswith("namedtuple_"):
+                return False
+            typename = name[len("namedtuple_"):]
+            cls = glob.get(typename)
+            if isinstance(cls, type) and _subclass(tuple, cls):          # 3.6: the class is in the namespace
+                fields = vars(cls).get("_fields")
+            elif fn.__name__ == "__new__":                                # 3.7: `__new__(_cls, <fields>)` alone
+                fields = fn.__code__.co_varnames[1:fn.__code__.co_argcount]
+            else:
+                return False
+            if not (type(fields) is tuple and all(type(f) is str for f in fields)):
+                return False
+            defaults = fn.__defaults__ if _version >= (3, 7) else None
+            key = (typename, fields, defaults)
+            ref = S.namedtuples.get(key)
+            if ref is None:
+                try:
+                    ref = S.namedtuples[key] = _namedtuple(typename, fields, **(
+                        {"defaults": defaults} if defaults else {}))
+                except (TypeError, ValueError):
+                    return False
+            want = vars(ref).get(fn.__name__)
+            want = want.__func__ if isinstance(want, (classmethod, staticmethod)) else want
+            return type(want) is types.FunctionType and want.__code__ == fn.__code__ and \
+                want.__defaults__ == fn.__defaults__ and want.__kwdefaults__ == fn.__kwdefaults__
+
         def _stdlib(path):
             return not path.startswith(S.workdir) and "site-packages" not in path and not path.startswith("<")
 
@@ -528,6 +566,8 @@ def _build():
                     return known[1]
                 code = value.__code__
                 if code.co_filename.startswith("<"):
+                    if _NO_AUDIT and namedtuple_method(value):
+                        return None
                     return code.co_filename if runtime_untrusted(code) else None
                 path = _abs(code.co_filename)
                 if S.product_runner and path.startswith(S.workdir):
@@ -879,6 +919,7 @@ def _build():
         S.classes_seen = None   # the same for classes, during one `watch` (a class can gain methods later)
         S.compiled = {}         # (path, name, compiler) -> [code objects the file defines for `name`]
         S.parsed = {}           # path -> (source, module AST)
+        S.namedtuples = {}      # (typename, fields, defaults) -> the reference namedtuple (`namedtuple_method`)
         set_facts(config)
         S.trusted_runtime, S.candidate_runtime, S.runtime_refs = set(), set(), []
         # True when the runner's own package lives in the checkout (pytest-dev/pytest): its code is the
@@ -890,7 +931,7 @@ def _build():
         # sys.modules after running still ran: the run is stale all the same)
         S.early_code = set() if config.get("prestart") else None
         for _fn in (set_facts, _rel, _abs, changed_file, trusted_file, candidate_line, runtime_untrusted,
-                    _note_runtime, _stdlib, audit, _import, _written_during_run, _bytecode_file, _open,
+                    _note_runtime, namedtuple_method, _stdlib, audit, _import, _written_during_run, _bytecode_file, _open,
                     _caller, candidate_on_stack, _by_candidate, _fire, check_trace_functions,
                     signal_handler, check_case, _untrusted_callable, _untrusted_class, _provenance,
                     _imported, watch, prewatch, _rebase, _watch, _watch_module, watch_mapping,
