@@ -296,7 +296,8 @@ def add_products(checkout: Path, built: BuiltGitEnv) -> list[str]:
         if dst.exists() or dst.is_symlink() or not src.is_file():
             continue
         dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dst)
+        shutil.copyfile(src, dst)       # dated now: newer than the fetched sources, so builds see them current
+        shutil.copymode(src, dst)
         added.append(rel)
     if added:
         exclude = checkout / ".git" / "info" / "exclude"
