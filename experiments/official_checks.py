@@ -18,15 +18,12 @@ import tempfile
 from pathlib import Path
 
 from execcritic.evaluation.official import evaluate_official
+from execcritic.evaluation.qualify import UNAPPLICABLE
 from execcritic.pipeline.records import RecordStore, unit_key
 from execcritic.pipeline.workers import Unit, run_units
 from execcritic.results.manifest import build_manifest, write_result
 from execcritic.tasks import load_tasks
 
-# Every hunk's context is wrong, so no strategy can apply it: the evaluator must say so, not grade.
-UNAPPLICABLE = ("diff --git a/no_such_dir/missing.py b/no_such_dir/missing.py\n--- a/no_such_dir/missing.py\n"
-                "+++ b/no_such_dir/missing.py\n@@ -1,2 +1,2 @@\n-this line is not there\n+nor is this one\n"
-                " context that does not exist\n")
 EXPECTED = {"gold": "resolved", "empty": "unresolved", "unapplicable": "invalid"}
 
 

@@ -129,17 +129,25 @@ def decide(task: Task, base: OfficialResult, gold: OfficialResult) -> Decision:
                     f"P2P {len(task.pass_to_pass) - len(excluded)} pass on Gold{note}", excluded)
 
 
+# Every hunk's context is wrong, so no strategy can apply it: the evaluator must say so, not grade.
+UNAPPLICABLE = ("diff --git a/no_such_dir/missing.py b/no_such_dir/missing.py\n--- a/no_such_dir/missing.py\n"
+                "+++ b/no_such_dir/missing.py\n@@ -1,2 +1,2 @@\n-this line is not there\n+nor is this one\n"
+                " context that does not exist\n")
+
+
 def qualify_instance(task: Task, env, *, harness: HarnessConfig = PAPER.harness, log_dir: Path | None = None,
-                     repeat: int = 1) -> tuple[Decision, dict[str, Any]]:
+                     repeat: int = 1, unapplicable: bool = False) -> tuple[Decision, dict[str, Any]]:
     """Run Base and Gold through the official evaluator in one sandbox; decide; re-check the decision
     by re-grading the same logs with the reduced PASS_TO_PASS (gold resolved, empty unresolved).
 
     repeat > 1 runs the pair again (only when the first pair keeps the instance) and measures flakiness: a
     FAIL_TO_PASS node whose status changes on either side drops the instance, a PASS_TO_PASS one is left out
-    (`p2p_excluded`) and named in `flaky_nodes`, and a repetition that does not run validly drops it."""
+    (`p2p_excluded`) and named in `flaky_nodes`, and a repetition that does not run validly drops it. Every
+    repetition's logs are re-graded. `unapplicable` also checks that a patch that cannot apply is invalid."""
     t0 = time.monotonic()
     sb = env.open_sandbox(limits=Limits.from_config(harness))
     runs: list[tuple[OfficialResult, OfficialResult]] = []
+    junk = None
     try:
         for k in range(max(1, repeat)):
             sub = (log_dir / f"run{k + 1}" if k else log_dir) if log_dir else None
@@ -150,6 +158,8 @@ def qualify_instance(task: Task, env, *, harness: HarnessConfig = PAPER.harness,
             runs.append((base, gold))
             if k == 0 and not decide(task, base, gold).kept:
                 break
+        if unapplicable and len(runs) == max(1, repeat):
+            junk = evaluate_local(task, UNAPPLICABLE, env, sandbox=sb, harness=harness, candidate=True)
     finally:
         sb.close()
     base, gold = runs[0]
@@ -159,15 +169,25 @@ def qualify_instance(task: Task, env, *, harness: HarnessConfig = PAPER.harness,
              "n_f2p": len(task.fail_to_pass), "n_p2p": len(task.pass_to_pass)}
     if d.kept:
         p2p = [t for t in task.pass_to_pass if t not in d.p2p_excluded]
-        rb = _regrade(task, base, "", p2p)
-        rg = _regrade(task, gold, task.patch, p2p)
-        facts.update({"empty_valid": rb.valid, "empty_resolved": rb.resolved, "gold_valid": rg.valid,
-                      "gold_resolved": rg.resolved})
-        if not (rg.valid and rg.resolved and rb.valid and not rb.resolved):
-            d = Decision(task.instance_id, False, f"re-grade disagrees: gold valid={rg.valid} resolved={rg.resolved}"
-                         f" ({rg.error[:200]}); empty valid={rb.valid} resolved={rb.resolved} ({rb.error[:200]})",
-                         d.p2p_excluded, flaky_nodes=d.flaky_nodes)
+        checks = [(_regrade(task, b, "", p2p), _regrade(task, g, task.patch, p2p)) for b, g in runs]
+        facts["official_checks"] = {"empty": [_outcome(rb) for rb, _ in checks],
+                                    "gold": [_outcome(rg) for _, rg in checks]}
+        if junk is not None:
+            facts["official_checks"]["unapplicable"] = _outcome(junk)
+        for k, (rb, rg) in enumerate(checks, 1):
+            if not (rg.valid and rg.resolved and rb.valid and not rb.resolved):
+                d = Decision(task.instance_id, False, f"re-grade disagrees (run {k}): gold valid={rg.valid} "
+                             f"resolved={rg.resolved} ({rg.error[:200]}); empty valid={rb.valid} "
+                             f"resolved={rb.resolved} ({rb.error[:200]})", d.p2p_excluded, flaky_nodes=d.flaky_nodes)
+                break
+        if d.kept and junk is not None and (junk.valid or "apply" not in junk.error):
+            d = Decision(task.instance_id, False, f"a patch that cannot apply was not invalid: {_outcome(junk)} "
+                         f"({junk.error[:200]})", d.p2p_excluded, flaky_nodes=d.flaky_nodes)
     return d, facts
+
+
+def _outcome(r: OfficialResult) -> str:
+    return "invalid" if not r.valid else "resolved" if r.resolved else "unresolved"
 
 
 def flaky(task: Task, runs: Sequence[tuple[OfficialResult, OfficialResult]]) -> dict[str, str]:

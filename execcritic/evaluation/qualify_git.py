@@ -165,7 +165,8 @@ def _qualify_one(task: Task, b, env: GitEnvRecipe, *, source: str, root: Path, r
     gtask = git_task(task, env)
     try:
         d, qf = qualify_instance(gtask, git_environment(gtask, root), harness=harness,
-                                 log_dir=root / "qualify-logs" / task.instance_id, repeat=repeat)
+                                 log_dir=root / "qualify-logs" / task.instance_id, repeat=repeat,
+                                 unapplicable=True)
     except ExecCriticError as exc:
         d, qf = Decision(task.instance_id, False, f"qualification error: {exc}"[:400]), {}
     facts.update(qf)

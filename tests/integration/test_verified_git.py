@@ -156,6 +156,8 @@ def test_qualification_builds_caches_qualifies_and_resumes(mirror, tmp_path):
     rows = {r["instance_id"]: r for r in map(json.loads, (results / "instances.jsonl").read_text().splitlines())}
     assert rows["demo__calc-1"]["kept"], rows["demo__calc-1"]["reason"]
     assert rows["demo__calc-1"]["runs"] == 2 and rows["demo__calc-1"]["flaky_nodes"] == {}
+    assert rows["demo__calc-1"]["official_checks"] == {"empty": ["unresolved"] * 2, "gold": ["resolved"] * 2,
+                                                       "unapplicable": "invalid"}
     assert not rows["demo__calc-2"]["kept"] and "passes on Base" in rows["demo__calc-2"]["reason"]
     assert summary["qualified"] == 1 and summary["per_repo"][REPO]["dropped"] == {"F2P passes on Base": 1}
 
