@@ -119,6 +119,7 @@ def run_qualification(tasks: Sequence[Task], *, results_dir: Path, recipe_out: P
                 try:
                     b, resolved = build_env(env, source=source, root=root, resolve=True,
                                             reqs_paths=specs["reqs_paths"].get(task.repo, []),
+                                            env_yml_paths=specs.get("env_yml_paths", {}).get(task.repo, []),
                                             log=lambda m, k=key: log(f"  {k}: {m}"))
                     built[key] = (b, resolved)
                     mine[key] = {"recipe": resolved.to_dict(), "build_seconds": b.record.get("build_seconds"),

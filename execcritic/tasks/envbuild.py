@@ -249,6 +249,55 @@ def read_requirements(checkout: Path, paths: Sequence[str]) -> list[str]:
     return []
 
 
+# conda package names that differ on PyPI; None: conda-only (a system library, a GUI toolkit, conda itself)
+CONDA_TO_PIP = {"pytables": "tables", "setuptools_scm": "setuptools-scm", "python-graphviz": "graphviz",
+                "matplotlib-base": "matplotlib", "iris": "scitools-iris", "pytorch": "torch", "pyqt": None,
+                "wxpython": None, "gtk4": None, "gtk3": None, "pygobject": None, "graphviz": None, "python": None,
+                "pip": None, "pynio": None, "cdms2": None, "libnetcdf": None, "hdf5": None, "ffmpeg": None,
+                "imagemagick": None, "ghostscript": None, "nodejs": None, "compilers": None, "cxx-compiler": None,
+                "c-compiler": None, "pkg-config": None, "texlive-core": None, "qt": None, "tk": None, "cartopy": None,
+                "esmpy": None, "xesmf": None}
+
+
+def conda_env_requirements(text: str) -> tuple[list[str], dict[str, str]]:
+    """A conda environment file's dependencies as pip requirements (its `pip:` section as is; conda's
+    `name=1.2` is `name==1.2.*`), and {dependency: why it is left out} for the conda-only ones."""
+    import yaml  # lazy: only environment files need it
+
+    data = yaml.safe_load(text) or {}
+    reqs: list[str] = []
+    skipped: dict[str, str] = {}
+    for dep in data.get("dependencies") or []:
+        if isinstance(dep, dict):
+            reqs += [_clean_requirement(p) for p in dep.get("pip") or [] if _keep_requirement(str(p))]
+            continue
+        text_dep = str(dep).split("::")[-1].strip()
+        m = re.match(r"^([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*(.*)$", text_dep)
+        if not m:
+            skipped[f"environment.yml: {dep}"] = "not a package specification"
+            continue
+        name, extras, spec = m.group(1), m.group(2) or "", m.group(3).strip()
+        if spec.startswith("=") and not spec.startswith("=="):
+            version = spec[1:].split("=")[0]
+            spec = f"=={version}" if version.endswith("*") else f"=={version}.*"
+        elif re.match(r"^\d", spec):
+            spec = "==" + spec.split()[0]
+        pip = CONDA_TO_PIP.get(name.lower(), name)
+        if pip is None:
+            skipped[f"environment.yml: {dep}"] = "conda-only package (no PyPI distribution); not installed"
+            continue
+        reqs.append(f"{pip}{extras}{spec}")
+    return reqs, skipped
+
+
+def read_env_requirements(checkout: Path, paths: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """`conda_env_requirements` of the first of `paths` that exists in a checkout."""
+    for rel in paths:
+        if (checkout / rel).is_file():
+            return conda_env_requirements((checkout / rel).read_text())
+    return [], {"packages: environment.yml": f"none of {list(paths)} exists"}
+
+
 def install_command(spec: Mapping) -> str:
     """SWE-bench's install command; a non-editable `pip install .` becomes editable (see skipped)."""
     cmd = spec["install"]
@@ -265,14 +314,15 @@ def build_environ(venv: Path, version: str) -> dict:
 
 
 def uv_install(steps: StepLog, uv: list[str], py: str, reqs: list[str], cutoff: str, env: dict, log, *,
-               what: str) -> dict[str, str]:
-    """Install `reqs` into the venv; pins SWE-bench chose are exempt from the date cutoff. If the set
-    fails as a whole, install one by one and return {requirement: why it was left out}."""
+               what: str, exempt: Sequence[str] = BUILD_TOOLS) -> dict[str, str]:
+    """Install `reqs` into the venv; pins SWE-bench chose (and the `exempt` build tools) are exempt from the
+    date cutoff. If the set fails as a whole, install one by one and return {requirement: why it was left
+    out}."""
     def cmd(items: list[str], dated: bool = True) -> list[str]:
         c = [*uv, "pip", "install", "--python", py]
         if dated:
             c += ["--exclude-newer", cutoff]
-            for name in BUILD_TOOLS:  # build backends of any era must still build on this interpreter
+            for name in exempt:  # build backends of any era must still build on this interpreter
                 c += ["--exclude-newer-package", f"{name}={FAR_FUTURE}"]
             for r in items:
                 name = _pinned_name(r)
@@ -305,18 +355,42 @@ def system_step(cmd: str) -> bool:
     return cmd.strip().startswith(_APT) or "locale-gen" in cmd
 
 
-def run_pre_install(steps: StepLog, spec: Mapping, checkout: Path, venv: Path, version: str, *,
-                    mapped: Sequence[tuple[Path, Path]] = (), log=None) -> tuple[dict[str, str], list[str]]:
-    """The spec's pre_install steps at /testbed (the checkout) under bwrap, minus system steps; returns
-    ({step: why it was not run}, [the system steps])."""
+_VAR = re.compile(r"\$\{?([A-Za-z_]\w*)")
+
+
+def pre_install_script(spec: Mapping, extra: Sequence[str] = ()) -> tuple[list[str], dict[str, str], list[str]]:
+    """The spec's pre_install steps (then `extra`) that run here, as one shell script's lines (SWE-bench runs
+    them in one shell: a step may set a variable a later one reads); ({step: why it is left out}, [the system
+    steps]). Left out: system package steps (system-deps.sh provides them), downloads from hosts other than
+    the package index (wget/curl: no network beyond PyPI and Debian here), and the steps that use what such a
+    download names (its variables)."""
+    run: list[str] = []
     skipped: dict[str, str] = {}
     host_steps: list[str] = []
-    for cmd in spec.get("pre_install") or []:
+    downloaded: set[str] = set()
+    for cmd in [*(spec.get("pre_install") or []), *extra]:
         if system_step(cmd):
             skipped[f"pre_install: {cmd}"] = "system package step: not run in a venv build (host requirement)"
             host_steps.append(cmd)
-            continue
-        steps.run(bwrap_prefix(checkout, [], mapped=mapped) + ["bash", "-c", cmd], what="pre_install",
+        elif re.search(r"\b(wget|curl)\b", cmd):
+            downloaded |= set(_VAR.findall(cmd))
+            skipped[f"pre_install: {cmd}"] = "download from outside the package index: not run (no network beyond " \
+                                             "PyPI and Debian; the build uses Debian's library instead)"
+        elif downloaded & set(_VAR.findall(cmd)):
+            skipped[f"pre_install: {cmd}"] = "uses what a skipped download would have fetched: not run"
+        else:
+            run.append(cmd)
+    return run, skipped, host_steps
+
+
+def run_pre_install(steps: StepLog, spec: Mapping, checkout: Path, venv: Path, version: str, *,
+                    mapped: Sequence[tuple[Path, Path]] = (), extra: Sequence[str] = (),
+                    log=None) -> tuple[dict[str, str], list[str]]:
+    """`pre_install_script` at /testbed (the checkout) under bwrap, in one shell that stops at the first
+    failing step; returns ({step: why it was not run}, [the system steps])."""
+    run, skipped, host_steps = pre_install_script(spec, extra)
+    if run:
+        steps.run(bwrap_prefix(checkout, [], mapped=mapped) + ["bash", "-ec", "\n".join(run)], what="pre_install",
                   env=build_environ(venv, version), log=log)
     return skipped, host_steps
 
@@ -333,6 +407,8 @@ class VenvPlan:
     lock: Sequence[str] = ()         # install exactly this (resolve=False)
     skipped: Mapping[str, str] = field(default_factory=dict)   # carried over from the resolution (resolve=False)
     install: str = ""                # the install command actually run ("" = install_command(spec))
+    exempt: Sequence[str] = BUILD_TOOLS   # build tools resolved without the cutoff
+    extra_pre_install: Sequence[str] = ()  # local adaptations, run after the spec's pre_install
 
 
 @dataclass
@@ -372,18 +448,18 @@ def build_venv(plan: VenvPlan, steps: StepLog, *, staging: Path, final: Path, ch
         first = conda_packages(spec) + list(plan.requirements)
         if first:
             skipped.update(uv_install(steps, host + [uv], py, first, plan.exclude_newer, uv_env, log,
-                                      what="packages"))
+                                      what="packages", exempt=plan.exempt))
         pip_pkgs = list(spec.get("pip_packages") or [])
         if pip_pkgs:
             skipped.update(uv_install(steps, host + [uv], py, pip_pkgs, plan.exclude_newer, uv_env, log,
-                                      what="pip_packages"))
+                                      what="pip_packages", exempt=plan.exempt))
     elif plan.lock:
         (staging / "lock.txt").write_text("\n".join(plan.lock) + "\n")
         steps.run(host + [uv, "pip", "install", "--python", py, "--no-deps", "-r", str(final / "lock.txt")],
                   what="install lock", env=uv_env, log=log)
     # pre_install (minus system package steps) and the install command, at /testbed under bwrap
     pre_skipped, host_steps = run_pre_install(steps, spec, staging / checkout, venv, plan.version, mapped=seen,
-                                              log=log)
+                                              extra=plan.extra_pre_install, log=log)
     skipped.update(pre_skipped)
     install = plan.install or install_command(spec)
     if install != spec["install"]:

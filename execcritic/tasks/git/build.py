@@ -34,6 +34,7 @@ import platformdirs
 
 from execcritic.files import atomic_write, locked
 from execcritic.tasks.envbuild import (
+    BUILD_TOOLS,
     BuildError,
     StepLog,
     VenvPlan,
@@ -42,6 +43,7 @@ from execcritic.tasks.envbuild import (
     build_once,
     build_venv,
     bwrap_prefix,
+    read_env_requirements,
     read_requirements,
     run_pre_install,
     use_lock,
@@ -58,6 +60,9 @@ SKIP_SUFFIXES = (".pyc", ".pyo")
 COMPILED_SUFFIXES = (".pyx", ".pxd", ".pxi", ".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".f", ".f90", ".tp",
                      ".src")
 REBUILD = "python setup.py build_ext --inplace"
+# build tools resolved without the date cutoff - but not Cython: the repository's own .pyx files need the
+# Cython of their era (scikit-learn 0.2x does not compile with Cython 3)
+EXEMPT = tuple(t for t in BUILD_TOOLS if t != "cython")
 
 
 def cache_root() -> Path:
@@ -122,19 +127,20 @@ def _reusable(env: GitEnvRecipe, root: Path, resolve: bool) -> tuple[BuiltGitEnv
 
 
 def build_env(env: GitEnvRecipe, *, source: str, root: Path | None = None, resolve: bool = False,
-              reqs_paths: Sequence[str] = (), progress: bool = False,
+              reqs_paths: Sequence[str] = (), env_yml_paths: Sequence[str] = (), progress: bool = False,
               log: Callable[[str], None] | None = None) -> tuple[BuiltGitEnv, GitEnvRecipe]:
     """Build (or reuse) a (repository, version) environment: (built, the env with its lock).
 
     resolve=False installs the recipe's lock exactly; resolve=True reads the spec's requirement files
-    (`reqs_paths`, at the setup commit) and resolves with uv under `--exclude-newer env.exclude_newer`.
+    (`reqs_paths`, or the conda environment file at one of `env_yml_paths`, at the setup commit) and resolves
+    with uv under `--exclude-newer env.exclude_newer`.
     `built.record["reused"]` says whether this call built it."""
     root = root or cache_root()
     d = env_dir(env.key, root)
 
     def build_into(staging: Path) -> tuple[BuiltGitEnv, GitEnvRecipe]:
         return _build_into(env, staging, d, source=source, resolve=resolve, reqs_paths=reqs_paths,
-                           progress=progress, log=log)
+                           env_yml_paths=env_yml_paths, progress=progress, log=log)
 
     (built, resolved), now = build_once(d, lambda: _reusable(env, root, resolve), build_into)
     if not now and log:
@@ -144,7 +150,8 @@ def build_env(env: GitEnvRecipe, *, source: str, root: Path | None = None, resol
 
 
 def _build_into(env: GitEnvRecipe, staging: Path, d: Path, *, source: str, resolve: bool,
-                reqs_paths: Sequence[str], progress: bool, log) -> tuple[BuiltGitEnv, GitEnvRecipe]:
+                reqs_paths: Sequence[str], env_yml_paths: Sequence[str], progress: bool,
+                log) -> tuple[BuiltGitEnv, GitEnvRecipe]:
     t0 = time.monotonic()
     steps = StepLog()
     fetch_commit(source, env.setup_commit, staging / "setup", steps=steps, log=log)
@@ -157,11 +164,11 @@ def _build_into(env: GitEnvRecipe, staging: Path, d: Path, *, source: str, resol
             if not requirements:
                 skipped["packages: requirements.txt"] = f"none of {list(reqs_paths)} exists at the setup commit"
         elif packages == "environment.yml":
-            skipped["packages: environment.yml"] = "conda environment file not reproduced in a venv; the spec's " \
-                "pip_packages are installed"
+            requirements, left_out = read_env_requirements(staging / "setup", env_yml_paths)
+            skipped.update(left_out)
     plan = VenvPlan(python=env.python, spec=env.spec, requirements=requirements, exclude_newer=env.exclude_newer,
                     version=env.project_version, lock=env.lock, skipped={**env.skipped, **skipped},
-                    install=install_command(env.spec))
+                    install=install_command(env.spec), exempt=EXEMPT, extra_pre_install=tuple(env.adaptations))
     venv = build_venv(plan, steps, staging=staging, final=d, checkout="setup", resolve=resolve,
                       progress=progress, log=log)
     skipped_all = {**(skipped if resolve else {}), **venv.skipped}
@@ -271,7 +278,8 @@ def prepare_checkout(instance_id: str, base_commit: str, built: BuiltGitEnv, env
         steps = StepLog()
         fetch_commit(source, base_commit, staging, steps=steps, log=log)
         fetched = time.monotonic() - t0
-        run_pre_install(steps, env.spec, staging, built.venv, env.project_version, log=log)
+        run_pre_install(steps, env.spec, staging, built.venv, env.project_version, extra=tuple(env.adaptations),
+                        log=log)
         added = add_products(staging, built)
         rebuilt = rebuild_extensions(staging, built, env, steps, log=log)
         record = {"instance_id": instance_id, "base_commit": base_commit, "env": env.key,

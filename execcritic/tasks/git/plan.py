@@ -5,7 +5,8 @@ Some are release-branch commits a mirror of the default branch lacks (Django's s
 0.2x branches); then the newest Base commit of that version stands in, and the env says so (`setup_note`).
 The project version given to setuptools_scm is `git describe` of the setup commit in a local source with tags,
 else `<version>.0`. What the spec leaves unpinned is resolved as of `DEFAULT_CUTOFF`, the publication of
-SWE-bench Verified (its environments were built then, with the newest packages an interpreter accepts).
+SWE-bench Verified (its conda environments were built then), or as of the interpreter's end of life when that
+is earlier (conda channels stopped building packages for it then: a Python 3.6 env got the Cython of 2021).
 """
 
 from __future__ import annotations
@@ -18,6 +19,24 @@ from execcritic.tasks.git.source import describe, has_commit, scm_version, sourc
 from execcritic.tasks.model import Task
 
 DEFAULT_CUTOFF = "2024-08-13T00:00:00Z"
+# Local adaptations a repository needs here (recorded in each env: step -> why), run after the spec's pre_install.
+ADAPTATIONS = {
+    "matplotlib/matplotlib": {
+        "printf '[libs]\\nsystem_freetype = true\\nsystem_qhull = true\\n' > mplsetup.cfg":
+            "matplotlib >= 3.4 downloads FreeType and Qhull sources at build time (SWE-bench's pre_install fetches "
+            "Qhull from qhull.org); no network beyond PyPI and Debian here, so Debian's libfreetype-dev and "
+            "libqhull-dev are used (scripts/system-deps.sh); FreeType's version changes text rendering in image "
+            "comparisons",
+    },
+}
+PYTHON_EOL = {"2.7": "2020-01-01T00:00:00Z", "3.5": "2020-09-13T00:00:00Z", "3.6": "2021-12-23T00:00:00Z",
+              "3.7": "2023-06-27T00:00:00Z", "3.8": "2024-10-07T00:00:00Z"}
+
+
+def env_cutoff(cutoff: str, python: str) -> str:
+    """The date cutoff of an env on `python`: `cutoff`, or the interpreter's end of life if earlier."""
+    eol = PYTHON_EOL.get(python)
+    return eol if eol and eol < cutoff else cutoff
 
 
 @dataclass
@@ -56,7 +75,8 @@ def plan_envs(tasks: Sequence[Task], specs: Mapping[str, Mapping[str, dict]], *,
         key = env_key(repo, version, spec["python"], spec)
         plan.envs[key] = GitEnvRecipe(
             key=key, repo=repo, version=version, python=spec["python"], spec=dict(spec), setup_commit=setup,
-            project_version=scm_version(describe(source, setup), f"{version}.0"), exclude_newer=cutoff,
+            project_version=scm_version(describe(source, setup), f"{version}.0"),
+            exclude_newer=env_cutoff(cutoff, spec["python"]), adaptations=dict(ADAPTATIONS.get(repo, {})),
             setup_note=note)
         for t in rows:
             plan.env_of[t.instance_id] = key

@@ -49,6 +49,8 @@ class GitEnvRecipe:
     lock: tuple[str, ...] = ()             # pip freeze of the built venv, minus the project itself
     skipped: Mapping[str, str] = field(default_factory=dict)   # requirement/step -> why it was left out
     setup_note: str = ""              # why setup_commit is not the row's environment_setup_commit
+    # local adaptations: shell steps run after the spec's pre_install (env and every checkout) -> why
+    adaptations: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -59,7 +61,7 @@ class GitEnvRecipe:
         return {"repo": self.repo, "version": self.version, "python": self.python, "spec": dict(self.spec),
                 "setup_commit": self.setup_commit, "project_version": self.project_version,
                 "exclude_newer": self.exclude_newer, "requirements": list(self.requirements),
-                "lock": list(self.lock)}
+                "lock": list(self.lock), **({"adaptations": dict(self.adaptations)} if self.adaptations else {})}
 
     def resolve_payload(self) -> dict[str, Any]:
         """What a resolving build starts from (the lock and the requirements are what it finds)."""
@@ -73,7 +75,8 @@ class GitEnvRecipe:
                 "setup_commit": self.setup_commit, "project_version": self.project_version,
                 "exclude_newer": self.exclude_newer, "requirements": list(self.requirements),
                 "lock": list(self.lock), "skipped": dict(self.skipped),
-                **({"setup_note": self.setup_note} if self.setup_note else {})}
+                **({"setup_note": self.setup_note} if self.setup_note else {}),
+                **({"adaptations": dict(self.adaptations)} if self.adaptations else {})}
 
 
 def digest(payload: Mapping[str, Any]) -> str:
@@ -104,7 +107,7 @@ def parse_env(key: str, e: Mapping[str, Any], *, path: str) -> GitEnvRecipe:
         exclude_newer=required(e, "exclude_newer", str, file=path, where=where),
         requirements=tuple(required(e, "requirements", list, file=path, where=where)),
         lock=tuple(required(e, "lock", list, file=path, where=where)), skipped=dict(e.get("skipped") or {}),
-        setup_note=str(e.get("setup_note") or ""))
+        setup_note=str(e.get("setup_note") or ""), adaptations=dict(e.get("adaptations") or {}))
 
 
 def parse_recipe(data: Mapping[str, Any], *, path: str = "<recipe>") -> Recipe:
