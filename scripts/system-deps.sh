@@ -4,7 +4,10 @@
 #   git and patch (patch application), Go (the `go test` runner's real-project test; cargo, javac and mvn
 #   come with this kind of machine), pdflatex with booktabs (tests/unit/test_latex.py compiles every generated
 #   paper_figures/*.tex: texlive-latex-base has pdflatex, texlive-latex-recommended booktabs; about 145 MB and
-#   1.5 min with --no-install-recommends). Prints what is missing otherwise; never fails the caller.
+#   1.5 min with --no-install-recommends), and what the verified-git task set's compiled repositories build with
+#   (scikit-learn, astropy and matplotlib from source: a C/C++ compiler and pkg-config; matplotlib >= 3.4 with
+#   Debian's FreeType and Qhull, since their own build would download them). Prints what is missing otherwise;
+#   never fails the caller.
 set -u
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
@@ -16,6 +19,10 @@ command -v jq >/dev/null 2>&1 || need+=(jq)
 command -v go >/dev/null 2>&1 || need+=(golang-go)
 command -v pdflatex >/dev/null 2>&1 || need+=(texlive-latex-base)
 command -v kpsewhich >/dev/null 2>&1 && kpsewhich booktabs.sty >/dev/null 2>&1 || need+=(texlive-latex-recommended)
+command -v g++ >/dev/null 2>&1 || need+=(g++)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+[ -f /usr/include/freetype2/ft2build.h ] || need+=(libfreetype-dev)
+[ -f /usr/include/libqhull_r/libqhull_r.h ] || need+=(libqhull-dev)
 # Django's eval commands export LANG=en_US.UTF-8; without the locale its tests change behaviour
 locale_missing=0
 locale -a 2>/dev/null | grep -qi '^en_US\.utf-\?8$' || locale_missing=1

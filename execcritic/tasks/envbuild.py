@@ -103,7 +103,8 @@ def swap_into_place(staging: Path, dest: Path) -> None:
 # ---- interpreters, bubblewrap, uv ------------------------------------------------------------------
 
 def find_interpreter(version: str) -> Path:
-    """The CPython `version` ('3.9') interpreter: pyenv's, else `pythonX.Y` on PATH."""
+    """The CPython `version` ('3.9') interpreter: pyenv's, else `pythonX.Y` on PATH, else one uv manages
+    (`uv python install 3.9`)."""
     candidates = sorted(PYENV_ROOT.glob(f"versions/{version}.*/bin/python{version}"))
     for c in reversed(candidates):
         if c.exists():
@@ -113,6 +114,13 @@ def find_interpreter(version: str) -> Path:
         real = subprocess.run([found, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True)
         if real.returncode == 0 and real.stdout.strip():
             return Path(real.stdout.strip())
+    try:                                # one `uv python install X.Y` put there (never downloaded here)
+        uv = subprocess.run([uv_binary(), "python", "find", version], capture_output=True, text=True,
+                            env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"}, timeout=60)
+        if uv.returncode == 0 and uv.stdout.strip():
+            return Path(uv.stdout.strip())
+    except (EnvironmentMissing, OSError, subprocess.TimeoutExpired):
+        pass
     raise EnvironmentMissing(f"CPython {version} is not installed (SWE-bench's specs need it); install it, "
                              f"e.g. `pyenv install {version}` or `uv python install {version}`, so that "
                              f"python{version} is on PATH")
