@@ -417,6 +417,9 @@ class VenvPlan:
     install: str = ""                # the install command actually run ("" = install_command(spec))
     exempt: Sequence[str] = BUILD_TOOLS   # build tools resolved without the cutoff
     extra_pre_install: Sequence[str] = ()  # local adaptations, run after the spec's pre_install
+    # requirements to add after the install, from the installed checkout (resolving builds only): what a
+    # rebuild in the tree needs without build isolation
+    post_install: Callable[[Path], list[str]] | None = None
 
 
 @dataclass
@@ -476,6 +479,10 @@ def build_venv(plan: VenvPlan, steps: StepLog, *, staging: Path, final: Path, ch
     steps.run(bwrap_prefix(staging / checkout, [], mapped=seen)
               + ["bash", "-c", f"source {venv}/bin/activate && {install}"],
               what="install", env=build_environ(venv, plan.version), log=log)
+    more = plan.post_install(staging / checkout) if resolve and plan.post_install else []
+    if more:
+        skipped.update(uv_install(steps, host + [uv], py, more, plan.exclude_newer, uv_env, log,
+                                  what="build requirements", exempt=plan.exempt))
     freeze = subprocess.run(host + [uv, "pip", "freeze", "--python", py], capture_output=True, text=True,
                             env=uv_env)
     lock = sorted(line for line in freeze.stdout.splitlines()

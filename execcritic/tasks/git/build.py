@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -168,7 +169,8 @@ def _build_into(env: GitEnvRecipe, staging: Path, d: Path, *, source: str, resol
             skipped.update(left_out)
     plan = VenvPlan(python=env.python, spec=env.spec, requirements=requirements, exclude_newer=env.exclude_newer,
                     version=env.project_version, lock=env.lock, skipped={**env.skipped, **skipped},
-                    install=install_command(env.spec), exempt=EXEMPT, extra_pre_install=tuple(env.adaptations))
+                    install=install_command(env.spec), exempt=EXEMPT, extra_pre_install=tuple(env.adaptations),
+                    post_install=lambda co: build_requirements(co) if has_extensions(install_products(co)) else [])
     venv = build_venv(plan, steps, staging=staging, final=d, checkout="setup", resolve=resolve,
                       progress=progress, log=log)
     skipped_all = {**(skipped if resolve else {}), **venv.skipped}
@@ -216,6 +218,22 @@ def install_products(checkout: Path) -> list[str]:
         if (checkout / rel).is_file() and not (checkout / rel).is_symlink():
             out.append(rel)
     return sorted(out)
+
+
+def build_requirements(checkout: Path) -> list[str]:
+    """pyproject.toml's build-system requirements, minus numpy (the spec pins it): a repository with compiled
+    extensions rebuilds them in each checkout without build isolation, from the venv."""
+    import tomllib  # lazy: only compiled repositories need it
+
+    path = checkout / "pyproject.toml"
+    if not path.is_file():
+        return []
+    try:
+        requires = tomllib.loads(path.read_text()).get("build-system", {}).get("requires", [])
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return []
+    return [r for r in requires if isinstance(r, str)
+            and re.split(r"[\s<>=!~;\[]", r.strip(), maxsplit=1)[0].lower() not in ("numpy", "oldest-supported-numpy")]
 
 
 def has_extensions(products: Sequence[str]) -> bool:
