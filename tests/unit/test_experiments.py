@@ -30,7 +30,7 @@ NOTEBOOKS = REPO / "notebooks"
 
 # ---- presets ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["paper", "smoke", "ci"])
+@pytest.mark.parametrize("name", ["paper", "smoke", "smoke-git", "ci"])
 def test_the_shipped_presets_load(name):
     p = load_preset(name, env={"EXECCRITIC_CI_DATASET": "/x/demo.jsonl"})
     assert p.name == name and p.banner
@@ -85,7 +85,7 @@ def test_bad_presets_name_the_file_and_the_field(tmp_path, body, field):
 # ---- parameters (the notebooks' validation call) ---------------------------------------------------------
 
 def test_unknown_preset_fails_clearly():
-    with pytest.raises(InputError, match=r"unknown preset 'nope'; known: ci, paper, smoke") as exc:
+    with pytest.raises(InputError, match=r"unknown preset 'nope'; known: ci, paper, smoke, smoke-git") as exc:
         parameters("table2", preset="nope")
     assert exc.value.field == "preset"
 

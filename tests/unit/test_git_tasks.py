@@ -87,3 +87,15 @@ def test_committed_recipe_names_real_rows_at_their_base_commits():
         env = rec.envs[inst.env]
         assert (rows[inst.instance_id].repo, rows[inst.instance_id].version) == (env.repo, env.version)
         assert env.lock, f"{inst.env}: no lock"
+
+
+def test_the_smoke_git_preset_names_qualified_verified_git_instances():
+    from execcritic.experiments.presets import load_preset
+
+    preset = load_preset("smoke-git")
+    assert preset.dataset == "verified-git" and preset.build_envs
+    if not RECIPE_PATH.exists():
+        pytest.skip("no committed verified-git recipe yet")
+    rec = load_recipe()
+    for iid in preset.instances:
+        rec.instance(iid)                       # InputError naming the instance when it did not qualify
