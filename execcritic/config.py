@@ -30,12 +30,14 @@ PROFILES_DIR = Path(__file__).parent / "profiles"
 
 
 def knob(default: Any, help: str, *, source: str = "", cli: str = "", choices: tuple[str, ...] = (),
-         **bounds: float) -> Any:
+         unstated: bool = False, **bounds: float) -> Any:
     """A config field: its default, what it does, where the paper fixes it, an optional CLI name, and what
     values are valid (`choices`, or pydantic bounds `ge`/`gt`/`le`/`lt`): a negative turn count or a zero
-    timeout is refused where it is given, never discovered mid-run."""
+    timeout is refused where it is given, never discovered mid-run. `unstated`: the paper needs a value here
+    but does not give one, so the default is this suite's choice; every manifest records it as a deviation
+    (`manifest_deviations`)."""
     return field(default=default, metadata={"help": help, "source": source, "cli": cli, "choices": choices,
-                                            "bounds": bounds})
+                                            "bounds": bounds, "unstated": unstated})
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,14 @@ class RepairRewardConfig:
     selected_passes_official_fails: float = knob(0.2, "selected test passes, official fails", source="Eq. 6")
     resolved_after_revision: float = knob(1.0, "both pass after revision", source="Eq. 6")
     resolved_at_round0: float = knob(1.5, "both pass at Round 0", source="Eq. 6")
+    masked_raw_reward: str = knob(
+        "lower_bound", "raw reward a masked Repair rollout brings into the group mean before its advantage is set "
+        "to 0: 'lower_bound' = the smallest Eq. 6 value consistent with what is known (a usable patch whose "
+        "terminal test gave no verdict: 0.1; a selected-test PASS without an official verdict: 0.2; an aborted "
+        "rollout, where nothing is known: the invalid level 0); 'official_stand_in' = the official verdict "
+        "stands in for the missing test verdict (z := u), 0.1 when both are missing, 0 when aborted",
+        source="App. A.2 keeps the masked rollout's raw reward in the group mean but does not say what it is",
+        unstated=True, choices=("lower_bound", "official_stand_in"))
 
 
 @dataclass(frozen=True)
@@ -169,10 +179,13 @@ class GRPOConfig:
     rollout_temperature: float = knob(1.0, "sampling temperature of RL rollouts", source="Tables 7c, 8c", gt=0)
     rollout_top_p: float = knob(1.0, "top-p of RL rollouts", source="Tables 7c, 8c", gt=0, le=1)
     rollout_top_k: int = knob(-1, "top-k of RL rollouts (-1: disabled)", source="Tables 7c, 8c", ge=-1)
-    max_groups_offered: int = knob(0, "DAPO oversampling cap: issue groups offered per step before the step "
-                                   "proceeds with fewer kept groups (dropped groups then fill the batch and train "
-                                   "nothing); 0 = no cap, sample until groups_per_step are kept",
-                                   source="§5.1 states no cap; slime --over-sampling-batch-size", ge=0)
+    max_groups_offered: int = knob(64, "DAPO oversampling cap: issue groups offered per step (at least "
+                                   "groups_per_step). When it is reached the step stops sampling (stop reason "
+                                   "`offer_cap`, recorded per step) and trains on the groups it kept; with none kept "
+                                   "it changes no weight. A policy without reward variance therefore ends each step "
+                                   "instead of sampling forever",
+                                   source="§5.1 states no cap; 4 x groups_per_step is ours (slime bounds its "
+                                   "oversampling batches too: --over-sampling-batch-size)", ge=1)
 
 
 @dataclass(frozen=True)
@@ -185,6 +198,9 @@ class SFTConfig:
     batch_size: int = knob(8, "SFT rows per optimizer step", source="not stated in Table 7a", ge=1)
     max_length: int = knob(48_000, "SFT example length cap in tokens (longer rows are truncated)",
                            source="Table 7b: the Test policy's 48k context", ge=1)
+    learning_rate: float = knob(1e-6, "SFT learning rate (Adam betas and weight decay are the RL actor's)",
+                                source="not stated in Table 7a; the RL actor's 1e-6 (Tables 7b, 8a)", unstated=True,
+                                gt=0)
 
 
 @dataclass(frozen=True)
@@ -194,6 +210,8 @@ class TestRLConfig:
     __test__ = False
 
     steps: int = knob(200, "GRPO steps (the reported checkpoint)", source="Table 7e: horizon 200, checkpoint 200", ge=1)
+    lr_horizon_steps: int = knob(200, "GRPO steps the learning-rate schedule spans (a decaying schedule reaches its "
+                                 "end here, which may lie beyond `steps`)", source="Table 7e: horizon 200", ge=1)
     lr_schedule: str = knob("constant", "learning-rate schedule", source="Table 7b", choices=('constant', 'cosine'))
     loss_reduction: str = knob("per-token", "policy-loss aggregation: per-token or per-sequence",
                                source="not stated in Table 7; per-token as for the Repair agent (Table 8a)", choices=('per-token', 'per-sequence'))
@@ -212,6 +230,9 @@ class RepairRLConfig:
     """Repair-agent GRPO (Table 8a-c)."""
 
     steps: int = knob(100, "GRPO steps (the reported checkpoint)", source="Table 8b: checkpoint 100", ge=1)
+    lr_horizon_steps: int = knob(300, "GRPO steps the learning-rate schedule spans: the cosine decays to 0 at this "
+                                 "step, so the reported checkpoint (`steps`) is a third of the way down",
+                                 source="Table 8b: launcher horizon 300, reported checkpoint 100", ge=1)
     lr_schedule: str = knob("cosine", "learning-rate schedule", source="Table 8a", choices=('constant', 'cosine'))
     loss_reduction: str = knob("per-token", "policy-loss aggregation: per-token or per-sequence",
                                source="Table 8a", choices=('per-token', 'per-sequence'))
@@ -246,6 +267,14 @@ class ProtocolConfig:
         blob = json.dumps(self.to_dict(), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
+    def unstated(self) -> dict[str, Any]:
+        """Knobs the paper needs but does not fix (`knob(unstated=True)`): {key: value used}."""
+        return {k.key: self.value(k.key) for k in knobs() if k.unstated}
+
+    def value(self, key: str) -> Any:
+        section, name = key.split(".", 1)
+        return getattr(getattr(self, section), name)
+
     def deviations(self) -> dict[str, tuple[Any, Any]]:
         """Fields that differ from the paper's defaults: {'repair.turns_per_round': (40, 30)}."""
         paper = ProtocolConfig().to_dict()
@@ -271,6 +300,7 @@ class Knob:
     help: str
     source: str
     cli: str              # "--turns-per-round" or ""
+    unstated: bool = False  # the paper leaves this open: the default is ours
     choices: tuple[str, ...] = ()
     bounds: tuple[tuple[str, float], ...] = ()   # (("ge", 1),): pydantic bounds
 
@@ -298,8 +328,16 @@ def knobs() -> list[Knob]:
         hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
             out.append(Knob(f"{section.name}.{f.name}", hints[f.name], f.default, f.metadata.get("help", ""),
-                            f.metadata.get("source", ""), f.metadata.get("cli", ""),
+                            f.metadata.get("source", ""), f.metadata.get("cli", ""), f.metadata.get("unstated", False),
                             tuple(f.metadata.get("choices", ())), tuple(f.metadata.get("bounds", {}).items())))
+    return out
+
+
+def manifest_deviations(config: ProtocolConfig) -> dict[str, dict[str, Any]]:
+    """What every manifest records as `deviations_from_paper`: each knob that differs from the paper, and each
+    choice the paper leaves open (paper value "unstated")."""
+    out: dict[str, dict[str, Any]] = {k: {"paper": "unstated", "used": v} for k, v in config.unstated().items()}
+    out.update({k: {"paper": a, "used": b} for k, (a, b) in config.deviations().items()})
     return out
 
 
@@ -400,6 +438,24 @@ def load_protocol(config: str | None = None, sets: Iterable[str] = (), values: d
     return apply_overrides(cfg, values or {}, where="command line")
 
 
-__all__ = ["GRPOConfig", "HarnessConfig", "Knob", "PAPER", "ProtocolConfig", "RepairConfig", "RepairRLConfig",
-           "RepairRewardConfig", "SFTConfig", "TestAgentConfig", "TestRLConfig", "TestRewardConfig", "WorkspaceConfig", "apply_overrides", "knob", "knobs",
-           "load_protocol", "profile_path"]
+__all__ = [
+    "PAPER",
+    "GRPOConfig",
+    "HarnessConfig",
+    "Knob",
+    "ProtocolConfig",
+    "RepairConfig",
+    "RepairRLConfig",
+    "RepairRewardConfig",
+    "SFTConfig",
+    "TestAgentConfig",
+    "TestRLConfig",
+    "TestRewardConfig",
+    "WorkspaceConfig",
+    "apply_overrides",
+    "knob",
+    "knobs",
+    "load_protocol",
+    "manifest_deviations",
+    "profile_path",
+]

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from execcritic.cli.common import JSON_OPTION, emit_json, protocol_options
-from execcritic.config import ProtocolConfig, knobs
+from execcritic.config import ProtocolConfig, knobs, manifest_deviations
 
 app = typer.Typer(no_args_is_help=True, help="The protocol's knobs (execcritic/config.py), profiles and overrides.")
 
@@ -21,10 +21,9 @@ def show(as_json: bool = JSON_OPTION, *, protocol: ProtocolConfig) -> None:
     for k in knobs():
         section, name = k.key.split(".", 1)
         rows.append({"key": k.key, "value": values[section][name], "paper": k.default, "cli": k.cli,
-                     "help": k.help, "source": k.source})
+                     "help": k.help, "source": k.source, "unstated": k.unstated})
     if as_json:
-        emit_json({"knobs": rows, "deviations": {k: {"paper": a, "used": b}
-                                                 for k, (a, b) in protocol.deviations().items()},
+        emit_json({"knobs": rows, "deviations": manifest_deviations(protocol),
                    "digest": protocol.digest()})
         return
     table = Table(title=f"protocol (digest {protocol.digest()}; {len(protocol.deviations())} deviation(s))")
@@ -32,5 +31,6 @@ def show(as_json: bool = JSON_OPTION, *, protocol: ProtocolConfig) -> None:
         table.add_column(col, overflow="fold")
     for r in rows:
         mark = "" if r["value"] == r["paper"] else "[bold yellow]"
-        table.add_row(r["key"], f"{mark}{r['value']}", str(r["paper"]), r["cli"], r["help"])
+        paper = f"unstated (ours: {r['paper']})" if r["unstated"] else str(r["paper"])
+        table.add_row(r["key"], f"{mark}{r['value']}", paper, r["cli"], r["help"])
     Console().print(table)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from execcritic import __version__
-from execcritic.config import PAPER, ProtocolConfig
+from execcritic.config import PAPER, ProtocolConfig, manifest_deviations
 from execcritic.files import atomic_write
 from execcritic.prompts import prompt_digests
 
@@ -74,7 +74,7 @@ def build_manifest(*, command: list[str] | str | None = None, config: ProtocolCo
         "git": git_state(),
         "config": config.to_dict(),
         "config_digest": config.digest(),
-        "deviations_from_paper": {k: {"paper": a, "used": b} for k, (a, b) in config.deviations().items()},
+        "deviations_from_paper": manifest_deviations(config),
         "harness_digest": harness_digest(),
         "prompt_digests": prompt_digests(),
         "model": model,

@@ -10,6 +10,7 @@ from execcritic.rewards.repair_reward import (
     RepairLevel,
     RepairRewardBreakdown,
     RepairRollout,
+    aborted_raw_reward,
     group_repair_rewards,
     repair_reward,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "TestRewardBreakdown",
     "TestRollout",
     "TurnSlack",
+    "aborted_raw_reward",
     "advantages_for_repair_agent",
     "advantages_for_test_agent",
     "balanced_accuracy",

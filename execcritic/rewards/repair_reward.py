@@ -9,13 +9,16 @@ Masking differs from the Test agent's (App. A.2): "If the final test execution c
 ... the affected Repair trajectory receives advantage A(τ)=0. This is a final advantage override after any
 group centering or normalization, not a replacement of the raw reward by zero." So a masked Repair rollout
 keeps a raw reward that *enters* the group mean (see `advantages.advantages_for_repair_agent`). Eq. 6 has no
-branch for an unknown z; the raw reward we give it is Eq. 6 with z := u (the official verdict stands in for
-the missing selected-test verdict: the main configuration's selected test is one of the official F2P tests,
-so u=PASS implies a valid z would be PASS), and the usable-patch floor 0.1 when u is unknown too.
-
+branch for an unknown z and the paper does not say what that raw reward is, so it is one named choice,
+`RepairRewardConfig.masked_raw_reward` (recorded in every manifest as a choice the paper leaves open):
+- "lower_bound" (default): the smallest Eq. 6 value consistent with what is known - a usable patch whose
+  terminal test gave no verdict gets 0.1 (z could be FAIL, "regardless of the official outcome");
+- "official_stand_in": z := u (the official verdict stands in for the missing one: the selected test is one
+  of the official F2P tests, so u=PASS suggests z=PASS), 0.1 when u is unknown too.
 A valid z=PASS whose official evaluation produced no verdict (u unknown) cannot be placed between 0.2 and
-1.0/1.5 either; Eq. 6 is stated "for valid terminal evaluations", so we mask it the same way (raw reward
-0.2, the known lower bound). A z=FAIL needs no official verdict (0.1 regardless).
+1.0/1.5 either; Eq. 6 is stated "for valid terminal evaluations", so it is masked too, with 0.2 (the known
+lower bound) under both choices. A z=FAIL needs no official verdict (0.1 regardless). A rollout aborted before
+any verdict (`aborted_raw_reward`, used by the group step of both engines) brings the invalid level, 0.
 
 Pure: no I/O. Numbers come from `RepairRewardConfig` (paper defaults).
 """
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 
 from execcritic.config import PAPER, RepairRewardConfig
 
+MASKED_RAW_REWARDS = ("lower_bound", "official_stand_in")
 VERDICTS = ("PASS", "FAIL", "INVALID")
 """Terminal selected-test execution: a valid PASS/FAIL verdict, or INVALID (operational, no verdict)."""
 
@@ -100,9 +104,18 @@ def _branch(z: str, u: str | None, at_round0: bool, config: RepairRewardConfig) 
     return RepairLevel.RESOLVED_AFTER_REVISION, config.resolved_after_revision
 
 
+def aborted_raw_reward(config: RepairRewardConfig = PAPER.repair_reward) -> float:
+    """The raw reward an aborted Repair rollout (no verdict at all) brings into the group mean: Eq. 6's invalid
+    level, under either `masked_raw_reward` choice (nothing is known that could raise it)."""
+    return config.invalid
+
+
 def repair_reward(rollout: RepairRollout,
                   config: RepairRewardConfig = PAPER.repair_reward) -> RepairRewardBreakdown:
     """Eq. 6 in Figure 4b's decision order; masking as in App. A.2 (module docstring)."""
+    if config.masked_raw_reward not in MASKED_RAW_REWARDS:
+        raise ValueError(f"repair_reward.masked_raw_reward must be one of {MASKED_RAW_REWARDS}, got "
+                         f"{config.masked_raw_reward!r}")
     u = _verdict(rollout.official_resolved)
 
     def result(level: RepairLevel, reward: float, z: str | None,
@@ -115,9 +128,10 @@ def repair_reward(rollout: RepairRollout,
     if not rollout.patch_usable:
         return result(RepairLevel.INVALID_PATCH, config.invalid, None)
     if rollout.selected_test == "INVALID":
-        if u is None:
+        if u is None or config.masked_raw_reward == "lower_bound":
+            why = "" if u is not None else " (official verdict unavailable too)"
             return result(RepairLevel.SELECTED_FAILS, config.usable_selected_fails, None,
-                          "terminal_test_invalid (official verdict unavailable too)")
+                          f"terminal_test_invalid{why}")
         level, reward = _branch(u, u, rollout.at_round0, config)
         return result(level, reward, None, "terminal_test_invalid")
     z = rollout.selected_test

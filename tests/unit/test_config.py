@@ -87,6 +87,8 @@ def test_a_cli_override_reaches_the_config_and_the_manifest():
     cfg = load_protocol("smoke", ["repair.turns_per_round=30"], {"repair.runs_per_source": 1})
     manifest = build_manifest(config=cfg, command="test")
     assert manifest["deviations_from_paper"] == {k: v for k, v in dev.items()}
+    # a choice the paper leaves open is recorded in every manifest, even at its default
+    assert dev["repair_reward.masked_raw_reward"] == {"paper": "unstated", "used": "lower_bound"}
 
 
 def test_profiles_are_valid():

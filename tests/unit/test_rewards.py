@@ -201,7 +201,8 @@ def test_turn_slack_property(group):
     (RepairRollout(True, False, "PASS", True, False), RepairLevel.RESOLVED_AFTER_REVISION, 1.0, False),
     (RepairRollout(True, False, "PASS", True, True), RepairLevel.RESOLVED_AT_ROUND0, 1.5, False),
     # operationally invalid terminal test: masked, raw reward by z := u
-    (RepairRollout(True, False, "INVALID", True, True), RepairLevel.RESOLVED_AT_ROUND0, 1.5, True),
+    # masked_raw_reward "lower_bound" (the default): a usable patch without a test verdict brings 0.1, whatever u
+    (RepairRollout(True, False, "INVALID", True, True), RepairLevel.SELECTED_FAILS, 0.1, True),
     (RepairRollout(True, False, "INVALID", False), RepairLevel.SELECTED_FAILS, 0.1, True),
     (RepairRollout(True, False, "INVALID", None), RepairLevel.SELECTED_FAILS, 0.1, True),
     # a valid selected pass whose official evaluation has no verdict
@@ -326,11 +327,13 @@ def test_test_rule_masked_reward_never_moves_the_others(group):
 def test_repair_rule_masked_reward_does_move_the_others():
     a = [RepairRollout(True, False, "PASS", True, True), RepairRollout(True, False, "FAIL", False),
          RepairRollout(True, False, "INVALID", True, True)]
-    b = a[:2] + [RepairRollout(True, False, "INVALID", False)]
+    b = a[:2] + [RepairRollout(True, False, "PASS", None)]
     adv_a = advantages_for_repair_agent(group_repair_rewards(a)).advantages
     adv_b = advantages_for_repair_agent(group_repair_rewards(b)).advantages
     assert adv_a[2] == adv_b[2] == 0.0
-    assert adv_a[0] != adv_b[0]  # the masked rollout's raw reward (1.5 vs 0.1) is in the mean
+    assert adv_a[0] != adv_b[0]  # the masked rollout's raw reward (0.1 vs 0.2) is in the mean
+    stand_in = RepairRewardConfig(masked_raw_reward="official_stand_in")
+    assert group_repair_rewards(a, stand_in)[2].reward == 1.5      # the other named choice: z := u
 
 
 # ---- dynamic sampling -------------------------------------------------------------------------------
