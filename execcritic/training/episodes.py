@@ -36,7 +36,7 @@ from execcritic.agents.repair import RepairController, RepairResult
 from execcritic.agents.test_agent import run_test_agent
 from execcritic.bundle.model import TestBundle
 from execcritic.config import PAPER, ProtocolConfig
-from execcritic.errors import SandboxError
+from execcritic.errors import EnvironmentMissing, SandboxError
 from execcritic.evaluation.official import evaluate_official
 from execcritic.harness.execute import base_reader
 from execcritic.harness.execution import Execution, FailureKind
@@ -51,8 +51,7 @@ from execcritic.rewards import (
     RepairRollout,
     TestRewardBreakdown,
     TestRollout,
-    advantages_for_repair_agent,
-    advantages_for_test_agent,
+    aborted_raw_reward,
     group_advantages,
     group_test_rewards,
     repair_reward,
@@ -63,6 +62,8 @@ from execcritic.training.datasets import oracle_f2p_node
 from execcritic.training.policy import TokenPolicy, TrajectorySample
 
 ROLES = ("test", "repair")
+# failures of the machinery, not of the policy: the rollout is masked (aborted) and the run goes on
+OPERATIONAL_ERRORS = (ModelError, SandboxError, EnvironmentMissing)
 
 
 @dataclass
@@ -107,13 +108,14 @@ def aborted_result(role: str, sample: TrajectorySample | None, why: str, **info:
 
 
 def run_episode(role: str, episode, policy: TokenPolicy, row: dict[str, Any], seed: int | None) -> EpisodeResult:
-    """One episode with a fresh turn record; an operational failure (`ModelError`, `SandboxError`) becomes a
-    masked, aborted result. Anything else (a `TemplateDriftError`, a bug) propagates: a broken sample must
-    stop training, not be trained on. Shared by the TRL runner and the verl agent loops."""
+    """One episode with a fresh turn record; an operational failure (`OPERATIONAL_ERRORS`: the model backend,
+    the sandbox, or the task environment missing or being rebuilt) becomes a masked, aborted result and the run
+    goes on. Anything else (a `TemplateDriftError`, a bug) propagates: a broken sample must stop training, not
+    be trained on. Shared by the TRL runner and the verl agent loops."""
     policy.begin_episode(seed=seed)
     try:
         return episode(policy, row)
-    except (ModelError, SandboxError) as exc:
+    except OPERATIONAL_ERRORS as exc:
         sample = policy.assemble_sample() if policy.turns else None
         notes = "; ".join(getattr(exc, "__notes__", []))
         why = f"{type(exc).__name__}: {exc}" + (f" ({notes})" if notes else "")
@@ -396,12 +398,13 @@ def score_group(role: str, results: Sequence[EpisodeResult], protocol: ProtocolC
     """Group rewards and advantages with the role's rule (`rewards.advantages`).
 
     Test: Eq. 5 over the group (turn slack against the shortest unmasked rollout of the same level); masked
-    rollouts are left out of the mean. Repair: Eq. 6 per rollout; masked rollouts enter the mean with their
-    raw reward, then get 0. An aborted episode (no score at all) enters neither mean and gets 0."""
+    and aborted rollouts are left out of the mean. Repair: Eq. 6 per rollout; masked rollouts enter the mean
+    with their raw reward (`repair_reward.masked_raw_reward`), an aborted one with `aborted_raw_reward`, then
+    both get 0 - the same numbers the verl estimator computes from its batch."""
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}, got {role!r}")
     live = [i for i, r in enumerate(results) if not r.aborted]
-    rewards = [0.0] * len(results)
+    rewards = [aborted_raw_reward(protocol.repair_reward) if role == "repair" else 0.0] * len(results)
     masked = [True] * len(results)
     breakdowns: list[Any] = [None] * len(results)
     if role == "test":
@@ -410,21 +413,13 @@ def score_group(role: str, results: Sequence[EpisodeResult], protocol: ProtocolC
         scored = [results[i].breakdown for i in live]
     for i, b in zip(live, scored):
         rewards[i], masked[i], breakdowns[i] = b.reward, b.masked, b
-    adv_fn = advantages_for_test_agent if role == "test" else advantages_for_repair_agent
-    sub = adv_fn([breakdowns[i] for i in live], protocol.grpo) if live else None
-    advantages = [0.0] * len(results)
-    if sub is not None:
-        for i, a in zip(live, sub.advantages):
-            advantages[i] = a
-        adv = GroupAdvantages(tuple(advantages), sub.mean, sub.std, sub.n_statistics)
-    else:
-        adv = group_advantages([0.0] * len(results), [True] * len(results), masked_in_statistics=False,
-                               config=protocol.grpo)
+    adv = group_advantages(rewards, masked, masked_in_statistics=role == "repair", config=protocol.grpo)
     return GroupScore(rewards, masked, adv, breakdowns)
 
 
 __all__ = [
     "OFFICIAL_WHEN",
+    "OPERATIONAL_ERRORS",
     "EpisodeResult",
     "GroupScore",
     "RepairEpisode",

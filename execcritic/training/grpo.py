@@ -9,13 +9,20 @@ and no dynamic sampling (DAPO: keep only groups with non-zero reward variance, o
   step asks for (threads: `workers`, each with its own `HFPolicy` on the shared weights), scores each group
   with `episodes.score_group` (Eq. 5 with turn slack / Eq. 6; both masking rules; `execcritic.rewards`
   only) and offers it to `rewards.DynamicSampler`; a dropped group is replaced by a fresh group of another
-  issue until the step is full (or `grpo.max_groups_offered` is reached: the step then proceeds with dropped
-  groups as fillers whose samples train nothing). Masked rollouts and fillers get an all-zero loss mask too,
-  so they are out of the update (slime's `remove_sample`) and out of the per-token normalizer.
+  issue until the step is full or `grpo.max_groups_offered` groups were offered (the step's `stop_reason`:
+  `full` | `offer_cap`); a capped step proceeds with dropped groups as fillers whose samples train nothing.
+  Masked rollouts and fillers get an all-zero loss mask too, so they are out of the update (slime's
+  `remove_sample`) and out of the per-token normalizer. With `records_path`, every rollout of the step is
+  written there (token ids, sampling logprobs, the loss mask used, reward breakdown, advantage).
 - `make_trainer` builds a `GRPOTrainer` subclass whose advantages are the runner's (TRL's own are replaced
-  after it computes them; its logged advantages follow).
+  after it computes them; its logged advantages follow). A minibatch without a trainable token (no kept group
+  in it) runs no forward or backward pass, so the optimizer step leaves every parameter untouched: no weight
+  decay, no auxiliary loss, no Adam moment. It also logs an approximate KL (k3) of the current policy to the
+  sampling policy over the trained tokens, whatever `grpo.kl_coef` is.
 - `MetricsRecorder` writes one row per GRPO step to `results/training/<run_id>/metrics.jsonl` (the store's
-  `training` schema) when a checkpoint is saved, so the curve never holds a step whose weights were lost.
+  `training` schema) when a checkpoint is saved, so the curve never holds a step whose weights were lost. A row
+  aggregates every minibatch (optimizer step) of its GRPO step: mean loss, entropy, clip fraction and KL, mean
+  and max gradient norm, skipped optimizer steps, and the training throughput.
 
 One process only (the CPU path): the advantage replacement assumes TRL's batch is this process's batch.
 """
@@ -41,6 +48,7 @@ from transformers import TrainerCallback
 
 from execcritic.agents.models.base import SamplingConfig
 from execcritic.config import PAPER, ProtocolConfig, RepairRLConfig, TestRLConfig
+from execcritic.errors import InputError
 from execcritic.rewards import DynamicSampler
 from execcritic.training.episodes import EpisodeResult, GroupScore, run_episode, score_group
 from execcritic.training.policy import HFPolicy, TrajectorySample
@@ -86,7 +94,8 @@ def _mean(xs: list[float]) -> float | None:
 
 
 def _std(xs: list[float]) -> float | None:
-    return statistics.pstdev(xs) if len(xs) >= 1 else None
+    """Sample standard deviation (ddof=1, TRL's `reward_std`); None below two values."""
+    return statistics.stdev(xs) if len(xs) >= 2 else None
 
 
 class GroupRolloutRunner:
@@ -98,9 +107,15 @@ class GroupRolloutRunner:
 
     def __init__(self, role: str, episode: Episode, rows: list[dict[str, Any]], *, protocol: ProtocolConfig = PAPER,
                  sampling: SamplingConfig | None = None, seed: int = 0, workers: int = 1,
-                 policy_kwargs: dict[str, Any] | None = None):
+                 policy_kwargs: dict[str, Any] | None = None, records_path: str | None = None):
         if role not in ("test", "repair"):
             raise ValueError(f"role must be 'test' or 'repair', got {role!r}")
+        g = protocol.grpo
+        if g.max_groups_offered < g.groups_per_step:
+            raise InputError(f"grpo.max_groups_offered ({g.max_groups_offered}) must be at least groups_per_step "
+                             f"({g.groups_per_step}): a step offers at least the groups it keeps, and the cap is "
+                             "what ends a step on a policy without reward variance", field="grpo.max_groups_offered")
+        self.records_path = records_path
         self.role, self.episode, self.protocol = role, episode, protocol
         self.rows: dict[str, dict[str, Any]] = {}
         for row in rows:
@@ -188,19 +203,19 @@ class GroupRolloutRunner:
         step = trainer.state.global_step
         grpo = dataclasses.replace(self.protocol.grpo, groups_per_step=len(slots), rollouts_per_group=g)
         sampler: DynamicSampler[Group] = DynamicSampler(grpo)
-        cap = self.protocol.grpo.max_groups_offered if training else 0
+        cap = max(self.protocol.grpo.max_groups_offered, len(slots)) if training else len(slots)
         dropped: list[Group] = []
         draws = self._draws(step)
         queue = list(slots)
         offered = 0
+        stop_reason = "full"
         was_training = self._model.training
         self._model.eval()   # once for the phase: worker threads must not toggle train/eval under each other
         try:
             while not sampler.full:
-                need = len(slots) - len(sampler.kept)
-                if cap:
-                    need = min(need, cap - offered)
+                need = min(len(slots) - len(sampler.kept), cap - offered)
                 if need <= 0:
+                    stop_reason = "offer_cap"
                     break
                 batch = [queue.pop(0) if queue else next(draws) for _ in range(need)]
                 for row, results in zip(batch, self.run_groups(batch, g, step, offered)):
@@ -221,30 +236,47 @@ class GroupRolloutRunner:
         for filler in dropped[len(dropped) - short:] if short > 0 else []:
             groups.append(dataclasses.replace(filler, filler=True))
         self.last_groups = groups
-        out = self._output(groups)
+        out = self._output(groups, step, dropped if training else [])
         seconds = time.monotonic() - started
         self.step_stats = self._stats(groups, dropped, sampler, offered, short, seconds, g)
+        self.step_stats["stop_reason"] = stop_reason if training else "eval"
+        self.step_stats["trained_tokens"] = sum(sum(m) for m in out["env_mask"])
+        self.step_stats["sample_tokens"] = sum(len(a) + len(b) for a, b in zip(out["prompt_ids"],
+                                                                                out["completion_ids"]))
         self.calls.append({"step": step, "prompts": len(prompts), "groups": len(slots), "offered": offered,
-                           "seconds": seconds})
+                           "seconds": seconds, "stop_reason": stop_reason})
         return out
 
-    def _output(self, groups: list[Group]) -> dict[str, list]:
+    def _output(self, groups: list[Group], step: int, dropped: list[Group]) -> dict[str, list]:
         out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
                                 "episode_reward": [], "episode_info": []}
         advantages: list[float] = []
-        for group in groups:
-            for res, reward, masked, adv in zip(group.results, group.score.rewards, group.score.masked,
-                                                group.score.advantages.advantages):
+        records: list[dict[str, Any]] = []
+        for gi, group in enumerate(groups):
+            for k, (res, reward, masked, adv) in enumerate(zip(group.results, group.score.rewards, group.score.masked,
+                                                               group.score.advantages.advantages)):
                 sample = res.sample or self._placeholder(group.row)
                 trains = not (masked or group.filler or res.sample is None)
+                mask = list(sample.env_mask) if trains else [0] * len(sample.env_mask)
                 out["prompt_ids"].append(sample.prompt_ids)
                 out["completion_ids"].append(sample.completion_ids)
                 out["logprobs"].append(sample.logprobs)
-                out["env_mask"].append(list(sample.env_mask) if trains else [0] * len(sample.env_mask))
+                out["env_mask"].append(mask)
                 out["episode_reward"].append(None if masked else reward)
                 out["episode_info"].append({**res.info, "masked": masked, "filler": group.filler})
                 advantages.append(adv if trains else 0.0)
+                records.append(_rollout_record(step, gi, k, group, res, reward, masked, advantages[-1], sample, mask))
+        # dropped groups that did not become fillers trained nothing either; recorded for debugging
+        used = {id(gr.results) for gr in groups}
+        for gr in (d for d in dropped if id(d.results) not in used):
+            for k, (res, reward, masked) in enumerate(zip(gr.results, gr.score.rewards, gr.score.masked)):
+                sample = res.sample or self._placeholder(gr.row)
+                records.append(_rollout_record(step, None, k, gr, res, reward, masked, 0.0, sample,
+                                               [0] * len(sample.env_mask)))
         self.last_advantages = advantages
+        if self.records_path:
+            with open(self.records_path, "a") as fh:
+                fh.writelines(json.dumps(rec, default=str) + "\n" for rec in records)
         return out
 
     def _placeholder(self, row: dict[str, Any]) -> TrajectorySample:
@@ -304,6 +336,20 @@ class GroupRolloutRunner:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in stats.items()}
 
 
+def _rollout_record(step: int, group_index: int | None, k: int, group: Group, res: EpisodeResult, reward: float,
+                    masked: bool, advantage: float, sample: TrajectorySample, mask: list[int]) -> dict[str, Any]:
+    """One line of `rollouts.jsonl`: what a practitioner needs to debug reward hacking and masking (verl writes
+    the same through its rollout dump). `group`: position in the trained batch (None: dropped, not trained)."""
+    rec = res.to_record()
+    return {"step": step, "group": group_index, "rollout": k, "instance_id": group.row.get("instance_id"),
+            "kept": group.kept, "filler": group.filler, "drop_reason": group.reason, "masked": masked,
+            "aborted": res.aborted, "reward": reward, "raw_reward": res.reward, "advantage": advantage,
+            "level": rec["info"].get("level"), "breakdown": rec["breakdown"], "info": rec["info"],
+            "turns": sample.turns, "model_tokens": sample.model_tokens, "trained_tokens": sum(mask),
+            "prompt_ids": sample.prompt_ids, "completion_ids": sample.completion_ids, "logprobs": sample.logprobs,
+            "loss_mask": mask}
+
+
 # --------------------------------------------------------------------------------------------------
 # The trainer
 # --------------------------------------------------------------------------------------------------
@@ -327,9 +373,10 @@ def batch_shape(role: str, protocol: ProtocolConfig = PAPER) -> dict[str, int]:
 def make_trainer(role: str, model, tokenizer, rows: list[dict[str, Any]], episode: Episode, output_dir: str, *,
                  protocol: ProtocolConfig = PAPER, seed: int = 0, workers: int = 1,
                  callbacks: list | None = None, policy_kwargs: dict[str, Any] | None = None,
-                 sampling: SamplingConfig | None = None, **args: Any):
+                 sampling: SamplingConfig | None = None, records_path: str | None = None, **args: Any):
     """(trainer, runner): a `GRPOTrainer` on real episodes with the paper's GRPO and this package's
-    advantages. `args` override `trl.GRPOConfig` fields (e.g. save_strategy for checkpoints)."""
+    advantages (module docstring). `args` override `trl.GRPOConfig` fields (e.g. save_strategy for checkpoints);
+    `records_path`: the per-rollout records file (`rollouts.jsonl`)."""
     import torch  # lazy: train extra
     from datasets import Dataset  # lazy: HF datasets (slow import)
     from trl import GRPOTrainer  # lazy: train extra
@@ -338,7 +385,7 @@ def make_trainer(role: str, model, tokenizer, rows: list[dict[str, Any]], episod
     shape = batch_shape(role, protocol)
     sampling = sampling or _rollout_sampling(role, protocol)
     runner = GroupRolloutRunner(role, episode, rows, protocol=protocol, sampling=sampling, seed=seed, workers=workers,
-                                policy_kwargs=policy_kwargs)
+                                policy_kwargs=policy_kwargs, records_path=records_path)
 
     class ExecCriticGRPOTrainer(GRPOTrainer):
         """GRPOTrainer whose advantages are the rollout runner's (Eq. 5 slack, both masking rules, DAPO)."""
@@ -357,6 +404,29 @@ def make_trainer(role: str, model, tokenizer, rows: list[dict[str, Any]], episod
                 logged[len(logged) - len(ours) + i] = a
             runner.last_advantages = None
             return out
+
+        def _get_per_token_logps_and_entropies(self, *a, **kw):
+            out = super()._get_per_token_logps_and_entropies(*a, **kw)
+            self._last_logps = out[0]          # the loss pass's logps, for the sampling-KL metric
+            return out
+
+        def _compute_loss(self, model, inputs):
+            mask = inputs["completion_mask"] * inputs.get("tool_mask", 1)
+            mode = "train" if self.model.training else "eval"
+            self._metrics[mode]["optimizer_step_skipped"].append(0.0 if bool(mask.any()) else 1.0)
+            if not bool(mask.any()):
+                # no kept group in this minibatch: no forward and no backward, so every gradient stays None and
+                # the optimizer step moves no parameter (no weight decay, no auxiliary loss, no Adam moment)
+                return torch.zeros((), device=inputs["completion_ids"].device, requires_grad=True)
+            loss = super()._compute_loss(model, inputs)
+            sampled = inputs.get("sampling_per_token_logps")
+            if sampled is not None:
+                # k3 estimate of KL(sampling policy || current policy) on the trained tokens (Schulman 2020),
+                # logged whatever grpo.kl_coef is: how far the update has moved from the rollouts' policy
+                log_ratio = (self._last_logps.detach() - sampled) * mask
+                k3 = (torch.exp(log_ratio) - 1 - log_ratio) * mask
+                self._metrics[mode]["kl_sampling"].append(float(k3.sum() / mask.sum()))
+            return loss
 
     steps = rc.steps * shape["steps_per_generation"]
     dataset = Dataset.from_list([{"prompt": r["prompt"]} for r in rows])
@@ -396,6 +466,7 @@ class MetricsRecorder(TrainerCallback):
     _opt_s: float = 0.0
     _step_t0: float = 0.0
     _iteration_opt_s: float = 0.0
+    _minibatches: list[dict[str, Any]] = field(default_factory=list)
 
     def on_step_begin(self, args, state, control, **kwargs):
         if state.global_step % self.steps_per_generation == 0:
@@ -410,19 +481,29 @@ class MetricsRecorder(TrainerCallback):
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         logs = logs or {}
-        if "loss" not in logs or state.global_step % self.steps_per_generation:
+        if "loss" not in logs:
+            return
+        self._minibatches.append(dict(logs))     # one log per optimizer step (logging_steps=1)
+        if state.global_step % self.steps_per_generation:
             return
         iteration = state.global_step // self.steps_per_generation - 1
         assert self.runner is not None
         s = self.runner.step_stats
+        mb, self._minibatches = self._minibatches, []
+        train_s = sum(_finite(m.get("step_time")) or 0.0 for m in mb)
         row = {"step": iteration, "optimizer_steps": state.global_step,
                **{k: v for k, v in s.items() if k not in ("dropped_reasons", "aborted_reasons")},
                "aborted_reasons": "; ".join(s.get("aborted_reasons") or []),
                **{f"dropped_{k}": int(v) for k, v in (s.get("dropped_reasons") or {}).items()},
-               "loss": _finite(logs.get("loss")), "lr": _finite(logs.get("learning_rate")),
-               "entropy": _finite(logs.get("entropy")), "kl": _finite(logs.get("kl")),
-               "clip_ratio": _finite(logs.get("clip_ratio/region_mean")),
-               "grad_norm": _finite(logs.get("grad_norm")),
+               "minibatches": len(mb), "loss": _mean_of(mb, "loss"), "lr": _finite(mb[-1].get("learning_rate")),
+               "entropy": _mean_of(mb, "entropy"), "kl": _mean_of(mb, "kl"),
+               "kl_sampling": _mean_of(mb, "kl_sampling"), "clip_ratio": _mean_of(mb, "clip_ratio/region_mean"),
+               "grad_norm": _mean_of(mb, "grad_norm"),
+               "grad_norm_max": max((_finite(m.get("grad_norm")) or 0.0 for m in mb), default=None),
+               "optimizer_steps_skipped": int(sum(_finite(m.get("optimizer_step_skipped")) or 0.0 for m in mb)),
+               "train_s": round(train_s, 3),
+               "tokens_per_s": round(s.get("sample_tokens", 0) / train_s, 2) if train_s > 0 else None,
+               "trained_tokens_per_s": round(s.get("trained_tokens", 0) / train_s, 2) if train_s > 0 else None,
                "response_tokens_mean": s.get("model_tokens_mean"),
                "optimizer_s": round(self._iteration_opt_s, 4),
                "wall_s": round(time.perf_counter() - self._step_t0, 3), "peak_rss_mb": round(peak_rss_mb(), 1)}
@@ -432,10 +513,11 @@ class MetricsRecorder(TrainerCallback):
             # and says so - the step trained on nothing (kept_groups = 0)
             row["reward_mean"], row["reward_std"] = s.get("reward_mean_offered"), s.get("reward_std_offered")
             row["reward_over"] = "offered"
-        for k in ("reward_mean", "reward_std"):
-            if row.get(k) is None:
-                row[k] = 0.0            # not even an unmasked offered rollout: every rollout masked or aborted
-                row["reward_over"] = "none"
+        if row.get("reward_mean") is None:
+            row["reward_mean"] = 0.0    # not even an unmasked offered rollout: every rollout masked or aborted
+            row["reward_over"] = "none"
+        if row.get("reward_std") is None:
+            row["reward_std"] = 0.0     # fewer than two rewards: no sample sd
         self.pending.append(row)
         self.rows.append(row)
         line = (f"[{self.label + ' ' if self.label else ''}{self.runner.role}-rl step {iteration}] reward {row['reward_mean']:.3f} +- {row['reward_std']:.3f} "
@@ -459,6 +541,12 @@ class MetricsRecorder(TrainerCallback):
 
     def on_train_end(self, args, state, control, **kwargs):
         self.flush()
+
+
+def _mean_of(logs: list[dict[str, Any]], key: str) -> float | None:
+    """Mean of a metric over a GRPO step's minibatch logs (those that have it; None when none has)."""
+    vals = [v for v in (_finite(m.get(key)) for m in logs) if v is not None]
+    return statistics.fmean(vals) if vals else None
 
 
 def _finite(v: Any) -> float | None:

@@ -26,10 +26,11 @@ from typing import Any
 from transformers import TrainerCallback
 
 from execcritic.agents.loop import Session, Submitted, Trajectory
-from execcritic.agents.models.base import ContextWindowExceeded, ModelError, SamplingConfig, format_error_text
+from execcritic.agents.models.base import ContextWindowExceeded, SamplingConfig, format_error_text
 from execcritic.config import PAPER, GRPOConfig, ProtocolConfig, RepairRLConfig, TestRLConfig, WorkspaceConfig
-from execcritic.errors import InputError, SandboxError
+from execcritic.errors import InputError
 from execcritic.sandbox.base import Sandbox
+from execcritic.training.episodes import OPERATIONAL_ERRORS
 from execcritic.training.policy import HFPolicy, TrajectorySample
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is labelled experimental; we know
@@ -82,6 +83,9 @@ def grpo_args(output_dir: str, *, role: TestRLConfig | RepairRLConfig = PAPER.te
 
     sampling = sampling or rollout_sampling(role)
     g = num_generations or grpo.rollouts_per_group
+    if role.lr_horizon_steps < role.steps:
+        raise InputError(f"lr_horizon_steps ({role.lr_horizon_steps}) must be at least steps ({role.steps}): the "
+                         "schedule spans the run", field="lr_horizon_steps")
     kwargs: dict[str, Any] = {
         **optimizer_kwargs(grpo),
         "output_dir": output_dir, "num_generations": g, "per_device_train_batch_size": per_device_train_batch_size or g,
@@ -94,6 +98,11 @@ def grpo_args(output_dir: str, *, role: TestRLConfig | RepairRLConfig = PAPER.te
         "bf16": False, "gradient_accumulation_steps": 1, "dataloader_num_workers": 0,
     }
     kwargs.update(overrides)
+    if kwargs["lr_scheduler_type"] == "cosine" and "lr_scheduler_kwargs" not in overrides:
+        # HF's cosine reaches 0 at max_steps; Table 8b's runs stop at `steps` of a `lr_horizon_steps` schedule
+        # (300 vs 100), so the cosine spans the horizon: num_cycles = max_steps / (2 x horizon in optimizer steps)
+        horizon = role.lr_horizon_steps * kwargs.get("steps_per_generation", 1)
+        kwargs["lr_scheduler_kwargs"] = {"num_cycles": kwargs["max_steps"] / (2 * horizon)}
     return TRLGRPOConfig(**kwargs)
 
 
@@ -200,7 +209,7 @@ class RolloutRunner:
         TRL passes rollout_func only the prompts) plus whatever the episode runner needs.
     episode: `episode(policy, row) -> (sample | None, reward | None, info)`; `None` sample = the episode could not
         produce one (it is replaced by a one-token, fully masked placeholder with reward None).
-    Operational failures (`ModelError`, `SandboxError`) inside an episode are masked the same way; anything else
+    Operational failures (`episodes.OPERATIONAL_ERRORS`) inside an episode are masked the same way; anything else
     (including `TemplateDriftError`) propagates: a broken sample must stop training, not be trained on.
     """
 
@@ -245,7 +254,7 @@ class RolloutRunner:
             policy.begin_episode(seed=self._episode_seed(trainer.state.global_step, j))
             try:
                 sample, reward, info = self.episode(policy, row)
-            except (ModelError, SandboxError) as exc:
+            except OPERATIONAL_ERRORS as exc:
                 sample, reward, info = None, None, {"aborted": f"{type(exc).__name__}: {exc}"}
             if sample is None:
                 sample, reward = self._placeholder(policy, row), None

@@ -37,6 +37,7 @@ import asyncio
 import functools
 import hashlib
 import os
+import sys
 import threading
 import time
 import uuid
@@ -58,6 +59,7 @@ from execcritic.rewards import (
     DropReason,
     GroupAdvantages,
     TestLevel,
+    aborted_raw_reward,
     drop_reason,
     group_advantages,
     turn_slack,
@@ -79,6 +81,7 @@ BACKEND_ENV = "EXECCRITIC_SANDBOX_BACKEND"
 OFFICIAL_ENV = "EXECCRITIC_REPAIR_OFFICIAL"
 # reward_extra_info keys (verl copies them into the batch; the replay buffer reads them per trajectory)
 REWARD_KEY, MASKED_KEY, TURNS_KEY = "execcritic_reward", "execcritic_masked", "execcritic_turns"
+TURN_MISMATCH_KEY = "execcritic_turn_mismatch"
 
 
 def protocol_from_env() -> ProtocolConfig:
@@ -280,21 +283,35 @@ def response_turns(mask: Sequence[int]) -> int:
     return runs
 
 
-def loop_output(result: EpisodeResult, placeholder: TrajectorySample, *, seconds: float) -> AgentLoopOutput:
+TURN_MISMATCHES: Counter = Counter()   # this process's masks for a turn/token-run mismatch, by role
+
+
+def loop_output(result: EpisodeResult, placeholder: TrajectorySample, *, seconds: float,
+                protocol: ProtocolConfig = PAPER) -> AgentLoopOutput:
     """verl's `AgentLoopOutput` of one episode. Masked/aborted: all-zero response mask (trains nothing; the
     estimator's mask flag). The reward is the episode's own: Eq. 5's level reward (the turn slack needs the
-    group: the estimator applies it) or Eq. 6's reward; an aborted episode has none and gets 0.0."""
+    group: the estimator applies it) or Eq. 6's reward; an aborted episode has none and brings
+    `rewards.aborted_raw_reward` (the TRL group step uses the same number).
+
+    A rollout whose count of model-token runs differs from its turn count is masked (the estimator reads turns
+    from the mask); every such mask is counted (`TURN_MISMATCH_KEY` in the batch, `TURN_MISMATCHES` here, the
+    replay buffer's per-step metric) and printed, so a valid rollout is never dropped silently."""
     sample = result.sample or placeholder
     masked = bool(result.masked or result.sample is None or result.reward is None)
     turns = response_turns(sample.env_mask)
-    if not masked and turns != sample.turns:
+    mismatch = not masked and turns != sample.turns
+    if mismatch:
         # the estimator counts turns from the mask: if that is not the episode's count, mask rather than
         # apply the turn slack to a wrong number
         result.info["aborted"] = f"mask has {turns} model-token runs for {sample.turns} turns"
         masked = True
-    reward = 0.0 if result.reward is None else float(result.reward)
+        TURN_MISMATCHES[result.role] += 1
+        print(f"[verl {result.role}] rollout of {result.info.get('instance_id')} masked: {result.info['aborted']} "
+              f"({TURN_MISMATCHES[result.role]} so far in this process)", file=sys.stderr, flush=True)
+    reward = aborted_raw_reward(protocol.repair_reward) if result.reward is None else float(result.reward)
     mask = [0] * len(sample.env_mask) if masked else list(sample.env_mask)
-    info = {REWARD_KEY: reward, MASKED_KEY: float(masked), TURNS_KEY: float(0 if masked else turns)}
+    info = {REWARD_KEY: reward, MASKED_KEY: float(masked), TURNS_KEY: float(0 if masked else turns),
+            TURN_MISMATCH_KEY: float(mismatch)}
     extra = {"reward_extra_info": info, "execcritic": result.to_record()}
     return AgentLoopOutput(prompt_ids=list(sample.prompt_ids), response_ids=list(sample.completion_ids),
                            response_mask=mask, response_logprobs=[float(x) for x in sample.logprobs],
@@ -372,7 +389,7 @@ class _EpisodeLoop(AgentLoopBase):
         else:
             steps = []
         placeholder = _placeholder(policy, row) if result.sample is None else result.sample
-        out = loop_output(result, placeholder, seconds=time.monotonic() - started)
+        out = loop_output(result, placeholder, seconds=time.monotonic() - started, protocol=protocol)
         if steps:   # verl's off-policy accounting reads these (its own tool loop sets them the same way)
             out.extra_fields["min_global_steps"], out.extra_fields["max_global_steps"] = min(steps), max(steps)
         return out
@@ -508,6 +525,7 @@ def drop_counts(drops: dict[str, DropReason]) -> Counter:
 
 
 __all__ = [
+    "TURN_MISMATCHES",
     "CPUTokenServer",
     "RepairAgentLoop",
     "ServerPolicy",

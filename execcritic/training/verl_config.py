@@ -148,10 +148,13 @@ def verl_config(role: str, protocol: ProtocolConfig = PAPER, runtime: EngineRunt
     model_parallel = rt.tensor_parallel * rt.context_parallel * rt.pipeline_parallel
     if world % model_parallel:
         raise InputError(f"TP x CP x PP = {model_parallel} does not divide the {world} GPUs", field="runtime")
-    if grpo.max_groups_offered:
-        raise InputError("verl's replay buffer has no cap on the groups offered per step (it refills until "
-                         "data.train_batch_size groups are kept, the paper's rule); set grpo.max_groups_offered=0",
+    if grpo.max_groups_offered < grpo.groups_per_step:
+        raise InputError(f"grpo.max_groups_offered ({grpo.max_groups_offered}) must be at least groups_per_step "
+                         f"({grpo.groups_per_step}): a step offers at least the groups it keeps",
                          field="grpo.max_groups_offered")
+    if rl.lr_horizon_steps < rl.steps:
+        raise InputError(f"{role}_rl.lr_horizon_steps ({rl.lr_horizon_steps}) must be at least {role}_rl.steps "
+                         f"({rl.steps}): the schedule spans the run", field=f"{role}_rl.lr_horizon_steps")
     if rt.rollout_gpus_per_engine % rt.dp_attention:
         raise InputError(f"DP-attention {rt.dp_attention} must divide the {rt.rollout_gpus_per_engine} GPUs of an "
                          "engine", field="runtime.dp_attention")
@@ -194,7 +197,7 @@ def verl_config(role: str, protocol: ProtocolConfig = PAPER, runtime: EngineRunt
                 "strategy": "megatron",
                 "optim": {"optimizer": "adam", "lr": grpo.learning_rate, "betas": [grpo.adam_beta1, grpo.adam_beta2],
                           "weight_decay": grpo.weight_decay, "lr_decay_style": LR_DECAY[rl.lr_schedule],
-                          "lr_warmup_steps": 0, "lr_decay_steps": rl.steps},
+                          "lr_warmup_steps": 0, "lr_decay_steps": rl.lr_horizon_steps},
                 "clip_ratio_low": grpo.clip_low, "clip_ratio_high": grpo.clip_high,
                 "use_kl_loss": grpo.kl_coef > 0, "kl_loss_coef": grpo.kl_coef, "entropy_coeff": 0,
                 "loss_agg_mode": LOSS_AGG[rl.loss_reduction],
@@ -220,9 +223,9 @@ def verl_config(role: str, protocol: ProtocolConfig = PAPER, runtime: EngineRunt
             "v1": {"sampler": {
                 "custom_sampler": {"path": f"pkg://{SAMPLER_MODULE}", "name": SAMPLER_CLASS},
                 # DAPO (§5.1): keep groups with non-zero reward variance among unmasked rollouts until
-                # `train_batch_size` groups are kept; 0 = no oversampling cap (grpo.max_groups_offered)
+                # `train_batch_size` groups are kept, offering at most `max_groups_offered` per step
                 "sampler_kwargs": {"role": role, "train_batch_size": grpo.groups_per_step,
-                                   "max_inflight_gen_batches": 1},
+                                   "max_groups_offered": grpo.max_groups_offered, "max_inflight_gen_batches": 1},
             }},
         },
     }

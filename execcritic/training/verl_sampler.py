@@ -7,8 +7,15 @@ rollouts would be kept; the paper excludes those. The classification is `verl_ad
 `rewards.drop_reason` after Eq. 5's turn slack); eviction, refill (2k per k evicted, bounded in-flight) and
 draining are verl's own. A separate module because verl's replay buffer imports TransferQueue at import time.
 
+Bounded oversampling (`grpo.max_groups_offered`): the buffer counts the groups offered in a step (the step's
+first batch plus every refill) and never dispatches past the cap. verl's sync trainer needs exactly
+`train_batch_size` groups per step and would train dropped ones to fill it, so when a refill is needed and the
+cap is spent the run stops with `OfferCapReached` naming the counts (the TRL runner instead proceeds with the
+groups it kept, and changes no weight when it kept none). Per step the buffer reports the groups offered and
+the rollouts masked for a turn/token-run mismatch (`verl_adapter.loop_output`) in its metrics.
+
 Selected by `trainer.v1.sampler.custom_sampler` in the generated launch files; its `sampler_kwargs` carry the
-role, `train_batch_size` (kept groups per step) and `max_inflight_gen_batches`.
+role, `train_batch_size` (kept groups per step), `max_groups_offered` and `max_inflight_gen_batches`.
 """
 
 from __future__ import annotations
@@ -19,10 +26,14 @@ from typing import Any
 import transfer_queue as tq
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
-from execcritic.errors import InputError
-from execcritic.training.verl_adapter import drop_counts, group_drops, protocol_from_env
+from execcritic.errors import ExecCriticError, InputError
+from execcritic.training.verl_adapter import TURN_MISMATCH_KEY, drop_counts, group_drops, protocol_from_env
 
 FILTER_NAME = "execcritic_unmasked_reward_variance"
+
+
+class OfferCapReached(ExecCriticError):
+    """A step needed another group but `grpo.max_groups_offered` groups were already offered."""
 
 
 class ExecCriticReplayBuffer(ReplayBuffer):
@@ -38,11 +49,39 @@ class ExecCriticReplayBuffer(ReplayBuffer):
             if key not in kw:
                 raise InputError(f"missing {key!r}", field=f"trainer.v1.sampler.sampler_kwargs.{key}")
         self.role = str(kw["role"])
-        super().__init__(trainer_mode, trainer_config, max_off_policy_threshold, max_off_policy_strategy,
-                         sampler_kwargs, refill_fn=refill_fn, filter_groups_metric=FILTER_NAME,
-                         train_batch_size=int(kw["train_batch_size"]), gen_batch_size=1,
-                         max_inflight_gen_batches=int(kw.get("max_inflight_gen_batches", 1)))
         self.protocol = protocol_from_env()
+        self.max_groups_offered = int(kw.get("max_groups_offered", self.protocol.grpo.max_groups_offered))
+        self._refill_inner = refill_fn
+        self.offered = 0
+        self._mismatched: set[str] = set()
+        super().__init__(trainer_mode, trainer_config, max_off_policy_threshold, max_off_policy_strategy,
+                         sampler_kwargs, refill_fn=self._refill if refill_fn is not None else None,
+                         filter_groups_metric=FILTER_NAME, train_batch_size=int(kw["train_batch_size"]),
+                         gen_batch_size=1, max_inflight_gen_batches=int(kw.get("max_inflight_gen_batches", 1)))
+        if self.max_groups_offered < self.train_batch_size:
+            raise InputError(f"max_groups_offered ({self.max_groups_offered}) is below train_batch_size "
+                             f"({self.train_batch_size})", field="trainer.v1.sampler.sampler_kwargs.max_groups_offered")
+
+    def _refill(self, k: int) -> None:
+        room = self.max_groups_offered - self.offered
+        if room <= 0:
+            raise OfferCapReached(f"DAPO oversampling cap reached: {self.offered} groups offered this step "
+                                  f"(grpo.max_groups_offered={self.max_groups_offered}) and fewer than "
+                                  f"{self.train_batch_size} kept; the policy gives too few groups with reward "
+                                  "variance (see the step's filter_groups metrics)")
+        n = min(k, room)
+        self.offered += n
+        self._refill_inner(n)
+
+    def sample(self, global_steps: int, partition_id: str, batch_size: int):
+        if partition_id == "val":
+            return super().sample(global_steps, partition_id, batch_size)
+        self.offered, self._mismatched = self.train_batch_size, set()   # the step's first batch
+        batch, metrics = super().sample(global_steps, partition_id, batch_size)
+        prefix = self._metrics_prefix(partition_id)
+        metrics[f"{prefix}/execcritic/groups_offered"] = self.offered
+        metrics[f"{prefix}/execcritic/turn_mismatch_masked"] = len(self._mismatched)
+        return batch, metrics
 
     def _dapo_filtered_keys(self, partition_id: str):
         if partition_id == "val":
@@ -54,6 +93,9 @@ class ExecCriticReplayBuffer(ReplayBuffer):
             data = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["extra_fields"])
             for key, value in zip(keys, list(data["extra_fields"]), strict=True):
                 fields = getattr(value, "data", value)
-                groups[key.split("_")[0]].append(dict((fields or {}).get("reward_extra_info") or {}))
+                info = dict((fields or {}).get("reward_extra_info") or {})
+                groups[key.split("_")[0]].append(info)
+                if info.get(TURN_MISMATCH_KEY):
+                    self._mismatched.add(key)
         drops = group_drops(self.role, dict(groups), self.protocol)
         return set(drops), drop_counts(drops)

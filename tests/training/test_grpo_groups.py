@@ -8,12 +8,15 @@ exercised in test_rl_real_episodes.py."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import itertools
 from types import SimpleNamespace
 
 import pytest
 
 from execcritic.config import load_protocol
+from execcritic.errors import InputError
 from execcritic.rewards import RepairRollout, TestRollout, repair_reward
 from execcritic.training.episodes import EpisodeResult, aborted_result, score_group
 from execcritic.training.grpo import GroupRolloutRunner, batch_shape
@@ -55,11 +58,48 @@ def test_repair_rule_masked_in_the_mean_then_zeroed():
     assert s.advantages.advantages == pytest.approx((1.5 - mean, 0.1 - mean, 0.0))
 
 
-def test_aborted_episodes_enter_no_statistic():
+def test_an_aborted_repair_rollout_enters_the_mean_with_the_floor_as_in_verl():
+    """[0.1, aborted, 0]: before, TRL left the aborted rollout out of the mean (0.05, 0, -0.05) while verl put it
+    in with 0 (0.067, 0, -0.033); both now bring `aborted_raw_reward` (0) into the mean (App. A.2)."""
+    va = pytest.importorskip("execcritic.training.verl_adapter")
     group = [repair_result(patch_usable=True, selected_test="FAIL"), aborted_result("repair", None, "SandboxError: x"),
              repair_result(patch_usable=False)]
     s = score_group("repair", group, PAPER)
-    assert s.advantages.advantages == pytest.approx((0.05, 0.0, -0.05)) and s.masked[1]
+    assert s.advantages.advantages == pytest.approx((0.1 - 0.1 / 3, 0.0, -0.1 / 3)) and s.masked[1]
+    sample = TrajectorySample([1, 2], [3, 4, 5], [-1.0] * 3, [1, 0, 1], 2)
+    outs = [va.loop_output(dataclasses.replace(r, sample=None if r.aborted else sample), sample, seconds=0.0)
+            .extra_fields["reward_extra_info"] for r in group]
+    _, verl = va.score_verl_group("repair", [o[va.REWARD_KEY] for o in outs], [bool(o[va.MASKED_KEY]) for o in outs],
+                                  [int(o[va.TURNS_KEY]) for o in outs], PAPER)
+    assert verl.advantages == pytest.approx(s.advantages.advantages)
+
+
+def test_the_masked_repair_raw_reward_is_one_named_choice():
+    """A usable patch whose terminal test gave no verdict, official PASS: 'lower_bound' (default) brings 0.1 into
+    the mean; 'official_stand_in' (the earlier behaviour) 1.5. Either way its own advantage is 0."""
+    r = RepairRollout(patch_usable=True, selected_test="INVALID", official_resolved=True, at_round0=True)
+    low = repair_reward(r)
+    assert low.masked and low.reward == 0.1 and PAPER.repair_reward.masked_raw_reward == "lower_bound"
+    stand_in = load_protocol(values={"repair_reward.masked_raw_reward": "official_stand_in"}).repair_reward
+    assert repair_reward(r, stand_in).reward == 1.5
+    assert PAPER.unstated() == {"repair_reward.masked_raw_reward": "lower_bound", "sft.learning_rate": 1e-6}
+    with pytest.raises(ValueError, match="masked_raw_reward"):
+        repair_reward(r, load_protocol(values={"repair_reward.masked_raw_reward": "zero"}).repair_reward)
+
+
+def test_an_environment_error_inside_an_episode_masks_the_rollout(tiny_model):
+    """A task environment missing (or rebuilt under the run) is operational: the rollout is aborted and masked,
+    and the run goes on (before, `EnvironmentMissing` propagated and killed the run)."""
+    from execcritic.errors import EnvironmentMissing
+    from execcritic.training.episodes import run_episode
+    from execcritic.training.policy import HFPolicy
+
+    def episode(policy, row):
+        raise EnvironmentMissing("the task checkout /x is not built")
+
+    model, tok = tiny_model
+    res = run_episode("repair", episode, HFPolicy(model, tok), {"instance_id": "i"}, 0)
+    assert res.aborted and res.masked and "EnvironmentMissing" in res.info["aborted"]
 
 
 def test_batch_shape_follows_the_config():
@@ -130,6 +170,7 @@ def test_dynamic_sampling_cap_fills_with_untrained_groups(tiny_model):
     out = runner(prompts, _trainer(model, tok, 2, 2))
     stats = runner.step_stats
     assert stats["offered_groups"] == 3 and stats["kept_groups"] + stats["filler_groups"] == 2
+    assert stats["stop_reason"] == "offer_cap"
     fillers = [g for g in runner.last_groups if g.filler]
     assert fillers and all(not g.kept for g in fillers)
     n = len(runner.last_groups[0].results)
@@ -142,6 +183,22 @@ def test_dynamic_sampling_cap_fills_with_untrained_groups(tiny_model):
                 assert any(mask)
 
 
+@pytest.mark.train
+def test_the_default_cap_ends_a_step_on_a_policy_without_variance(tiny_model):
+    """The paper states no cap; with the old default (0 = none) this step never returned. The default now stops
+    after `max_groups_offered` groups with the reason recorded; a cap below groups_per_step is refused."""
+    model, tok = tiny_model
+    proto = load_protocol(values={"grpo.groups_per_step": 1, "grpo.rollouts_per_group": 2})
+    rows = _rows("flat")
+    runner = GroupRolloutRunner("repair", scripted_episode({"flat": [0.1]}), rows, protocol=proto)
+    runner([rows[0]["prompt"]] * 2, _trainer(model, tok, 2, 1))
+    assert runner.step_stats["offered_groups"] == PAPER.grpo.max_groups_offered == 64
+    assert runner.step_stats["stop_reason"] == "offer_cap" and runner.step_stats["kept_groups"] == 0
+    with pytest.raises(InputError, match="max_groups_offered"):
+        GroupRolloutRunner("repair", scripted_episode({}), rows,
+                           protocol=load_protocol(values={"grpo.max_groups_offered": 0}))
+
+
 def test_episode_result_unpacks_into_the_rollout_runner_contract():
     """`trl_adapter.RolloutRunner` unpacks `(sample, reward_or_None, info)`; a masked rollout's reward is None."""
     masked = repair_result(patch_usable=True, selected_test="INVALID", official_resolved=True)
@@ -149,3 +206,29 @@ def test_episode_result_unpacks_into_the_rollout_runner_contract():
     assert sample is None and reward is None and info["masked"] is True
     kept = repair_result(patch_usable=True, selected_test="FAIL")
     assert list(kept)[1] == pytest.approx(0.1)
+
+
+def test_repair_lr_schedule_spans_the_launcher_horizon(tmp_path):
+    """Table 8b: horizon 300, reported checkpoint 100. Before, the cosine reached 0 at step 100 (the run's end);
+    now the learning rate at the checkpoint is 0.75 of the peak (a third of the way down the cosine)."""
+    import torch
+    from transformers import get_scheduler
+
+    from execcritic.training.trl_adapter import grpo_args
+
+    def lr_at(protocol, step):
+        args = grpo_args(str(tmp_path), role=protocol.repair_rl, grpo=protocol.grpo)
+        opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=args.learning_rate)
+        sched = get_scheduler(args.lr_scheduler_type, opt, num_warmup_steps=0, num_training_steps=args.max_steps,
+                              scheduler_specific_kwargs=args.lr_scheduler_kwargs)
+        for _ in range(step):
+            opt.step()
+            sched.step()
+        return opt.param_groups[0]["lr"]
+
+    assert lr_at(PAPER, 100) == pytest.approx(0.75e-6)
+    assert lr_at(PAPER, 50) == pytest.approx(0.5e-6 * (1 + math.cos(math.pi / 6)))
+    at_end = load_protocol(values={"repair_rl.lr_horizon_steps": 100})       # the old behaviour, as a setting
+    assert lr_at(at_end, 100) == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(InputError, match="lr_horizon_steps"):
+        grpo_args(str(tmp_path), role=load_protocol(values={"repair_rl.lr_horizon_steps": 50}).repair_rl)

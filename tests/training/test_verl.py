@@ -147,7 +147,8 @@ def test_launch_file_validation_names_the_file_and_the_key(tmp_path):
         vc.load_verl_yaml(tmp_path / "broken.yaml")
     assert err.value.file == str(tmp_path / "broken.yaml")
     # protocol values verl cannot express are refused at generation, naming the knob
-    for values, key in (({"grpo.max_groups_offered": 4}, "grpo.max_groups_offered"),
+    for values, key in (({"grpo.max_groups_offered": 8}, "grpo.max_groups_offered"),
+                        ({"repair_rl.lr_horizon_steps": 50}, "repair_rl.lr_horizon_steps"),
                         ({"repair_rl.loss_reduction": "per-batch"}, "repair_rl.loss_reduction"),
                         ({"repair_rl.global_batch_size": 12}, "repair_rl.global_batch_size")):
         with pytest.raises(InputError) as err:
@@ -225,6 +226,24 @@ def test_estimators_apply_each_agents_masking_rule_through_verl_compute_advantag
     with pytest.raises(InputError, match="norm_adv_by_std_in_grpo"):
         va.repair_agent_advantages(_batch(raw, masks).batch["token_level_rewards"], _batch(raw, masks).batch["response_mask"],
                                    np.array(["g"] * 4), config=AlgoConfig(norm_adv_by_std_in_grpo=True))
+
+
+def test_a_turn_run_mismatch_masks_and_is_counted():
+    """The estimator reads turns from runs of model tokens; a rollout whose count differs is masked (never trained
+    on a wrong turn count) - and counted and flagged, so valid rollouts are not dropped silently."""
+    import execcritic.training.verl_adapter as va
+    from execcritic.training.episodes import EpisodeResult
+    from execcritic.training.policy import TrajectorySample
+
+    before = va.TURN_MISMATCHES["repair"]
+    good = TrajectorySample([1, 2], [3, 4, 5, 6], [-1.0] * 4, [1, 0, 1, 1], 2)
+    bad = TrajectorySample([1, 2], [3, 4, 5, 6], [-1.0] * 4, [1, 1, 1, 1], 2)   # 2 turns, one run of model tokens
+    outs = {name: va.loop_output(EpisodeResult(s, 0.1, False, None, {}, "repair", object()), s, seconds=0.0)
+            for name, s in (("good", good), ("bad", bad))}
+    assert sum(outs["good"].response_mask) == 3 and sum(outs["bad"].response_mask) == 0
+    infos = {k: o.extra_fields["reward_extra_info"] for k, o in outs.items()}
+    assert infos["good"][va.TURN_MISMATCH_KEY] == 0.0 and infos["bad"][va.TURN_MISMATCH_KEY] == 1.0
+    assert infos["bad"][va.MASKED_KEY] == 1.0 and va.TURN_MISMATCHES["repair"] == before + 1
 
 
 def test_dapo_keeps_groups_whose_unmasked_rewards_vary():
@@ -397,7 +416,7 @@ def test_real_repair_episodes_through_verls_agent_loop_worker_on_local_ray(local
         local_ray, "repair", lambda protocol: repair_row(sympy_task, protocol), scripted,
         {"repair": {"round0_turns": 2, "revision_rounds": 1, "turns_per_round": 1},
          "repair_rl": {"max_response_tokens": scripted.max_turn_tokens, "global_batch_size": 3},
-         "grpo": {"rollouts_per_group": 3, "groups_per_step": 1, "max_groups_offered": 0}},
+         "grpo": {"rollouts_per_group": 3, "groups_per_step": 1, "max_groups_offered": 2}},
         tiny_model_dir, tmp_path, monkeypatch, n=n)
 
     # verl's batch format: padded prompts/responses, masks, rollout logprobs, the reward on the last token
@@ -487,7 +506,7 @@ def test_real_test_agent_episodes_through_verls_agent_loop_worker_on_local_ray(l
         local_ray, "test", make_row, scripted,
         {"test_agent": {"max_turns": 2, "max_output_tokens": scripted.max_turn_tokens},
          "test_rl": {"global_batch_size": 3},
-         "grpo": {"rollouts_per_group": 3, "groups_per_step": 1, "max_groups_offered": 0}},
+         "grpo": {"rollouts_per_group": 3, "groups_per_step": 1, "max_groups_offered": 2}},
         tiny_model_dir, tmp_path, monkeypatch, n=n)
 
     b, nt = out.batch, out.non_tensor_batch
@@ -580,3 +599,64 @@ def test_replay_buffer_evicts_and_refills_by_the_papers_rule_on_a_live_transferq
     assert metrics["training/filter_groups/discarded_surplus_samples"] == 1
     assert metrics["_dapo_filtered_reward_counts"] == {"all_equal_rewards": 1}
     assert refills == [2]                                   # verl's sync rule: 2 refills per evicted group
+
+
+@pytest.mark.integration
+def test_replay_buffer_stops_at_the_offer_cap_on_a_live_transferqueue(local_ray, monkeypatch):
+    """With `max_groups_offered` groups offered and too few kept, the sync buffer stops the run with the reason
+    (verl would otherwise refill forever on a policy without reward variance); the step's offered count and its
+    turn-mismatch masks are in its metrics when it completes."""
+    tq = pytest.importorskip("transfer_queue")
+    from omegaconf import OmegaConf
+    from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+    import execcritic.training.verl_adapter as va
+    from execcritic.training.episodes import EpisodeResult
+    from execcritic.training.policy import TrajectorySample
+    from execcritic.training.verl_sampler import ExecCriticReplayBuffer, OfferCapReached
+
+    monkeypatch.delenv(vc.PROTOCOL_ENV, raising=False)
+
+    def put_group(uid, rewards, broken=()):
+        keys, fields = [], []
+        for i, reward in enumerate(rewards):
+            mask = [1] * 6 if i in broken else [1, 1, 0, 0, 1, 1]    # one run of model tokens for 2 turns
+            sample = TrajectorySample([1, 2, 3], list(range(10, 16)), [-0.5] * 6, mask, 2)
+            out = va.loop_output(EpisodeResult(sample, reward, False, None, {}, "repair", object()), sample,
+                                 seconds=0.0)
+            keys.append(f"{uid}_{i}_0")
+            fields.append({**out.as_dict(), "uid": uid})
+        tq.kv_batch_put(keys=keys, fields=list_of_dict_to_tensordict(fields), partition_id="train",
+                        tags=[{"status": "success", "global_steps": 0}] * len(keys))
+        tq.kv_put(key=uid, partition_id="train", tag={"is_prompt": True, "status": "finished", "global_steps": 0})
+
+    def buffer(cap, refill):
+        b = ExecCriticReplayBuffer("sync", OmegaConf.create({}), 8, "drop",
+                                   OmegaConf.create({"role": "repair", "train_batch_size": 1,
+                                                     "max_groups_offered": cap}), refill_fn=refill)
+        b.poll_interval = 0.2
+        return b
+
+    tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
+    try:
+        put_group("flat", [0.1, 0.1, 0.1])
+        refills: list[int] = []
+        with pytest.raises(OfferCapReached, match="1 groups offered"):
+            buffer(1, refills.append).sample(global_steps=0, partition_id="train", batch_size=1)
+        assert refills == []                     # nothing dispatched past the cap
+    finally:
+        tq.close()
+    tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
+    try:
+        put_group("flat", [0.1, 0.1, 0.1])
+
+        def refill(k):                           # scripted generator: one varied group, one rollout mis-masked
+            refills.append(k)
+            put_group("varied", [1.5, 0.1, 0.0], broken=(2,))
+        meta, metrics = buffer(3, refill).sample(global_steps=0, partition_id="train", batch_size=1)
+    finally:
+        tq.close()
+    # one in flight at a time (max_inflight_gen_batches x train_batch_size = 1): 1 refill, 2 groups offered
+    assert {k.split("_")[0] for k in meta.keys} == {"varied"} and refills == [1]
+    assert metrics["training/execcritic/groups_offered"] == 2
+    assert metrics["training/execcritic/turn_mismatch_masked"] == 1
