@@ -21,6 +21,7 @@ from execcritic.agents.loop import CHECK_MARKER, SUBMIT_MARKER
 from execcritic.agents.models.scripted import ScriptedModel
 from execcritic.harness.oracle.build import oracle_bundle
 from execcritic.tasks.model import Task
+from execcritic.training.teachers import heredocs
 
 EXPORT = "cd /testbed && git add -A -N && git diff -- . > /tmp/fix.patch"
 
@@ -72,16 +73,8 @@ def official_tests(task: Task, role: str = "test", run_index: int = 0) -> Script
     """A Test-agent stand-in: writes the official F2P bundle (test patch, exact command, contract) where
     the Test agent submits from, in one turn, then submits. Qualifies exactly when the official bundle does."""
     b = oracle_bundle(task)
-    files = [("/tmp/test.patch", b.test_patch), ("/tmp/test_command", b.test_command),
-             ("/tmp/test_contract.json", b.contract_text)]
-    heads, bodies = [], []
-    for i, (path, text) in enumerate(files):
-        tag = f"EXECCRITIC_SCRIPTED_EOF_{i}"
-        while tag in text:
-            tag += "_X"
-        heads.append(f"cat > {path} <<'{tag}'")
-        bodies.append((text if text.endswith("\n") else text + "\n") + tag)
-    write = " && ".join(heads) + "\n" + "\n".join(bodies)
+    write = heredocs([("/tmp/test.patch", b.test_patch), ("/tmp/test_command", b.test_command),
+                      ("/tmp/test_contract.json", b.contract_text)])
     steps = [[write], [f"echo {SUBMIT_MARKER} && cat /tmp/test.patch"]]
     return ScriptedModel(steps, name=f"scripted:official_tests:{task.instance_id}")
 

@@ -31,9 +31,16 @@ OFFICIAL = typer.Option("always", "--official", metavar="always|needed", callbac
                         help="repair-rl: official evaluation on every usable terminal patch ('always') or only where "
                              "Eq. 6 depends on it ('needed')")
 LABEL = typer.Option("", "--label", help="label shown in progress lines and the manifest (e.g. 'CPU smoke run')")
-DATA = typer.Option(..., "--data", help="generation.jsonl with Test-agent trajectories (repeatable)")
+DATA = typer.Option(..., "--data", help="generation.jsonl with Test-agent trajectories, or with --agent repair "
+                    "the repair.jsonl of `execcritic run` (repeatable)")
 REASONING = typer.Option(True, "--reasoning/--no-reasoning", metavar="", help="keep the teacher's reasoning (Table 4)")
 TEACHER = typer.Option(None, "--teacher", help="teacher name (default: the records' model source)")
+AGENT = typer.Option("test", "--agent", metavar="test|repair", callback=choice("test", "repair"),
+                     help="which agent: test | repair")
+POLICY = typer.Argument(..., help="a HF checkpoint dir, or 'smollm2' / 'tiny'")
+EPISODES = typer.Option(2, "--episodes", min=1, help="episodes per instance")
+EPISODE_OUT = typer.Option(..., "--out", help="episode records (JSONL; resumable); the summary goes to "
+                           "<out>.summary.json")
 CHECKPOINT = typer.Argument(..., help="a HF checkpoint dir (e.g. runs/train/<run_id>/final)")
 OUT = typer.Option(None, "--out", help="pipeline run directory (default: runs/eval/<checkpoint parent name>)")
 WHAT = typer.Option(["test", "repair"], "--what", callback=choices("test", "repair"),
@@ -118,18 +125,41 @@ def sft_cmd(
     data: List[str] = DATA, preset: str = PRESET, model: str = MODEL, run_id: Optional[str] = RUN_ID,
     resume: bool = RESUME, reasoning: bool = REASONING, teacher: Optional[str] = TEACHER,
     torch_threads: int = TORCH_THREADS, seed: int = SEED, label: str = LABEL, init: Optional[str] = INIT,
-    as_json: bool = JSON_OPTION, *, protocol: ProtocolConfig,
+    agent: str = AGENT, as_json: bool = JSON_OPTION, *, protocol: ProtocolConfig,
 ) -> None:
-    """Test-agent SFT (Table 7a) on admitted teacher trajectories (protocol-valid, clean Base failure)."""
+    """SFT on admitted teacher trajectories: the Test agent's (Table 7a; protocol-valid, clean Base failure) or,
+    with --agent repair, the Repair agent's (`execcritic run` records whose terminal patch passed the local gate)."""
     from execcritic.training.run import TrainRun, train  # lazy: torch/transformers/trl (train extra)
 
     if resume and not run_id:
         raise InputError("--resume continues a run: give its --run-id", field="--resume")
     run = TrainRun(kind="sft", preset=preset, model=_model(model), run_id=_run_id("sft", preset, run_id),
                    protocol=protocol, sft_data=_files(list(data), "--data"), reasoning_visible=reasoning,
-                   teacher=teacher, seed=seed, resume=resume, threads=torch_threads, label=label, init=init,
+                   teacher=teacher, agent=agent, seed=seed, resume=resume, threads=torch_threads, label=label, init=init,
                    command=sys.argv)
     _emit(train(run), as_json)
+
+
+@app.command("eval-episodes")
+@protocol_options(*RL_SECTIONS["test-rl"], *RL_SECTIONS["repair-rl"])
+def eval_episodes_cmd(
+    model: str = POLICY, dataset: str = DATASET, instance: Optional[List[str]] = INSTANCES,
+    limit: Optional[str] = LIMIT, agent: str = AGENT, episodes: int = EPISODES, out: Path = EPISODE_OUT,
+    candidates: Optional[str] = CANDIDATES, seed: int = SEED, torch_threads: int = TORCH_THREADS,
+    backend: Optional[str] = BACKEND, label: str = LABEL, as_json: bool = JSON_OPTION, *, protocol: ProtocolConfig,
+) -> None:
+    """Evaluate a policy on the RL episodes themselves (in process, the training sampler): Test valid-submission,
+    Base-gate and B2G rates, or Repair usable-patch and resolved rates and Eq. 6 reward, with bootstrap CIs."""
+    from execcritic.training.heldout import run_evaluation  # lazy: torch/transformers
+
+    if candidates and not Path(candidates).is_dir():
+        raise InputError("no such candidate run directory", file=candidates, field="--candidates")
+    tasks, ts = load_selected(dataset, instance, limit)
+    preflight.prepare_environments(tasks, backend)
+    result = run_evaluation(_model(model), agent, tasks, out, protocol=protocol, episodes=episodes, seed=seed,
+                            backend=backend, candidates=candidates, threads=torch_threads, label=label,
+                            datasets=[ts.manifest()], command=sys.argv)
+    _emit(result, as_json)
 
 
 @app.command("evaluate")

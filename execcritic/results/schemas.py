@@ -333,6 +333,20 @@ SCHEMAS: dict[str, ArtifactSchema] = {s.artifact: s for s in (
                             "level_ba1 (1.0), level_*_halved; Repair: level_zero, level_local_fail (0.1), "
                             "level_local_pass (0.2), level_revision (1.0), level_round0 (1.5)"),),
         manifest_keys=("role", "init"), records_file="metrics.jsonl"),
+    ArtifactSchema(
+        "sft", "SFT metrics, one row per optimizer step (Test agent: Table 7a; Repair: a CPU demonstration)",
+        "curve",
+        (Col("step", "int", doc="optimizer step, 1-based (TRL's global step)"),
+         Col("loss", "float", doc="mean cross-entropy over the step's supervised (assistant) tokens"),
+         Col("mean_token_accuracy", "float", nullable=True, doc="share of supervised tokens predicted exactly"),
+         Col("lr", "float", required=False, nullable=True),
+         Col("grad_norm", "float", required=False, nullable=True),
+         Col("entropy", "float", required=False, nullable=True),
+         Col("epoch", "float", required=False, nullable=True),
+         Col("num_tokens", "float", required=False, nullable=True, doc="tokens seen so far"),
+         Col("step_s", "float", required=False, nullable=True),
+         Col("optimizer_step_s", "float", required=False, nullable=True)),
+        manifest_keys=("role", "init"), records_file="metrics.jsonl"),
 )}
 
 PAPER_ARTIFACTS = ("table1", "table2", "table3", "table4", "table5", "table6", "figure5", "figure6")

@@ -341,20 +341,26 @@ def curve_points(records: pd.DataFrame) -> pd.DataFrame:
 
 
 def summarize_curve(records: pd.DataFrame) -> pd.DataFrame:
-    """A training run's summary: steps, first/last/max mean reward, mean masked share and group counts.
+    """A training run's summary: steps; GRPO: first/last/max mean reward, mean masked share and group counts;
+    SFT: first/last/min loss and first/last token accuracy.
 
-    The rewards are the curve's points (`curve_points`), so summary.csv says what Figure 6 draws: a legacy step
+    GRPO rewards are the curve's points (`curve_points`), so summary.csv says what Figure 6 draws: a legacy step
     whose `reward_mean` is a 0.0 placeholder counts with its offered rollouts' mean (e.g. -0.2, Eq. 5's
     reward for no valid submission), and a step without any reward is left out (all NaN: the value is NaN)."""
     rows: list[tuple[str, float]] = []
     if not records.empty:
         r = records.sort_values("step")
-        reward = curve_points(r)["reward"].dropna()
-        first, last, top = (reward.iloc[0], reward.iloc[-1], reward.max()) if len(reward) else (math.nan,) * 3
-        rows = [("n_steps", len(r)), ("first_step", r["step"].iloc[0]), ("last_step", r["step"].iloc[-1]),
-                ("reward_mean_first", first), ("reward_mean_last", last),
-                ("reward_mean_max", top), ("masked_share_mean", r["masked_share"].mean()),
-                ("kept_groups_mean", r["kept_groups"].mean()), ("dropped_groups_mean", r["dropped_groups"].mean())]
+        rows = [("n_steps", len(r)), ("first_step", r["step"].iloc[0]), ("last_step", r["step"].iloc[-1])]
+        if "reward_mean" in r:     # a GRPO run
+            reward = curve_points(r)["reward"].dropna()
+            first, last, top = (reward.iloc[0], reward.iloc[-1], reward.max()) if len(reward) else (math.nan,) * 3
+            rows += [("reward_mean_first", first), ("reward_mean_last", last), ("reward_mean_max", top),
+                     ("masked_share_mean", r["masked_share"].mean()), ("kept_groups_mean", r["kept_groups"].mean()),
+                     ("dropped_groups_mean", r["dropped_groups"].mean())]
+        else:                      # an SFT run
+            acc = r["mean_token_accuracy"].dropna()
+            rows += [("loss_first", r["loss"].iloc[0]), ("loss_last", r["loss"].iloc[-1]), ("loss_min", r["loss"].min())]
+            rows += [("token_accuracy_first", acc.iloc[0]), ("token_accuracy_last", acc.iloc[-1])] if len(acc) else []
     return pd.DataFrame([{"metric": k, "value": round(float(v), DECIMALS)} for k, v in rows],
                         columns=list(CURVE_SUMMARY_COLUMNS))
 

@@ -134,6 +134,24 @@ def sft_admission(record: Mapping[str, Any], source: str = "<memory>") -> tuple[
     return True, "qualified"
 
 
+def repair_sft_admission(record: Mapping[str, Any], source: str = "<memory>") -> tuple[bool, str]:
+    """(admitted, reason) for a Repair record (`pipeline.records.RepairRecord`): admitted iff the teacher's
+    terminal patch passed the selected test in a valid local execution (`local_status == "pass"`) - the harness's
+    own verdict, as the Test agent's admission is a clean Base failure; the official verdict never filters.
+    The paper trains the Repair agent by RL only; this admission serves the CPU demonstration's SFT."""
+    status = record.get("local_status")
+    if not isinstance(status, str):
+        raise _bad(f"local_status must be a string, got {status!r}", source, "local_status")
+    if status != "pass":
+        return False, f"not_passed:{record.get('final_reason')}"
+    if not record.get("trajectory"):
+        return False, "no_trajectory"
+    return True, "passed"
+
+
+ADMISSION = {"test": sft_admission, "repair": repair_sft_admission}
+
+
 def _strip_think(text: str) -> str:
     return _THINK_RE.sub("", text)
 
@@ -228,16 +246,20 @@ class SFTSet:
 
 
 def build_sft_set(generation_jsonl: str | Path, *, reasoning_visible: bool, teacher: str | None = None,
-                  trajectory_root: str | Path | None = None, limit: int | None = PAPER.sft.trajectories) -> SFTSet:
-    """SFT rows from a generation record file, in file order; `limit` keeps the first N admitted (Figure 6a's
-    data-size sweep; Table 7a's 5,000 by default; None keeps all). Relative trajectory paths resolve against `trajectory_root`
-    (default: the current directory, which is where the pipeline writes them from)."""
+                  trajectory_root: str | Path | None = None, limit: int | None = PAPER.sft.trajectories,
+                  agent: str = "test") -> SFTSet:
+    """SFT rows from a record file in file order: the Test agent's generation records (`agent="test"`) or the
+    Repair records of `execcritic run` (`agent="repair"`, `repair_sft_admission`). `limit` keeps the first N
+    admitted (Figure 6a's data-size sweep; Table 7a's 5,000 by default; None keeps all). Relative trajectory
+    paths resolve against `trajectory_root` (default: the current directory, where the pipeline writes from)."""
+    if agent not in ADMISSION:
+        raise InputError(f"agent must be one of {sorted(ADMISSION)}, got {agent!r}", field="agent")
     root = Path(trajectory_root) if trajectory_root is not None else Path.cwd()
     out = SFTSet()
     for n, record in enumerate(read_jsonl(generation_jsonl), 1):
         if limit is not None and len(out.rows) >= limit:
             break
-        ok, reason = sft_admission(record, f"{generation_jsonl}:{n}")
+        ok, reason = ADMISSION[agent](record, f"{generation_jsonl}:{n}")
         if not ok:
             out.rejected[reason.split(":")[0]] += 1
             continue

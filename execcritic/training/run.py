@@ -5,8 +5,10 @@ A training run has a run id and two homes:
   `*_rl.save_interval` GRPO steps), the final HF checkpoint (`final/`, servable by `execcritic serve local
   --model-dir`), a per-step `progress.jsonl`;
 - `results/training/<run_id>/` (GRPO runs): `metrics.jsonl` in the results store's `training` schema (one row
-  per GRPO step, written when the checkpoint holding that step is saved) with its manifest; SFT runs write
-  `results/sft/<run_id>.json` (per-step loss, timings, manifest).
+  per GRPO step, written when the checkpoint holding that step is saved) with its manifest; GRPO runs also write
+  every rollout to `runs/train/<run_id>/rollouts.jsonl` (token ids, logprobs, loss mask, reward breakdown,
+  advantage). SFT runs write `results/sft/<run_id>/metrics.jsonl` (the `sft` schema: per-step loss, token
+  accuracy, learning rate, gradient norm, timings) with their manifest.
 `resume=True` continues from the last checkpoint after a kill (the data order, the episode seeds and the
 replacement draws of dynamic sampling are functions of the step, so a resumed run samples what the killed
 one would have).
@@ -22,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,8 +34,7 @@ from transformers import TrainerCallback
 
 from execcritic.config import PAPER, ProtocolConfig
 from execcritic.errors import InputError
-from execcritic.results.manifest import build_manifest, write_result
-from execcritic.results.store import DEFAULT_ROOT, new_run
+from execcritic.results.store import new_run
 from execcritic.tasks.model import Task
 from execcritic.training.candidates import load_pools, require_pool
 from execcritic.training.datasets import build_sft_set
@@ -41,6 +43,7 @@ from execcritic.training.grpo import MetricsRecorder, batch_shape, make_trainer,
 from execcritic.training.trl_adapter import StepTimer, make_sft_trainer, peak_rss_mb
 
 KINDS = ("sft", "test-rl", "repair-rl")
+CHECKPOINTS_KEPT = 2        # resume needs the last; one more survives a kill during a save (disk: ~1.6 GB each)
 RUNS_ROOT = Path("runs/train")
 MODEL_ALIASES = ("tiny", "smollm2")
 
@@ -107,6 +110,7 @@ class TrainRun:
     sft_data: list[str] = field(default_factory=list)   # generation.jsonl files (sft)
     reasoning_visible: bool = True
     teacher: str | None = None
+    agent: str = "test"                         # sft: whose trajectories (test | repair)
     workers: int = 1
     seed: int = 0
     resume: bool = False
@@ -132,7 +136,7 @@ class TrainRun:
 
     @property
     def role(self) -> str:
-        return {"test-rl": "test", "repair-rl": "repair"}.get(self.kind, "sft")
+        return {"test-rl": "test", "repair-rl": "repair"}.get(self.kind, self.agent)
 
 
 def _prepare_home(run: TrainRun) -> str | None:
@@ -228,7 +232,9 @@ def train_rl(run: TrainRun) -> dict[str, Any]:
         trainer, runner = make_trainer(
             run.role, model, tokenizer, rows, episode, str(run.home / "checkpoints"), protocol=p, seed=run.seed,
             workers=run.workers, callbacks=[timer, recorder], policy_kwargs=run.policy_kwargs,
-            save_strategy="steps", save_steps=rc.save_interval * shape["steps_per_generation"])
+            records_path=str(run.home / "rollouts.jsonl"),
+            save_strategy="steps", save_steps=rc.save_interval * shape["steps_per_generation"],
+            save_total_limit=CHECKPOINTS_KEPT)
         recorder.runner = runner
         if last is not None:
             writer.manifest.setdefault("resumed_from", []).append(last)
@@ -247,10 +253,49 @@ def train_rl(run: TrainRun) -> dict[str, Any]:
             "summary": loaded.summary.to_dict("records") if loaded.summary is not None else []}
 
 
+SFT_COLUMNS = {"loss": "loss", "mean_token_accuracy": "mean_token_accuracy", "lr": "learning_rate",
+               "grad_norm": "grad_norm", "entropy": "entropy", "epoch": "epoch", "num_tokens": "num_tokens"}
+
+
+@dataclass
+class SFTRecorder(TrainerCallback):
+    """One `sft`-schema row per optimizer step (TRL's own logs: loss and token accuracy over the step's supervised
+    tokens), buffered until the checkpoint holding it is saved, as `grpo.MetricsRecorder` does for GRPO."""
+
+    writer: Any
+    timer: StepTimer
+    label: str = ""
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    pending: list[dict[str, Any]] = field(default_factory=list)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or "loss" not in logs or "train_runtime" in logs:
+            return
+        t = next((s for s in reversed(self.timer.steps) if s["step"] == state.global_step), {})
+        row = {"step": state.global_step, **{k: logs.get(v) for k, v in SFT_COLUMNS.items()},
+               "step_s": t.get("step_s"), "optimizer_step_s": t.get("optimizer_step_s")}
+        self.rows.append(row)
+        self.pending.append(row)
+        print(f"[{self.label + ' ' if self.label else ''}sft step {row['step']}] loss {row['loss']:.4f} token "
+              f"accuracy {row['mean_token_accuracy'] or float('nan'):.4f}", file=sys.stderr, flush=True)
+
+    def flush(self) -> None:
+        for row in self.pending:
+            self.writer.append(row)
+        self.pending = []
+
+    def on_save(self, args, state, control, **kwargs):
+        self.flush()
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.flush()
+
+
 def train_sft(run: TrainRun) -> dict[str, Any]:
-    """Test-agent SFT (Table 7a) on the admitted trajectories of generation record files."""
+    """SFT on the admitted trajectories of record files (`build_sft_set`, `run.agent`'s admission); writes
+    `results/sft/<run_id>/` (per-step metrics, manifest) and the final checkpoint."""
     if not run.sft_data:
-        raise InputError("sft needs --data <generation.jsonl> (repeatable)", field="data")
+        raise InputError("sft needs --data <records.jsonl> (repeatable)", field="data")
     p = run.protocol
     rows: list[dict[str, Any]] = []
     rejected: dict[str, int] = {}
@@ -258,48 +303,47 @@ def train_sft(run: TrainRun) -> dict[str, Any]:
         left = p.sft.trajectories - len(rows)
         if left <= 0:
             break
-        s = build_sft_set(path, reasoning_visible=run.reasoning_visible, teacher=run.teacher, limit=left)
+        s = build_sft_set(path, reasoning_visible=run.reasoning_visible, teacher=run.teacher, limit=left,
+                          agent=run.agent)
         rows.extend(s.rows)
         for k, v in s.rejected.items():
             rejected[k] = rejected.get(k, 0) + v
     if not rows:
-        raise InputError(f"no admitted SFT trajectory in {run.sft_data} (rejected: {rejected}); admission needs a "
-                         "qualified bundle (a clean Base failure)", file=run.sft_data[0], field="qualified")
+        need = "a qualified bundle (a clean Base failure)" if run.agent == "test" else "a locally passing patch"
+        raise InputError(f"no admitted SFT trajectory in {run.sft_data} (rejected: {rejected}); admission needs "
+                         f"{need}", file=run.sft_data[0], field="qualified")
     last = _prepare_home(run)
     model, tokenizer, facts = load_model(run.model, threads=run.threads)
     timer = StepTimer()
-    losses: list[dict[str, Any]] = []
-
-    class _Losses(TrainerCallback):
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if logs and "loss" in logs:
-                losses.append({"step": state.global_step, "loss": logs["loss"], "lr": logs.get("learning_rate")})
-
+    writer = new_run("sft", run.preset, run_id=run.run_id, root=run.results_root, config=p,
+                     models={"policy": run.model}, command=run.command, datasets=run.datasets, seeds=[run.seed],
+                     extra={"role": run.agent, "init": init_label(run), "init_model": facts, "engine": "trl",
+                            "label": run.label, "data": run.sft_data, "admitted": len(rows), "rejected": rejected,
+                            "instances_trained": [r["instance_id"] for r in rows], "teacher": run.teacher,
+                            "reasoning_visible": run.reasoning_visible, "runs_dir": str(run.home)})
+    recorder = SFTRecorder(writer, timer, label=run.label)
     started = time.monotonic()
-    trainer = make_sft_trainer(model, tokenizer, rows, str(run.home / "checkpoints"), callbacks=[timer, _Losses()],
-                               grpo=p.grpo, max_steps=-1, num_train_epochs=p.sft.epochs,
-                               per_device_train_batch_size=p.sft.batch_size, max_length=p.sft.max_length,
-                               save_strategy="steps", save_steps=max(1, p.test_rl.save_interval), seed=run.seed)
-    trainer.train(resume_from_checkpoint=last)
-    final = _save_final(trainer, tokenizer, run)
-    manifest = build_manifest(command=run.command, config=p, datasets=run.datasets, seeds=[run.seed],
-                              model={"policy": run.model, "init": facts, "init_label": init_label(run)}, extra={
-                                  "artifact": "sft", "run_id": run.run_id, "preset": run.preset, "label": run.label,
-                                  "data": run.sft_data, "admitted": len(rows), "rejected": rejected,
-                                  "reasoning_visible": run.reasoning_visible, "final_checkpoint": str(final),
-                                  "resumed_from": last})
-    payload = {"steps": [{**loss, **(timer.steps[i] if i < len(timer.steps) else {})}
-                         for i, loss in enumerate(losses)],
-               "peak_rss_mb": round(peak_rss_mb(), 1), "wall_s": round(time.monotonic() - started, 2)}
-    root = Path(run.results_root) if run.results_root else _results_root()
-    out = write_result(root / "sft" / f"{run.run_id}.json", payload, manifest)
-    return {"run_id": run.run_id, "results": str(out), "final_checkpoint": str(final), "admitted": len(rows),
-            **payload}
-
-
-def _results_root() -> Path:
-    return Path(os.environ.get("EXECCRITIC_RESULTS", DEFAULT_ROOT))
-
+    try:
+        trainer = make_sft_trainer(model, tokenizer, rows, str(run.home / "checkpoints"), callbacks=[timer, recorder],
+                                   grpo=p.grpo, learning_rate=p.sft.learning_rate, max_steps=-1,
+                                   num_train_epochs=p.sft.epochs, per_device_train_batch_size=p.sft.batch_size,
+                                   max_length=p.sft.max_length, save_strategy="epoch", save_total_limit=2,
+                                   seed=run.seed)
+        if last is not None:
+            writer.manifest.setdefault("resumed_from", []).append(last)
+        trainer.train(resume_from_checkpoint=last)
+        final = _save_final(trainer, tokenizer, run)
+        recorder.flush()
+        wall = round(time.monotonic() - started, 2)
+        writer.manifest.update({"final_checkpoint": str(final), "peak_rss_mb": round(peak_rss_mb(), 1),
+                                "train_wall_s": wall})
+        loaded = writer.finalize()
+    except BaseException:
+        recorder.flush()
+        writer.close("incomplete")
+        raise
+    return {"run_id": run.run_id, "results": str(loaded.path), "final_checkpoint": str(final), "admitted": len(rows),
+            "steps": recorder.rows, "peak_rss_mb": round(peak_rss_mb(), 1), "wall_s": wall}
 
 def train(run: TrainRun) -> dict[str, Any]:
     return train_sft(run) if run.kind == "sft" else train_rl(run)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from execcritic.config import load_protocol
+from execcritic.results.store import load_run
 from tests.paths import REPO, VERIFIED
 
 pytestmark = [pytest.mark.train, pytest.mark.slow]
@@ -53,14 +54,17 @@ def test_sft_on_pipeline_trajectories(sympy_task, tiny_model_dir, tmp_path):
     assert (final / "config.json").is_file() and (final / "tokenizer_config.json").is_file()
     name = "lm_head.weight"
     assert not _tensor(final, name).equal(_tensor(tiny_model_dir, name))        # a real optimizer step
-    saved = json.loads(Path(result["results"]).read_text())
-    assert saved["manifest"]["admitted"] == 1 and saved["manifest"]["deviations_from_paper"]
-    assert saved["steps"][0]["optimizer_step_s"] > 0 and saved["peak_rss_mb"] > 0
-    assert saved["manifest"]["model"]["init_label"] == "checkpoint"      # a foreign HF dir is not guessed
+    saved = load_run("sft", "sft-test", root=tmp_path / "results")          # the store's `sft` schema
+    m = saved.manifest
+    assert m["admitted"] == 1 and m["deviations_from_paper"] and m["role"] == "test" and m["status"] == "complete"
+    rows = saved.records.to_dict("records")                                 # metrics.jsonl, one row per step
+    assert len(rows) == len(result["steps"]) and rows[0]["loss"] > 0 and 0 <= rows[0]["mean_token_accuracy"] <= 1
+    assert rows[0]["optimizer_step_s"] > 0 and m["peak_rss_mb"] > 0
+    assert m["init"] == "checkpoint"                                     # a foreign HF dir is not guessed
     meta = json.loads((final / "execcritic-training.json").read_text())
     assert meta["kind"] == "sft" and meta["run_id"] == "sft-test"        # RL from it is "from sft"
-    print(f"\n[sft] 1 trajectory, {len(result['steps'])} step(s): {wall:.1f} s, peak RSS {saved['peak_rss_mb']:.0f} MB, "
-          f"optimizer.step {saved['steps'][0]['optimizer_step_s'] * 1000:.1f} ms")
+    print(f"\n[sft] 1 trajectory, {len(rows)} step(s): {wall:.1f} s, peak RSS {m['peak_rss_mb']:.0f} MB, "
+          f"optimizer.step {rows[0]['optimizer_step_s'] * 1000:.1f} ms")
 
 
 def _env(tmp_path: Path) -> dict:

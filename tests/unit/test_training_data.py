@@ -320,6 +320,19 @@ def test_sft_admission_is_base_gate_only():
     assert err.value.field == "qualified" and err.value.file == "gen.jsonl:3"
 
 
+def test_repair_sft_admission_is_the_local_gate_only():
+    from execcritic.training.datasets import repair_sft_admission
+
+    assert repair_sft_admission({"local_status": "pass", "trajectory": "t.json"}) == (True, "passed")
+    # the official verdict never filters; a failing or unchecked terminal patch is not admitted
+    assert repair_sft_admission({"local_status": "hard_fail", "final_reason": "budget_exhausted",
+                                 "trajectory": "t.json"}) == (False, "not_passed:budget_exhausted")
+    assert repair_sft_admission({"local_status": "pass"}) == (False, "no_trajectory")
+    with pytest.raises(InputError) as err:
+        repair_sft_admission({}, "repair.jsonl:2")
+    assert err.value.field == "local_status" and err.value.file == "repair.jsonl:2"
+
+
 def test_sft_example_with_and_without_reasoning(tmp_path):
     path = teacher_trajectory(tmp_path / "t.json")
     traj = load_trajectory(path)
