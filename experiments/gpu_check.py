@@ -17,6 +17,15 @@ stack (that needs Megatron and a multi-GPU layout; see docs/training_engines.md)
     python experiments/gpu_check.py --dry-run                  # CPU: prepare and validate, measure nothing
     python experiments/gpu_check.py [--steps 3] [--out results/bench/gpu_check.json]   # GPU + vllm installed
 
+`--recipe learning-curve` runs the CPU learning-curve study's recipe instead (experiments/training/learning_curve.sh:
+scripted stand-in teacher SFT at two sizes, GRPO from SFT on real verified-sdist episodes, checkpoint evaluations)
+at a larger size (profile `gpu-curve`: 8 rollouts x 2 groups per step, 40 steps) with SmolLM2-135M on the GPU
+(TRL's trainer and the in-process sampler use CUDA when it is there), then its analysis. It needs what the CPU study
+needs on that machine: the task environments built (`execcritic tasks build-sdist`, which downloads sdists: build
+them before the machine goes offline, or carry the cache) and the embedded model. Its dry run checks the profile,
+the script and the environments, and measures nothing. Results: results/learning_curve/gpu-curve/, labeled
+stand-in; never quote a number from a dry run.
+
 Exit status: 0 ran (or a dry run passed), 2 could not run here (no CUDA or no vLLM: the JSON says why), 1 failed.
 """
 
@@ -26,6 +35,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import sys
 import time
 import traceback
@@ -158,6 +168,46 @@ def run_gpu(args, facts: dict[str, Any]) -> dict[str, Any]:
             "gpu": torch.cuda.get_device_name(0)}
 
 
+LEARNING_CURVE = REPO / "experiments" / "training" / "learning_curve.sh"
+
+
+def learning_curve(args, dry_run: bool) -> dict[str, Any]:
+    """The learning-curve recipe at the gpu-curve size (module docstring); a dry run validates and plans only."""
+    import subprocess
+
+    from execcritic.config import load_protocol
+    from execcritic.tasks import load_tasks
+    from execcritic.training.grpo import batch_shape
+
+    proto = load_protocol(args.profile)
+    facts: dict[str, Any] = {"profile": args.profile, "deviations": {k: list(v) for k, v in proto.deviations().items()},
+                             "batch_shape": {r: batch_shape(r, proto) for r in ("test", "repair")}}
+    subprocess.run(["bash", "-n", str(LEARNING_CURVE)], check=True)
+    text = LEARNING_CURVE.read_text()
+    ids = sorted(set(re.findall(r"[a-z_-]+__[a-z_-]+-\d+", text.split("POOLS=")[0])))
+    missing = []
+    for task in load_tasks("verified-sdist", instance_ids=ids).tasks:
+        from execcritic.pipeline.envs import task_environment
+
+        env = task_environment(task, None)
+        if env.checkout is None or not Path(env.checkout).is_dir():
+            missing.append(task.instance_id)
+    facts["instances"], facts["environments_missing"] = ids, missing
+    env = {**os.environ, "PROFILE": args.profile, "STUDY": args.profile, "PY": sys.executable,
+           "LABEL": f"GPU learning curve ({args.profile}), SmolLM2-135M stand-in"}
+    commands = [["bash", str(LEARNING_CURVE), "all"],
+                [sys.executable, str(REPO / "experiments" / "training" / "learning_curve.py"), "--study", args.profile]]
+    facts["commands"] = [" ".join(c) for c in commands]
+    if dry_run:
+        return facts
+    started = time.monotonic()
+    for cmd in commands:
+        subprocess.run(cmd, check=True, cwd=REPO, env={**env, "PYTHONPATH": str(REPO)}, timeout=args.time_limit)
+    facts["wall_s"] = round(time.monotonic() - started, 1)
+    facts["summary"] = str(REPO / "results" / "learning_curve" / args.profile / "summary.json")
+    return facts
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dry-run", action="store_true", help="prepare and validate on any machine; measure nothing")
@@ -170,6 +220,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model-dir", default=None, help="a built tiny model (default: build/cache it)")
     ap.add_argument("--work-dir", default="/tmp/execcritic-gpu-check")
     ap.add_argument("--out", default=str(DEFAULT_OUT))
+    ap.add_argument("--recipe", choices=("engine", "learning-curve"), default="engine",
+                    help="engine: TRL + vLLM throughput, synthetic reward; learning-curve: the CPU study's recipe "
+                         "at the --profile size (module docstring)")
+    ap.add_argument("--profile", default="gpu-curve", help="learning-curve: the protocol profile")
+    ap.add_argument("--time-limit", type=float, default=3 * 3600, help="learning-curve: seconds per command")
     args = ap.parse_args(argv)
 
     report: dict[str, Any] = {"script": "experiments/gpu_check.py", "ran": False, "dry_run": args.dry_run,
@@ -177,23 +232,26 @@ def main(argv: list[str] | None = None) -> int:
                               "versions": {p: _version(p) for p in ("torch", "transformers", "trl", "vllm", "verl")}}
     status = 0
     try:
-        report.update(prepare(args))
-        if args.dry_run:
-            report["note"] = "dry run: prepared and validated only; nothing was measured"
-        else:
-            import torch
+        import torch
 
-            why = None
-            if not torch.cuda.is_available():
-                why = "no CUDA device"
-            elif not _version("vllm"):
-                why = "vllm is not installed"
-            if why:
-                report["not_run"] = why
-                status = 2
-            else:
-                report["results"] = run_gpu(args, report)
-                report["ran"] = True
+        lc = args.recipe == "learning-curve"
+        if not lc:
+            report.update(prepare(args))
+        why = None
+        if not args.dry_run:
+            why = ("no CUDA device" if not torch.cuda.is_available()
+                   else "vllm is not installed" if not lc and not _version("vllm") else None)
+        if args.dry_run:
+            if lc:
+                report["learning_curve"] = learning_curve(args, dry_run=True)
+            report["note"] = "dry run: prepared and validated only; nothing was measured"
+        elif why:
+            report["not_run"] = why
+            status = 2
+        else:
+            report["learning_curve" if lc else "results"] = (learning_curve(args, dry_run=False) if lc
+                                                             else run_gpu(args, report))
+            report["ran"] = True
     except Exception as exc:  # noqa: BLE001 - the report must say what failed
         report["error"] = f"{type(exc).__name__}: {exc}"
         report["traceback"] = traceback.format_exc()[-4000:]

@@ -44,3 +44,17 @@ def test_gpu_check_without_cuda_says_it_did_not_run(tiny_model_dir, tmp_path):
     assert gc.main(["--model-dir", str(tiny_model_dir), "--out", str(out), "--work-dir", str(tmp_path / "w")]) == 2
     report = json.loads(out.read_text())
     assert report["ran"] is False and report["not_run"] == "no CUDA device" and "results" not in report
+
+
+def test_gpu_learning_curve_recipe_dry_run_plans_without_measuring(tmp_path):
+    """`--recipe learning-curve`: the CPU study's recipe at the gpu-curve size; the dry run validates the profile and
+    the study script and lists the commands a GPU machine would run - it measures nothing."""
+    gc = _module()
+    out = tmp_path / "gpu_check.json"
+    assert gc.main(["--recipe", "learning-curve", "--dry-run", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    lc = report["learning_curve"]
+    assert report["ran"] is False and "nothing was measured" in report["note"] and "results" not in report
+    assert lc["profile"] == "gpu-curve" and lc["batch_shape"]["repair"]["num_generations"] == 8
+    assert "psf__requests-2931" in lc["instances"] and lc["commands"][0].endswith("learning_curve.sh all")
+    assert "grpo.rollouts_per_group" not in lc["deviations"] and lc["deviations"]["grpo.groups_per_step"] == [16, 2]

@@ -1,0 +1,270 @@
+"""Analysis of the CPU learning-curve study (experiments/training/learning_curve.sh): every number with its CI, the
+curves as PNG, and `results/learning_curve/<study>/summary.json` with its manifest.
+
+Reads only committed results: the SFT runs (`results/sft/<study>-sft-<agent>-n<k>/`), the GRPO runs
+(`results/training/<study>-<agent>-rl-from-sft/`), their per-rollout records (`results/learning_curve/<study>/rollouts/`)
+and the checkpoint evaluations (`results/learning_curve/<study>/eval/`). Statistics (`execcritic.results.stats`):
+- checkpoint metrics: mean over instances of each instance's mean over its episodes, percentile bootstrap CI over
+  instances; a before/after change is `paired_delta` over the same instances;
+- the GRPO rise: mean reward of the scored rollouts of the last K steps minus that of the first K steps; CI by a
+  bootstrap that resamples steps within each window (a step's rollouts move together). Every rollout sampled in
+  a step counts (kept or dropped by DAPO; masked and aborted ones have no reward and are left out).
+
+    PYTHONPATH=. .venv/bin/python experiments/training/learning_curve.py [--study cpu-curve] [--window 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from execcritic.results import stats  # noqa: E402
+from execcritic.results.manifest import build_manifest, write_result  # noqa: E402
+from execcritic.results.store import load_run  # noqa: E402
+from execcritic.training.heldout import METRICS, read_records  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+CHECKPOINTS = ("base", "sft-n1", "sft-n2", "grpo")
+STAND_IN = "SmolLM2-135M (a CPU stand-in, not the paper's Qwen3.5-35B-A3B)"
+
+
+def window_rise(rewards_by_step: dict[int, list[float]], k: int, n_boot: int = 10000, seed: int = 0) -> dict:
+    """Mean reward of the last `k` steps minus the first `k` (steps with a scored rollout), bootstrap CI that
+    resamples steps within each window."""
+    steps = sorted(s for s, r in rewards_by_step.items() if r)
+    if len(steps) < 2 * k:
+        return {"k": k, "delta": None, "why": f"only {len(steps)} steps with a scored rollout"}
+    first, last = [rewards_by_step[s] for s in steps[:k]], [rewards_by_step[s] for s in steps[-k:]]
+    rng = np.random.default_rng(seed)
+
+    def boot(win):
+        idx = rng.integers(0, len(win), size=(n_boot, len(win)))
+        return np.array([np.mean(np.concatenate([win[i] for i in row])) for row in idx])
+
+    d = boot(last) - boot(first)
+    mean = lambda w: float(np.mean(np.concatenate(w)))  # noqa: E731
+    return {"k": k, "first_steps": steps[:k], "last_steps": steps[-k:], "first_mean": mean(first),
+            "last_mean": mean(last), "n_first": sum(map(len, first)), "n_last": sum(map(len, last)),
+            "delta": mean(last) - mean(first), "ci_low": float(np.quantile(d, 0.025)),
+            "ci_high": float(np.quantile(d, 0.975)), "n_boot": n_boot, "seed": seed}
+
+
+def rollouts(path: Path) -> list[dict]:
+    with gzip.open(path, "rt") as fh:
+        recs = [json.loads(line) for line in fh if line.strip()]
+    latest: dict[tuple, dict] = {}           # a resumed step is written twice: keep the last
+    for r in recs:
+        latest[(r["step"], r["group"], r["rollout"], r["instance_id"], r["kept"])] = r
+    return list(latest.values())
+
+
+def evals(study_eval: Path, agent: str) -> dict:
+    out: dict = {}
+    for ck in CHECKPOINTS:
+        for split in ("train", "heldout"):
+            path = study_eval / f"{agent}-{ck}-{split}.jsonl"
+            summ = Path(f"{path}.summary.json")
+            if summ.is_file():
+                doc = json.loads(summ.read_text())
+                out[(ck, split)] = {"summary": doc["summary"], "records": read_records(path),
+                                    "instances": doc["manifest"]["instances"],
+                                    "wall_s": doc["manifest"]["timings"].get("wall_s")}
+    return out
+
+
+def paired(ev: dict, a: tuple, b: tuple, metric: str) -> dict | None:
+    """metric(b) - metric(a) over the instances both evaluated (per-instance means), paired bootstrap + sign test."""
+    if a not in ev or b not in ev:
+        return None
+    ids = [i for i in ev[a]["instances"] if i in ev[b]["instances"]]
+
+    def per(key):
+        out = []
+        for i in ids:
+            vals = [float(r[metric]) for r in ev[key]["records"] if r["instance_id"] == i and not r["aborted"]]
+            out.append(np.mean(vals) if vals else np.nan)
+        return np.array(out)
+
+    x, y = per(b), per(a)
+    ok = ~(np.isnan(x) | np.isnan(y))
+    d = stats.paired_delta(x[ok], y[ok])
+    return {"from": a[0], "to": b[0], "split": a[1], "metric": metric, "delta": d.delta, "ci_low": d.ci_low,
+            "ci_high": d.ci_high, "p_value": d.p_value, "test": d.test, "n_instances": d.n_instances}
+
+
+def plot_grpo(runs: dict, path: Path) -> None:
+    fig, axes = plt.subplots(2, len(runs), figsize=(6.2 * len(runs), 6.4), squeeze=False,
+                             gridspec_kw={"height_ratios": [3, 1.3]})
+    for col, (agent, r) in enumerate(runs.items()):
+        ax, bx = axes[0][col], axes[1][col]
+        by = r["by_step"]
+        steps = sorted(by)
+        for s in steps:
+            ax.scatter([s] * len(by[s]), by[s], s=14, alpha=0.35, color="#1f77b4", linewidths=0)
+        means = [np.mean(by[s]) if by[s] else np.nan for s in steps]
+        ax.plot(steps, means, marker="o", color="#1f77b4", label="mean reward of the step's scored rollouts")
+        rise = r["rise"]
+        if rise.get("delta") is not None:
+            for win, m in ((rise["first_steps"], rise["first_mean"]), (rise["last_steps"], rise["last_mean"])):
+                ax.hlines(m, win[0] - 0.3, win[-1] + 0.3, color="#d62728", linewidth=2)
+            ax.set_title(f"{agent} agent GRPO from SFT: last {rise['k']} - first {rise['k']} steps = "
+                         f"{rise['delta']:+.3f} [{rise['ci_low']:+.3f}, {rise['ci_high']:+.3f}] (95% CI)", fontsize=9)
+        ax.set_ylabel("Eq. 5 reward" if agent == "test" else "Eq. 6 reward")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+        m = r["metrics"]
+        x = np.array(m["step"])
+        bx.bar(x - 0.2, m["kept_groups"], 0.2, label="kept groups", color="#2ca02c")
+        bx.bar(x, m["dropped_groups"], 0.2, label="dropped groups", color="#ff7f0e")
+        bx.bar(x + 0.2, m["masked"], 0.2, label="masked rollouts", color="#7f7f7f")
+        bx.set_xlabel("GRPO step")
+        bx.legend(fontsize=7, ncol=3)
+        bx.grid(alpha=0.3)
+    fig.suptitle(f"Measured on CPU with {STAND_IN}; real verified-sdist episodes, real harness and official "
+                 "evaluator", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130, metadata={"Software": None})
+    plt.close(fig)
+
+
+def plot_sft(sft: dict, path: Path) -> None:
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    for (agent, n), rows in sorted(sft.items()):
+        steps = [r["step"] for r in rows]
+        style = "-" if agent == "test" else "--"
+        axes[0].plot(steps, [r["loss"] for r in rows], style, marker=".", label=f"{agent}, {n} trajectories")
+        axes[1].plot(steps, [r["mean_token_accuracy"] for r in rows], style, marker=".", label=f"{agent}, {n}")
+    axes[0].set_yscale("log")
+    axes[0].set_ylabel("SFT loss (assistant tokens)")
+    axes[1].set_ylabel("token accuracy")
+    for ax in axes:
+        ax.set_xlabel("optimizer step")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"SFT of {STAND_IN} on scripted stand-in teacher trajectories", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130, metadata={"Software": None})
+    plt.close(fig)
+
+
+def plot_evals(allev: dict, path: Path) -> None:
+    panels = [(a, m) for a in allev for m in METRICS[a]]
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.0 * len(panels), 3.6), squeeze=False)
+    for ax, (agent, metric) in zip(axes[0], panels):
+        for j, split in enumerate(("train", "heldout")):
+            xs, ys, lo, hi = [], [], [], []
+            for i, ck in enumerate(CHECKPOINTS):
+                e = allev[agent].get((ck, split))
+                if e is None or e["summary"][metric]["value"] is None:
+                    continue
+                s = e["summary"][metric]
+                xs.append(i + (j - 0.5) * 0.25)
+                ys.append(s["value"])
+                lo.append(s["value"] - s["ci_low"])
+                hi.append(s["ci_high"] - s["value"])
+            ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3,
+                        label="training instances (fresh seeds)" if split == "train" else "held-out instances")
+        ax.set_xticks(range(len(CHECKPOINTS)), CHECKPOINTS, fontsize=7)
+        ax.set_title(f"{agent}: {metric}", fontsize=8)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=6)
+    fig.suptitle(f"Checkpoints of {STAND_IN}, 2 episodes per instance, 95% bootstrap CI over instances", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130, metadata={"Software": None})
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--study", default="cpu-curve")
+    ap.add_argument("--window", type=int, default=3, help="GRPO steps in each of the first/last windows")
+    ap.add_argument("--results", default=str(REPO / "results"))
+    args = ap.parse_args(argv)
+    root = Path(args.results)
+    out = root / "learning_curve" / args.study
+    summary: dict = {"stand_in": STAND_IN, "agents": {}}
+    sft: dict = {}
+    grpo: dict = {}
+    allev: dict = {}
+    datasets: list = []
+    for agent in ("test", "repair"):
+        a: dict = {"sft": {}, "evals": {}, "changes": []}
+        for n in (1, 2):
+            rid = f"{args.study}-sft-{agent}-n{n}"
+            if (root / "sft" / rid / "manifest.json").is_file():
+                run = load_run("sft", rid, root=root)
+                rows = run.records.sort_values("step").to_dict("records")
+                sft[(agent, n)] = rows
+                a["sft"][f"n{n}"] = {"run": f"sft/{rid}", "steps": len(rows), "loss_first": rows[0]["loss"],
+                                     "loss_last": rows[-1]["loss"], "token_accuracy_last": rows[-1]["mean_token_accuracy"],
+                                     "wall_s": run.manifest.get("train_wall_s"), "instances": run.manifest["instances_trained"],
+                                     "git_sha": run.manifest["git"]["sha"], "command": run.manifest["command"]}
+                datasets += run.manifest.get("datasets") or []
+        rid = f"{args.study}-{agent}-rl-from-sft"
+        if (root / "training" / rid / "manifest.json").is_file():
+            run = load_run("training", rid, root=root)
+            m = run.records.sort_values("step")
+            recs = rollouts(out / "rollouts" / f"{rid}.jsonl.gz")
+            by_step: dict[int, list[float]] = {int(s): [] for s in m["step"]}
+            for r in recs:
+                if not r["masked"] and not r["aborted"]:
+                    by_step.setdefault(int(r["step"]), []).append(float(r["reward"]))
+            masked = [sum(1 for r in recs if r["step"] == s and r["masked"]) for s in m["step"]]
+            rise = window_rise(by_step, args.window)
+            cols = ["step", "reward_mean", "reward_std", "kept_groups", "dropped_groups", "masked_share", "loss",
+                    "grad_norm", "entropy", "kl_sampling", "clip_ratio", "optimizer_steps_skipped", "stop_reason",
+                    "tokens_per_s", "rollout_s", "wall_s"]
+            per_step = [{c: (None if stats.is_null(r.get(c)) else r.get(c)) for c in cols} for r in m.to_dict("records")]
+            grpo[agent] = {"by_step": by_step, "rise": rise,
+                           "metrics": {"step": list(m["step"]), "kept_groups": list(m["kept_groups"]),
+                                       "dropped_groups": list(m["dropped_groups"]), "masked": masked}}
+            a["grpo"] = {"run": f"training/{rid}", "rise": rise, "per_step": per_step,
+                         "nonzero_grad_steps": int(sum(1 for r in per_step if (r["grad_norm"] or 0) > 0)),
+                         "wall_s": float(m["wall_s"].sum()), "git_sha": run.manifest["git"]["sha"],
+                         "command": run.manifest["command"]}
+            datasets += run.manifest.get("datasets") or []
+        ev = evals(out / "eval", agent)
+        allev[agent] = ev
+        a["evals"] = {f"{ck}/{split}": {**e["summary"], "wall_s": e["wall_s"]} for (ck, split), e in ev.items()}
+        for split in ("train", "heldout"):
+            for x, y in (("base", "sft-n1"), ("base", "sft-n2"), ("sft-n2", "grpo"), ("base", "grpo")):
+                for metric in METRICS[agent]:
+                    d = paired(ev, (x, split), (y, split), metric)
+                    if d:
+                        a["changes"].append(d)
+        summary["agents"][agent] = a
+    out.mkdir(parents=True, exist_ok=True)
+    figures = []
+    if grpo:
+        plot_grpo(grpo, out / "grpo_curves.png")
+        figures.append("grpo_curves.png")
+    if sft:
+        plot_sft(sft, out / "sft_curves.png")
+        figures.append("sft_curves.png")
+    if any(allev.values()):
+        plot_evals(allev, out / "checkpoints.png")
+        figures.append("checkpoints.png")
+    timings = REPO / "runs" / args.study / "timings.jsonl"
+    if timings.is_file():
+        summary["timings"] = [json.loads(x) for x in timings.read_text().splitlines() if x.strip()]
+    summary["figures"] = figures
+    manifest = build_manifest(command=sys.argv, datasets=list({json.dumps(d, sort_keys=True): d for d in datasets}.values()),
+                              extra={"artifact": "learning-curve-analysis", "study": args.study})
+    write_result(out / "summary.json", summary, manifest)
+    for agent, a in summary["agents"].items():
+        r = (a.get("grpo") or {}).get("rise") or {}
+        print(f"{agent}: GRPO rise {r.get('delta')} [{r.get('ci_low')}, {r.get('ci_high')}]")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

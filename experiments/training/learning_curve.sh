@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The CPU learning-curve study (issue 21): SmolLM2-135M (a STAND-IN for the paper's Qwen3.5-35B-A3B) on real
+# verified-sdist episodes with the real harness and official evaluator.
+#   1. teacher trajectories from scripted stand-in teachers (execcritic/training/teachers.py: the Oracle-test and
+#      Gold-patch teachers read what an agent never may; they are named as such everywhere) through the real
+#      generation stage / Repair controller;
+#   2. SFT of each agent at two data sizes (1 and 2 teacher trajectories);
+#   3. GRPO from the larger SFT checkpoint on the same instances (DAPO, each agent's reward and masking rule);
+#   4. every checkpoint (base, SFT x 2, GRPO) evaluated on the training instances (fresh seeds) and on held-out
+#      instances, with the training sampler (`execcritic train eval-episodes`);
+#   5. the analysis: PYTHONPATH=. $PY experiments/training/learning_curve.py --study $STUDY (CIs, curves), then
+#      `execcritic figures` (Figure 6b/6c draw the GRPO runs).
+# Every protocol value is the cpu-curve profile (execcritic/profiles/cpu-curve.yaml; $PROFILE), recorded as
+# deviations.
+# Resumable: each step is skipped when its output is complete, and a killed SFT/GRPO run continues (--resume).
+#
+# Usage (repository root, `make venv` done):
+#   EXECCRITIC_VERIFIED=<verified_test.parquet> experiments/training/learning_curve.sh [test|repair|all]
+# Two chains (test, repair) can run at once in two shells; `all` runs both one after the other.
+set -euo pipefail
+PY=${PY:-.venv/bin/python}
+X="$PY -m execcritic.cli"
+AGENT=${1:-all}
+STUDY=${STUDY:-cpu-curve}
+RUNS=runs/$STUDY
+OUT=results/learning_curve/$STUDY
+EVAL=$OUT/eval
+LABEL=${LABEL:-"CPU learning curve, SmolLM2-135M stand-in"}
+PROFILE=${PROFILE:-cpu-curve}        # gpu-curve: the same recipe at a larger size (experiments/gpu_check.py)
+P=(-c "$PROFILE")
+TRAIN=(psf__requests-2931 psf__requests-5414)                              # SFT data order = these, first n
+HELDOUT=(psf__requests-6028 sympy__sympy-24562 pytest-dev__pytest-7571)
+POOLS=results/candidates/$STUDY-test-pools
+export HF_HUB_OFFLINE=1 TRL_EXPERIMENTAL_SILENCE=1
+mkdir -p "$RUNS" "$EVAL"
+
+step() { echo "== $(date -u +%H:%M:%S) $*  (load: $(cut -d' ' -f1-3 /proc/loadavg))"; }
+inst() { for i in "$@"; do printf -- '--instance %s ' "$i"; done; }
+timed() {   # timed NAME CMD...: wall seconds of each step in $RUNS/timings.jsonl
+  local name=$1; shift; local t0; t0=$(date +%s)
+  "$@"
+  echo "{\"step\": \"$name\", \"wall_s\": $(( $(date +%s) - t0 )), \"ended\": \"$(date -u +%FT%TZ)\"}" >> "$RUNS/timings.jsonl"
+}
+done_sft() { [ -f "results/sft/$1/manifest.json" ] && grep -q '"status": "complete"' "results/sft/$1/manifest.json"; }
+done_rl() { [ -f "results/training/$1/manifest.json" ] && grep -q '"status": "complete"' "results/training/$1/manifest.json"; }
+resume() { [ -d "runs/train/$1" ] && echo --resume || true; }
+
+evaluate() {   # evaluate AGENT NAME MODEL: training instances (fresh seeds) and held-out instances
+  local agent=$1 name=$2 model=$3 split ids
+  for split in train heldout; do
+    if [ "$split" = train ]; then ids=$(inst "${TRAIN[@]}"); else ids=$(inst "${HELDOUT[@]}"); fi
+    [ -f "$EVAL/$agent-$name-$split.jsonl.summary.json" ] && continue
+    step "eval $agent $name on $split instances"
+    # shellcheck disable=SC2086
+    timed "eval-$agent-$name-$split" $X train eval-episodes "$model" --agent "$agent" $ids --episodes 2 --seed 1 \
+      --out "$EVAL/$agent-$name-$split.jsonl" --label "$LABEL" "${P[@]}" --json > /dev/null
+  done
+}
+
+chain() {   # chain AGENT: teacher data, SFT x 2, evaluations, GRPO, evaluation
+  local agent=$1 data
+  step "$agent: environments"
+  # shellcheck disable=SC2046
+  $X tasks build-sdist $(inst "${TRAIN[@]}" "${HELDOUT[@]}") > /dev/null
+  if [ "$agent" = test ]; then
+    data=$RUNS/teacher-test/generation.jsonl
+    if [ ! -f "$data" ] || [ "$(wc -l < "$data")" -lt ${#TRAIN[@]} ]; then
+      step "test: Oracle-test teacher (scripted stand-in) through the real generation stage"
+      # shellcheck disable=SC2046
+      timed teacher-test $X generate-tests verified-sdist $(inst "${TRAIN[@]}") --out "$RUNS/teacher-test" \
+        --no-progress --test-source scripted:execcritic.training.teachers:oracle_test_teacher "${P[@]}" > /dev/null
+    fi
+    if [ ! -f "$POOLS/pools.json" ]; then
+      step "test: labeled candidate pools (Gold + Gold mutants, each labeled by a real official run)"
+      # shellcheck disable=SC2046
+      timed pools $X candidates build verified-sdist $(inst "${TRAIN[@]}") --run-id "$STUDY-test-pools" --workers 1 \
+        --no-progress "${P[@]}" > /dev/null
+    fi
+  else
+    data=$RUNS/teacher-repair/repair.jsonl
+    if [ ! -f "$data" ] || [ "$(wc -l < "$data")" -lt ${#TRAIN[@]} ]; then
+      step "repair: Gold-patch teacher (scripted stand-in) through the real Repair controller"
+      # shellcheck disable=SC2046
+      timed teacher-repair $X run verified-sdist $(inst "${TRAIN[@]}") --out "$RUNS/teacher-repair" --no-progress \
+        --test-source oracle --repair-model scripted:execcritic.training.teachers:gold_patch_teacher --runs 1 \
+        "${P[@]}" > /dev/null
+    fi
+  fi
+  local teacher=scripted:execcritic.training.teachers:$([ "$agent" = test ] && echo oracle_test_teacher || echo gold_patch_teacher)
+  for n in 1 2; do
+    local id=$STUDY-sft-$agent-n$n
+    if ! done_sft "$id"; then
+      step "$agent: SFT on $n teacher trajectories"
+      # shellcheck disable=SC2046
+      timed "sft-$agent-n$n" $X train sft --agent "$agent" --data "$data" --model smollm2 --preset "$STUDY" \
+        --run-id "$id" --teacher "$teacher" --label "$LABEL" "${P[@]}" --set sft.trajectories=$n $(resume "$id") \
+        --json > "$RUNS/$id.json"
+    fi
+  done
+  evaluate "$agent" base smollm2
+  evaluate "$agent" sft-n1 "runs/train/$STUDY-sft-$agent-n1/final"
+  evaluate "$agent" sft-n2 "runs/train/$STUDY-sft-$agent-n2/final"
+  local rl=$STUDY-$agent-rl-from-sft
+  if ! done_rl "$rl"; then
+    step "$agent: GRPO from the SFT (n=2) checkpoint"
+    local extra=()
+    [ "$agent" = test ] && extra=(--candidates "$POOLS")
+    # shellcheck disable=SC2046
+    timed "grpo-$agent" $X train "$agent-rl" verified-sdist $(inst "${TRAIN[@]}") "${extra[@]}" \
+      --model "runs/train/$STUDY-sft-$agent-n2/final" --init sft --preset "$STUDY" --run-id "$rl" --workers 1 \
+      --official always --label "$LABEL" "${P[@]}" $(resume "$rl") --json > "$RUNS/$rl.json"
+  fi
+  mkdir -p "$OUT/rollouts"
+  gzip -nc "runs/train/$rl/rollouts.jsonl" > "$OUT/rollouts/$rl.jsonl.gz"
+  evaluate "$agent" grpo "runs/train/$rl/final"
+  step "$agent: done"
+}
+
+case "$AGENT" in
+  test|repair) chain "$AGENT" ;;
+  all) chain test; chain repair ;;
+  *) echo "usage: $0 [test|repair|all]" >&2; exit 2 ;;
+esac
