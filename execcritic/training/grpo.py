@@ -490,7 +490,8 @@ class MetricsRecorder(TrainerCallback):
         assert self.runner is not None
         s = self.runner.step_stats
         mb, self._minibatches = self._minibatches, []
-        train_s = sum(_finite(m.get("step_time")) or 0.0 for m in mb)
+        # TRL's step_time spans its training_step, which runs the rollouts of the step's first minibatch
+        train_s = max(0.0, sum(_finite(m.get("step_time")) or 0.0 for m in mb) - (s.get("rollout_s") or 0.0))
         row = {"step": iteration, "optimizer_steps": state.global_step,
                **{k: v for k, v in s.items() if k not in ("dropped_reasons", "aborted_reasons")},
                "aborted_reasons": "; ".join(s.get("aborted_reasons") or []),

@@ -24,13 +24,13 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from execcritic.results import stats  # noqa: E402
-from execcritic.results.manifest import build_manifest, write_result  # noqa: E402
-from execcritic.results.store import load_run  # noqa: E402
-from execcritic.training.heldout import METRICS, read_records  # noqa: E402
+from execcritic.results import stats
+from execcritic.results.manifest import build_manifest, write_result
+from execcritic.results.store import load_run
+from execcritic.training.heldout import METRICS, read_records
 
 REPO = Path(__file__).resolve().parents[2]
 CHECKPOINTS = ("base", "sft-n1", "sft-n2", "grpo")
@@ -51,7 +51,7 @@ def window_rise(rewards_by_step: dict[int, list[float]], k: int, n_boot: int = 1
         return np.array([np.mean(np.concatenate([win[i] for i in row])) for row in idx])
 
     d = boot(last) - boot(first)
-    mean = lambda w: float(np.mean(np.concatenate(w)))  # noqa: E731
+    mean = lambda w: float(np.mean(np.concatenate(w)))
     return {"k": k, "first_steps": steps[:k], "last_steps": steps[-k:], "first_mean": mean(first),
             "last_mean": mean(last), "n_first": sum(map(len, first)), "n_last": sum(map(len, last)),
             "delta": mean(last) - mean(first), "ci_low": float(np.quantile(d, 0.025)),
@@ -99,6 +99,45 @@ def paired(ev: dict, a: tuple, b: tuple, metric: str) -> dict | None:
     d = stats.paired_delta(x[ok], y[ok])
     return {"from": a[0], "to": b[0], "split": a[1], "metric": metric, "delta": d.delta, "ci_low": d.ci_low,
             "ci_high": d.ci_high, "p_value": d.p_value, "test": d.test, "n_instances": d.n_instances}
+
+
+# ASSUMPTIONS of the GPU extrapolation (none measured here: no GPU was lent to this task). SmolLM2-135M decoding
+# batch-1 with a KV cache in HF eager mode is latency-bound (~30 layers of small kernels per token); training is
+# throughput-bound. A 1-node GPU machine of the device class (H200, 16 CPU cores) runs the episodes of a group in
+# parallel, one per core, with sandbox and test execution on those cores at this machine's measured speed.
+GPU_ASSUMED = {"decode_tokens_per_s_per_stream": 150.0, "train_tokens_per_s": 40000.0, "parallel_episodes": 4,
+               "why": "assumed, not measured: HF eager batch-1 decode of a 135M model on one H200 (~6-7 ms per "
+                      "token); fp32 forward+backward of 135M parameters at a few % of peak; the group's 4 episodes "
+                      "in parallel on 4 of the node's 16 cores"}
+
+
+def extrapolate(agent: str, recs: list[dict], per_step: list[dict]) -> dict:
+    """EXTRAPOLATION of the same recipe's GRPO run to one GPU node, from this run's measured parts (per-rollout
+    generation seconds and tokens, the rest of each rollout's wall time, training tokens) and GPU_ASSUMED."""
+    steps = len(per_step)
+    gen_s = sum(float(r["info"].get("generate_s") or 0) for r in recs)
+    roll_s = sum(float(r["info"].get("rollout_s") or 0) + float(r["info"].get("score_s") or 0) for r in recs)
+    tokens = sum(int(r["model_tokens"]) for r in recs)
+    train_tokens = sum(len(r["prompt_ids"]) + len(r["completion_ids"]) for r in recs if r["group"] is not None)
+    rest_s = max(0.0, roll_s - gen_s)
+    cpu = {"steps": steps, "rollouts": len(recs), "generated_tokens": tokens, "generate_s": round(gen_s, 1),
+           "cpu_generate_tokens_per_s": round(tokens / gen_s, 2) if gen_s else None,
+           "sandbox_and_scoring_s": round(rest_s, 1),
+           "train_s": round(sum(r.get("train_s") or 0 for r in per_step), 1), "train_tokens": train_tokens,
+           "wall_s": round(sum(r.get("wall_s") or 0 for r in per_step), 1)}
+    a = GPU_ASSUMED
+    par = a["parallel_episodes"]
+    gpu_gen = tokens / a["decode_tokens_per_s_per_stream"] / par
+    gpu_rest = rest_s / par
+    gpu_train = train_tokens / a["train_tokens_per_s"]
+    total = gpu_gen + gpu_rest + gpu_train
+    return {"label": "EXTRAPOLATION, not a measurement", "measured_cpu": cpu, "assumed_gpu": a,
+            "gpu_1node": {"generate_s": round(gpu_gen, 1), "sandbox_and_scoring_s": round(gpu_rest, 1),
+                          "train_s": round(gpu_train, 1), "total_s": round(total, 1),
+                          "per_step_s": round(total / steps, 1) if steps else None,
+                          "speedup_vs_cpu_wall": round(cpu["wall_s"] / total, 1) if total else None,
+                          "bound_by": max((("generation", gpu_gen), ("sandboxes and tests (CPU)", gpu_rest),
+                                           ("training", gpu_train)), key=lambda kv: kv[1])[0]}}
 
 
 def plot_grpo(runs: dict, path: Path) -> None:
@@ -220,14 +259,15 @@ def main(argv: list[str] | None = None) -> int:
                     by_step.setdefault(int(r["step"]), []).append(float(r["reward"]))
             masked = [sum(1 for r in recs if r["step"] == s and r["masked"]) for s in m["step"]]
             rise = window_rise(by_step, args.window)
-            cols = ["step", "reward_mean", "reward_std", "kept_groups", "dropped_groups", "masked_share", "loss",
-                    "grad_norm", "entropy", "kl_sampling", "clip_ratio", "optimizer_steps_skipped", "stop_reason",
-                    "tokens_per_s", "rollout_s", "wall_s"]
+            cols = ["step", "reward_mean", "reward_std", "kept_groups", "dropped_groups", "offered_groups",
+                    "masked_share", "loss", "grad_norm", "entropy", "kl_sampling", "clip_ratio",
+                    "optimizer_steps_skipped", "stop_reason", "tokens_per_s", "rollout_s", "train_s", "wall_s", "lr"]
             per_step = [{c: (None if stats.is_null(r.get(c)) else r.get(c)) for c in cols} for r in m.to_dict("records")]
             grpo[agent] = {"by_step": by_step, "rise": rise,
                            "metrics": {"step": list(m["step"]), "kept_groups": list(m["kept_groups"]),
                                        "dropped_groups": list(m["dropped_groups"]), "masked": masked}}
             a["grpo"] = {"run": f"training/{rid}", "rise": rise, "per_step": per_step,
+                         "extrapolation": extrapolate(agent, recs, per_step),
                          "nonzero_grad_steps": int(sum(1 for r in per_step if (r["grad_norm"] or 0) > 0)),
                          "wall_s": float(m["wall_s"].sum()), "git_sha": run.manifest["git"]["sha"],
                          "command": run.manifest["command"]}

@@ -107,7 +107,7 @@ chain() {   # chain AGENT: teacher data, SFT x 2, evaluations, GRPO, evaluation
     [ "$agent" = test ] && extra=(--candidates "$POOLS")
     # shellcheck disable=SC2046
     timed "grpo-$agent" $X train "$agent-rl" verified-sdist $(inst "${TRAIN[@]}") "${extra[@]}" \
-      --model "runs/train/$STUDY-sft-$agent-n2/final" --init sft --preset "$STUDY" --run-id "$rl" --workers 1 \
+      --model "runs/train/$STUDY-sft-$agent-n2/final" --init sft --preset "$STUDY" --run-id "$rl" --workers 2 \
       --official always --label "$LABEL" "${P[@]}" $(resume "$rl") --json > "$RUNS/$rl.json"
   fi
   mkdir -p "$OUT/rollouts"
