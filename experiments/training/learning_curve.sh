@@ -6,8 +6,8 @@
 #      generation stage / Repair controller;
 #   2. SFT of each agent at two data sizes (1 and 2 teacher trajectories);
 #   3. GRPO from the larger SFT checkpoint on the same instances (DAPO, each agent's reward and masking rule);
-#   4. every checkpoint (base, SFT x 2, GRPO) evaluated on the training instances (fresh seeds) and on held-out
-#      instances, with the training sampler (`execcritic train eval-episodes`);
+#   4. every checkpoint (SFT n=2 and GRPO first, then base and SFT n=1) evaluated on the training instances (2 fresh
+#      seeds each) and on held-out instances (1 episode each), with the training sampler (`eval-episodes`);
 #   5. the analysis: PYTHONPATH=. $PY experiments/training/learning_curve.py --study $STUDY (CIs, curves), then
 #      `execcritic figures` (Figure 6b/6c draw the GRPO runs).
 # Every protocol value is the cpu-curve profile (execcritic/profiles/cpu-curve.yaml; $PROFILE), recorded as
@@ -45,14 +45,14 @@ done_sft() { [ -f "results/sft/$1/manifest.json" ] && grep -q '"status": "comple
 done_rl() { [ -f "results/training/$1/manifest.json" ] && grep -q '"status": "complete"' "results/training/$1/manifest.json"; }
 resume() { [ -d "runs/train/$1" ] && echo --resume || true; }
 
-evaluate() {   # evaluate AGENT NAME MODEL: training instances (fresh seeds) and held-out instances
-  local agent=$1 name=$2 model=$3 split ids
+evaluate() {   # evaluate AGENT NAME MODEL: training instances (2 fresh seeds each), held-out instances (1 each)
+  local agent=$1 name=$2 model=$3 split ids n
   for split in train heldout; do
-    if [ "$split" = train ]; then ids=$(inst "${TRAIN[@]}"); else ids=$(inst "${HELDOUT[@]}"); fi
+    if [ "$split" = train ]; then ids=$(inst "${TRAIN[@]}"); n=2; else ids=$(inst "${HELDOUT[@]}"); n=1; fi
     [ -f "$EVAL/$agent-$name-$split.jsonl.summary.json" ] && continue
     step "eval $agent $name on $split instances"
     # shellcheck disable=SC2086
-    timed "eval-$agent-$name-$split" $X train eval-episodes "$model" --agent "$agent" $ids --episodes 2 --seed 1 \
+    timed "eval-$agent-$name-$split" $X train eval-episodes "$model" --agent "$agent" $ids --episodes $n --seed 1 \
       --out "$EVAL/$agent-$name-$split.jsonl" --label "$LABEL" "${P[@]}" --json > /dev/null
   done
 }
@@ -97,9 +97,6 @@ chain() {   # chain AGENT: teacher data, SFT x 2, evaluations, GRPO, evaluation
         --json > "$RUNS/$id.json"
     fi
   done
-  evaluate "$agent" base smollm2
-  evaluate "$agent" sft-n1 "runs/train/$STUDY-sft-$agent-n1/final"
-  evaluate "$agent" sft-n2 "runs/train/$STUDY-sft-$agent-n2/final"
   local rl=$STUDY-$agent-rl-from-sft
   if ! done_rl "$rl"; then
     step "$agent: GRPO from the SFT (n=2) checkpoint"
@@ -112,7 +109,11 @@ chain() {   # chain AGENT: teacher data, SFT x 2, evaluations, GRPO, evaluation
   fi
   mkdir -p "$OUT/rollouts"
   gzip -nc "runs/train/$rl/rollouts.jsonl" > "$OUT/rollouts/$rl.jsonl.gz"
+  # GRPO's before/after first, then the SFT data sizes against the base model
+  evaluate "$agent" sft-n2 "runs/train/$STUDY-sft-$agent-n2/final"
   evaluate "$agent" grpo "runs/train/$rl/final"
+  evaluate "$agent" base smollm2
+  evaluate "$agent" sft-n1 "runs/train/$STUDY-sft-$agent-n1/final"
   step "$agent: done"
 }
 

@@ -553,27 +553,13 @@ def test_replay_buffer_evicts_and_refills_by_the_papers_rule_on_a_live_transferq
     it stores finished groups at once instead of running episodes)."""
     tq = pytest.importorskip("transfer_queue")
     from omegaconf import OmegaConf
-    from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
-    import execcritic.training.verl_adapter as va
-    from execcritic.training.episodes import EpisodeResult
-    from execcritic.training.policy import TrajectorySample
     from execcritic.training.verl_sampler import ExecCriticReplayBuffer
 
     monkeypatch.delenv(vc.PROTOCOL_ENV, raising=False)
 
     def put_group(uid, specs):
-        keys, fields = [], []
-        for i, (reward, masked) in enumerate(specs):
-            mask = [1, 1, 0, 0, 1, 1]
-            sample = TrajectorySample([1, 2, 3], list(range(10, 16)), [-0.5] * 6, mask, 2)
-            out = va.loop_output(EpisodeResult(sample, reward, masked, None, {}, "repair", object()), sample,
-                                 seconds=0.0)
-            keys.append(f"{uid}_{i}_0")
-            fields.append({**out.as_dict(), "uid": uid})
-        tq.kv_batch_put(keys=keys, fields=list_of_dict_to_tensordict(fields), partition_id="train",
-                        tags=[{"status": "success", "global_steps": 0}] * len(keys))
-        tq.kv_put(key=uid, partition_id="train", tag={"is_prompt": True, "status": "finished", "global_steps": 0})
+        _put_group(uid, [r for r, _ in specs], masked=[i for i, (_, m) in enumerate(specs) if m])
 
     tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
     try:
@@ -608,27 +594,12 @@ def test_replay_buffer_stops_at_the_offer_cap_on_a_live_transferqueue(local_ray,
     turn-mismatch masks are in its metrics when it completes."""
     tq = pytest.importorskip("transfer_queue")
     from omegaconf import OmegaConf
-    from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
-    import execcritic.training.verl_adapter as va
-    from execcritic.training.episodes import EpisodeResult
-    from execcritic.training.policy import TrajectorySample
     from execcritic.training.verl_sampler import ExecCriticReplayBuffer, OfferCapReached
 
     monkeypatch.delenv(vc.PROTOCOL_ENV, raising=False)
 
-    def put_group(uid, rewards, broken=()):
-        keys, fields = [], []
-        for i, reward in enumerate(rewards):
-            mask = [1] * 6 if i in broken else [1, 1, 0, 0, 1, 1]    # one run of model tokens for 2 turns
-            sample = TrajectorySample([1, 2, 3], list(range(10, 16)), [-0.5] * 6, mask, 2)
-            out = va.loop_output(EpisodeResult(sample, reward, False, None, {}, "repair", object()), sample,
-                                 seconds=0.0)
-            keys.append(f"{uid}_{i}_0")
-            fields.append({**out.as_dict(), "uid": uid})
-        tq.kv_batch_put(keys=keys, fields=list_of_dict_to_tensordict(fields), partition_id="train",
-                        tags=[{"status": "success", "global_steps": 0}] * len(keys))
-        tq.kv_put(key=uid, partition_id="train", tag={"is_prompt": True, "status": "finished", "global_steps": 0})
+    put_group = _put_group
 
     def buffer(cap, refill):
         b = ExecCriticReplayBuffer("sync", OmegaConf.create({}), 8, "drop",
@@ -660,3 +631,27 @@ def test_replay_buffer_stops_at_the_offer_cap_on_a_live_transferqueue(local_ray,
     assert {k.split("_")[0] for k in meta.keys} == {"varied"} and refills == [1]
     assert metrics["training/execcritic/groups_offered"] == 2
     assert metrics["training/execcritic/turn_mismatch_masked"] == 1
+
+
+def _put_group(uid, rewards, masked=(), broken=()):
+    """Store one finished Repair group in TransferQueue as verl's TQ agent loop does (`AgentLoopOutput.as_dict`,
+    keys `{uid}_{session}_{index}`, a finished prompt tag). `masked`: rollouts masked by the episode; `broken`:
+    rollouts whose loss mask has one run of model tokens for their 2 turns (masked for the mismatch)."""
+    import transfer_queue as tq
+    from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+    import execcritic.training.verl_adapter as va
+    from execcritic.training.episodes import EpisodeResult
+    from execcritic.training.policy import TrajectorySample
+
+    keys, fields = [], []
+    for i, reward in enumerate(rewards):
+        mask = [1] * 6 if i in broken else [1, 1, 0, 0, 1, 1]
+        sample = TrajectorySample([1, 2, 3], list(range(10, 16)), [-0.5] * 6, mask, 2)
+        out = va.loop_output(EpisodeResult(sample, reward, i in masked, None, {}, "repair", object()), sample,
+                             seconds=0.0)
+        keys.append(f"{uid}_{i}_0")
+        fields.append({**out.as_dict(), "uid": uid})
+    tq.kv_batch_put(keys=keys, fields=list_of_dict_to_tensordict(fields), partition_id="train",
+                    tags=[{"status": "success", "global_steps": 0}] * len(keys))
+    tq.kv_put(key=uid, partition_id="train", tag={"is_prompt": True, "status": "finished", "global_steps": 0})
