@@ -269,8 +269,6 @@ class RepairController:
                 if p0.empty:  # an empty-patch pass contradicts qualification: inconsistent evidence
                     self.trajectory.event("inconsistent", detail="empty Round-0 patch passed a qualified bundle")
                 raise _Done("round0_pass", p0)
-            if self.config.revision_rounds == 0:   # no revision budget (a direct-solve-only setting): p0 stands
-                raise _Done("budget_exhausted", p0)
             self._revise(initial)
             raise AssertionError("revision loop must end in _Done")  # pragma: no cover
         except _Done as done:

@@ -8,7 +8,7 @@ Branches covered (SPEC §2.4, Listings 4-12):
   4. unchanged CHECK -> Listing 11, gate not rerun, no check consumed          test_unchanged_candidate_is_not_rerun
   5. no CHECK within the round's turns -> forced check                        test_forced_check_after_round_turns
   6. budget exhausted -> LATEST candidate force-submitted (Listing 10)         test_budget_exhaustion_submits_latest
-     (no revision budget at all -> the failing p0 stands)                     test_no_revision_budget_submits_round0
+     (no revision budget at all -> the failing p0 stands)                     test_zero_revision_rounds_scores_the_checked_round0_patch
   7. FINAL-SUBMIT before a pass -> current candidate, gate recorded apart      test_final_submit_before_pass
   8. inconclusive CHECK grants no extra budget                                 test_inconclusive_check_consumes_a_round
   9. provided patch applies -> it is p0                                        test_provided_patch_mode
@@ -115,13 +115,6 @@ def test_unchanged_candidate_is_not_rerun(env):
     assert res.final_reason == "check_pass" and res.revision_rounds == 1
 
 
-def test_no_revision_budget_submits_round0(env):
-    res, _ = repair(env, [[WRONG], *submit()], config=RepairConfig(revision_rounds=0))
-    assert res.final_reason == "budget_exhausted" and res.revision_rounds == 0 and res.revision_turns == 0
-    assert [(c.trigger, c.status) for c in res.checks] == [("initial", "hard_fail")]
-    assert "looked at it" in res.final_patch and not messages_with(res, "<failing_test_output>")
-
-
 def test_forced_check_after_round_turns(env):
     cfg = RepairConfig(turns_per_round=3, revision_rounds=2)
     res, _ = repair(env, [[WRONG], *submit(), ["ls"], ["ls"], [FIX]], config=cfg)
@@ -144,6 +137,7 @@ def test_zero_revision_rounds_scores_the_checked_round0_patch(env):
     assert res.final_reason == "budget_exhausted" and res.revision_rounds == 0 and res.revision_turns == 0
     assert [(c.trigger, c.status) for c in res.checks] == [("initial", "hard_fail")]
     assert res.final_patch == res.round0["patch"] and model.remaining == 0
+    assert "looked at it" in res.final_patch and not messages_with(res, "<failing_test_output>")
 
 
 def test_final_submit_before_pass(env):

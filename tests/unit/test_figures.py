@@ -408,15 +408,18 @@ def test_figure6_curves_of_the_committed_training_runs_are_their_metrics_and_sum
 
     results = REPO / "results"
     runs = training_runs(results, BuildReport(results))
-    if not runs:
-        pytest.skip("no training run committed under results/training/")
+    shown = (REPO / "paper_figures" / "figure6.md").read_text()
+    if not runs:                # nothing committed: the committed figure must say so, not draw old curves
+        assert "No training run under `results/training/`" in shown
+        fig = figure6(view_of("figure6", None), runs)
+        assert not [g for g in _curve_artists(fig)[0] if g.startswith("measured|")]
+        return
     fig = figure6(view_of("figure6", None), runs)
     table = training_curves(results=results)                 # the notebook's table of the same points
     lines, texts = _curve_artists(fig)
     assert texts["reported|b|qualitative"].startswith("paper (qualitative only")
     assert "RL from Base" in texts["reported|b|qualitative"] and "RL from SFT" in texts["reported|b|qualitative"]
     assert texts["reported|c|qualitative"].startswith("paper (qualitative only")
-    shown = (REPO / "paper_figures" / "figure6.md").read_text()
     for run in runs:
         panel = "b" if run.manifest["role"] == "test" else "c"
         rows = sorted((json.loads(x) for x in (run.path / "metrics.jsonl").read_text().splitlines()),
