@@ -18,6 +18,7 @@ from execcritic.errors import InputError
 from execcritic.figures.tables import ArtifactView, build_view, md_table, to_latex, to_markdown
 from execcritic.files import atomic_write
 from execcritic.results import paper
+from execcritic.results.manifest import harness_digest
 from execcritic.results.pins import pins_path, read_pins
 from execcritic.results.schemas import PAPER_ARTIFACTS, stand_in_name
 from execcritic.results.store import (
@@ -144,6 +145,16 @@ def build_all(results: str | Path = "results", out: str | Path = "paper_figures"
     return report
 
 
+def _made_by(run: Run) -> str:
+    """Which commit made the run, and whether the harness that judged it is still the code's."""
+    m = run.manifest
+    sha = str((m.get("git") or {}).get("sha") or "unknown")[:8]
+    made, now = m.get("harness_digest"), harness_digest()
+    return f"; made at {sha}" + ("" if made == now else
+                                 f", harness {made} - **the harness has changed since** (now {now}): rerun to "
+                                 "measure the current code")
+
+
 def _readme(report: BuildReport, views: dict[str, ArtifactView]) -> str:
     header = ["Artifact", "Files", "Reported (paper)", "Measured (this suite)"]
     body = []
@@ -158,7 +169,7 @@ def _readme(report: BuildReport, views: dict[str, ArtifactView]) -> str:
             stand = int(sum(any(stand_in_name(r[c]) for c in v.schema.condition)
                             for r in v.rows[v.rows["measured"].notna()].to_dict("records")))
             measured = f"`{src}` (preset {v.run.preset}): {n} of {len(v.rows)} rows measured" + \
-                (f", {stand} of them with a stand-in model (not the paper's)" if stand else "")
+                (f", {stand} of them with a stand-in model (not the paper's)" if stand else "") + _made_by(v.run)
         else:
             measured = "not run here (no run under results/)"
         body.append([v.title, files, f"{n_rep} values", measured])

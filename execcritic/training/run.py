@@ -218,10 +218,10 @@ def train_rl(run: TrainRun) -> dict[str, Any]:
     shape = batch_shape(run.role, p)
     rc = role_config(run.role, p)
     writer = new_run("training", run.preset, run_id=run.run_id, root=run.results_root, config=p,
-                     models={"policy": run.model}, command=run.command, datasets=run.datasets, seeds=[run.seed],
+                     instances=[t.instance_id for t in run.tasks], models={"policy": run.model}, command=run.command, datasets=run.datasets, seeds=[run.seed],
                      extra={"role": run.role, "init": init_label(run), "init_model": facts, "engine": "trl",
                             "label": run.label,
-                            "instances_trained": [t.instance_id for t in run.tasks], "batch_shape": shape,
+                            "batch_shape": shape,
                             "workers": run.workers, "runs_dir": str(run.home), "official": run.official,
                             "candidates": run.candidates})
     timer = StepTimer()
@@ -316,10 +316,10 @@ def train_sft(run: TrainRun) -> dict[str, Any]:
     model, tokenizer, facts = load_model(run.model, threads=run.threads)
     timer = StepTimer()
     writer = new_run("sft", run.preset, run_id=run.run_id, root=run.results_root, config=p,
-                     models={"policy": run.model}, command=run.command, datasets=run.datasets, seeds=[run.seed],
+                     instances=[r["instance_id"] for r in rows], models={"policy": run.model}, command=run.command, datasets=run.datasets, seeds=[run.seed],
                      extra={"role": run.agent, "init": init_label(run), "init_model": facts, "engine": "trl",
                             "label": run.label, "data": run.sft_data, "admitted": len(rows), "rejected": rejected,
-                            "instances_trained": [r["instance_id"] for r in rows], "teacher": run.teacher,
+                            "teacher": run.teacher,
                             "reasoning_visible": run.reasoning_visible, "runs_dir": str(run.home)})
     recorder = SFTRecorder(writer, timer, label=run.label)
     started = time.monotonic()

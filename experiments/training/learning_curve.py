@@ -320,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
                 sft[(agent, n)] = rows
                 a["sft"][f"n{n}"] = {"run": f"sft/{rid}", "steps": len(rows), "loss_first": rows[0]["loss"],
                                      "loss_last": rows[-1]["loss"], "token_accuracy_last": rows[-1]["mean_token_accuracy"],
-                                     "wall_s": run.manifest.get("train_wall_s"), "instances": run.manifest["instances_trained"],
+                                     "wall_s": run.manifest.get("train_wall_s"), "instances": run.manifest["instances"],
                                      "git_sha": run.manifest["git"]["sha"], "command": run.manifest["command"]}
                 datasets += run.manifest.get("datasets") or []
         rid = f"{args.study}-{agent}-rl-from-sft"

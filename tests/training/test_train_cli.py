@@ -57,6 +57,7 @@ def test_sft_on_pipeline_trajectories(sympy_task, tiny_model_dir, tmp_path):
     saved = load_run("sft", "sft-test", root=tmp_path / "results")          # the store's `sft` schema
     m = saved.manifest
     assert m["admitted"] == 1 and m["deviations_from_paper"] and m["role"] == "test" and m["status"] == "complete"
+    assert m["instances"] == [sympy_task.instance_id] and m["n_instances"] == 1    # what it trained on
     rows = saved.records.to_dict("records")                                 # metrics.jsonl, one row per step
     assert len(rows) == len(result["steps"]) and rows[0]["loss"] > 0 and 0 <= rows[0]["mean_token_accuracy"] <= 1
     assert rows[0]["optimizer_step_s"] > 0 and m["peak_rss_mb"] > 0
@@ -107,6 +108,7 @@ def test_train_cli_resumes_after_kill(sympy_task, tiny_model_dir, tmp_path):
     assert all(r["n_rollouts"] >= 0 and "reward_mean" in r and "optimizer_s" in r for r in rows)
     manifest = json.loads(metrics.with_name("manifest.json").read_text())
     assert manifest["status"] == "complete" and len(manifest["sessions"]) == 2
+    assert manifest["instances"] == [sympy_task.instance_id]            # the denominator, on resume too
     assert manifest["resumed_from"][0].endswith("checkpoint-1") and manifest["role"] == "repair"
     assert manifest["init"] == "checkpoint" and manifest["init_model"]["path"] == str(tiny_model_dir)
     assert manifest["deviations_from_paper"]["repair_rl.steps"] == {"paper": 100, "used": 2}

@@ -5,6 +5,7 @@ from it; the figures' bars and the tables' cells are the runs' summary values an
 from __future__ import annotations
 
 import filecmp
+import json
 
 import nbformat
 import pandas as pd
@@ -46,6 +47,22 @@ def test_one_labeled_smoke_run_per_artifact(runs):
             for v in run.records[col].dropna().astype(str):
                 assert stand_in_name(v) or v in ("None (Round 0)", "Oracle F2P", "Baseline", "Oracle", "b",
                                                  "SWE-bench Verified", "0"), (a, col, v)
+
+
+def test_the_committed_runs_were_judged_by_this_harness(runs):
+    """Results made at HEAD: every pinned run (and pinned training run) carries the harness digest of the code
+    here. A change to bundle/, runners/, harness/ or sandbox/ must come with results made by it (`make run`, then
+    `execcritic figures`); until then paper_figures/README.md says the harness has changed since."""
+    from execcritic.results.manifest import harness_digest
+    from execcritic.results.pins import read_pins
+
+    now = harness_digest()
+    made = {f"{a}/{r.run_id}": r.manifest.get("harness_digest") for a, r in runs.items()}
+    for run_id in read_pins(RESULTS)["training"]:
+        manifest = json.loads((RESULTS / "training" / run_id / "manifest.json").read_text())
+        made[f"training/{run_id}"] = manifest.get("harness_digest")
+    stale = {k: v for k, v in made.items() if v != now}
+    assert not stale, f"made by another harness than this code's ({now}): {stale}; rerun `make run`"
 
 
 def test_paper_figures_are_rebuilt_from_results(tmp_path):
