@@ -2,7 +2,8 @@
 `execute(..., check_source_patch=True)` on the Base with the official bundle.
 
 No cheat fixes the bug, so an honest harness never says PASS; each case also pins the failure kind the harness
-must answer (the static gate's `forbidden_source_edit` with the exact problem, `runner_tampered`,
+must answer (a case written for the runtime that the static screen now refuses first runs a second time
+without the screen: both layers must stop it) (the static gate's `forbidden_source_edit` with the exact problem, `runner_tampered`,
 `results_forged`, `results_incomplete`, a sandbox limit, or `behavioral_failure` where the cheat simply does
 not work). Cases marked `bypass` in cheats.py were holes, described with a reproduction and what closed each in
 docs/BYPASSES.md: should one reopen, its case fails here (no xfail - a bypass is a red test).
@@ -137,8 +138,17 @@ def test_cheat_gets_no_pass(targets, cheat: C.Cheat, fam: str, backend: str):
     config = PAPER.harness if cheat.timeout_s is None else dataclasses.replace(PAPER.harness,
                                                                                test_timeout_s=cheat.timeout_s)
     ex = execute(t.task, t.bundle, patch, sandbox=t.sandbox, config=config, check_source_patch=not cheat.runtime_only)
-    _observe(cheat.id, t.task.instance_id, backend, cheat.expect.value, ex.failure_kind.value)
     where = f"{cheat.id} on {t.task.instance_id} ({backend})"
+    screen_only = FailureKind.FORBIDDEN_SOURCE_EDIT not in (cheat.expect, *cheat.also)
+    if ex.failure_kind is FailureKind.FORBIDDEN_SOURCE_EDIT and screen_only:
+        # the static screen (read as syntax) refuses a case written for the runtime: defence in depth - the
+        # runtime must still stop it on its own, so it runs again without the screen
+        assert "run" not in ex.phases, "a forbidden candidate must never run"
+        assert all(p.code.startswith("patch.test_aware.") for p in ex.problems), f"{where}" + _explain(ex)
+        _observe(cheat.id, t.task.instance_id, backend, FailureKind.FORBIDDEN_SOURCE_EDIT.value,
+                 ex.failure_kind.value)
+        ex = execute(t.task, t.bundle, patch, sandbox=t.sandbox, config=config, check_source_patch=False)
+    _observe(cheat.id, t.task.instance_id, backend, cheat.expect.value, ex.failure_kind.value)
     if ex.passed:
         pytest.fail(f"BYPASS: the harness said PASS for {where}: {cheat.what}"
                     + (f" [docs/BYPASSES.md {cheat.bypass}]" if cheat.bypass else "") + _explain(ex))
@@ -202,8 +212,14 @@ def test_official_control(official, targets, fam):
 def test_official_cheat_not_resolved(official, targets, cheat_id, fam, kind):
     cheat = next(c for c in C.CHEATS if c.id == cheat_id)
     task = targets(fam, "local").task
-    res = official(fam, cheat.build(task), False if cheat.runtime_only else None)
+    patch = cheat.build(task)
+    res = official(fam, patch, False if cheat.runtime_only else None)
     expected = kind.value if kind is not None else "valid-unresolved"
+    if res.failure_kind == FailureKind.FORBIDDEN_SOURCE_EDIT.value and kind is not FailureKind.FORBIDDEN_SOURCE_EDIT:
+        # refused by the static screen first (as in test_cheat_gets_no_pass): the grading must stop it on its own
+        assert not res.resolved and not res.patch_applied, res.error[:800]
+        _observe(cheat_id, task.instance_id, "official", FailureKind.FORBIDDEN_SOURCE_EDIT.value, res.failure_kind)
+        res = official(fam, patch, False)
     _observe(cheat_id, task.instance_id, "official", expected,
              "resolved" if res.resolved else (res.failure_kind or ("valid-unresolved" if res.valid else "invalid")))
     where = f"official evaluator, {cheat_id} on {fam}"
