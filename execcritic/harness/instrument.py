@@ -19,7 +19,7 @@ from typing import Any, Iterable
 from execcritic.bundle.command import ParsedCommand
 from execcritic.bundle.diff import parse_patch
 from execcritic.harness.prestart import Prestarted
-from execcritic.harness.reporter.channel import ReporterChannel
+from execcritic.harness.reporter.channel import ReporterChannel, sandbox_facts
 from execcritic.harness.reporter.stream import ReporterReport
 from execcritic.runners.base import Runner
 from execcritic.sandbox.base import HARNESS_MOUNT, CommandResult, Sandbox
@@ -121,9 +121,9 @@ def run_reported(sandbox: Sandbox, command: str, *, timeout: float, facts: dict[
               **{p: data for p, data in (known or {}).items() if p in watched}}
     if prestarted is not None:
         channel = prestarted.channel
-        channel.go({"workdir": sandbox.workdir, **facts})
+        channel.go({**sandbox_facts(sandbox), **facts})
     else:
-        channel = ReporterChannel(sandbox.channel_dir, {"workdir": sandbox.workdir, **facts})
+        channel = ReporterChannel(sandbox.channel_dir, {**sandbox_facts(sandbox), **facts})
     try:
         result = (prestarted.spawned.wait(timeout) if prestarted is not None else
                   sandbox.run(command, timeout=timeout, env=channel.env, cwd=cwd, reporter=True))

@@ -25,7 +25,7 @@ import weakref
 from dataclasses import dataclass
 
 from execcritic.errors import SandboxError
-from execcritic.harness.reporter.channel import ReporterChannel
+from execcritic.harness.reporter.channel import ReporterChannel, sandbox_facts
 from execcritic.sandbox.base import Sandbox
 
 
@@ -53,7 +53,7 @@ def offer(sandbox: Sandbox, *, observed: str, runner: str, command: str, hashsee
     discard(sandbox)
     if not sandbox.can_spawn or sandbox.channel_dir is None or sandbox in _refused:
         return False
-    channel = ReporterChannel(sandbox.channel_dir, {"workdir": sandbox.workdir, "runner": runner}, prestart=True)
+    channel = ReporterChannel(sandbox.channel_dir, {**sandbox_facts(sandbox), "runner": runner}, prestart=True)
     try:
         spawned = sandbox.spawn(command, env=channel.env, reset=True, reporter=True)
     except BaseException:

@@ -196,3 +196,23 @@ def test_docker_sandbox_hides_the_foreign_function_modules(docker_client, toolz_
     with DockerSandbox(toolz_image, client=docker_client, activate="") as sb:
         out = sb.run(f"python3 - <<'EOF'\n{FFI_CHECK}\nEOF\n", timeout=60).output
     assert out.splitlines() == FFI_REFUSED, out
+
+
+def test_a_recipe_that_needs_ffi_gets_it_in_reported_runs_too(demo_toolz):
+    """seaborn's recipe says its Gold run needs the real ctypes (scipy builds ctypes function types on import).
+    The sandbox leaving the native module visible is half of it: the reporter's guard must be told too, or it
+    refuses `_ctypes` itself (measured: the Gold audit after the merge lost mwaskom__seaborn-3069 as
+    collection_error, "No module named '_ctypes'"). Without the recipe's ffi the same test is refused."""
+    from execcritic.harness.execute import execute
+    from execcritic.harness.execution import Verdict
+    from tests.bundles import ScenarioKit
+
+    code = "def test_ffi():\n    import _ctypes, ctypes\n    assert ctypes.sizeof(ctypes.c_int) == 4\n"
+    for ffi in (True, False):
+        with LocalSandbox(demo_toolz.repo, activate=demo_toolz.activate, binds=[demo_toolz.venv], ffi=ffi) as sb:
+            kit = ScenarioKit(demo_toolz, sb)
+            ran = execute(kit.task, kit.bundle(code, ["test_ffi"], new_file=True), sandbox=sb)
+        if ffi:
+            assert (ran.valid, ran.verdict) == (True, Verdict.PASS), ran.diagnostic + ran.output_tail
+        else:
+            assert ran.verdict is not Verdict.PASS and "_ctypes" in ran.output_tail, ran.diagnostic

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -147,7 +148,7 @@ def test_a_runner_that_imports_the_checkout_is_never_started_ahead(request, demo
         assert prestart.claim(sb) is None
 
 
-CHEATS_AT_CONFTEST_TIME = {      # (through importlib: the diff screen rejects a plain `import _pytest`)
+CHEATS_AT_CONFTEST_TIME = {      # (graded without the static screen, which refuses both first)
     # a runner function rebound: every report of the call phase says passed
     "runner_function": ("import importlib\n_r = importlib.import_module('_pytest.runner')\n_orig = _r.call_and_report\n"
                         "def _forged(*args, **kwargs):\n    report = _orig(*args, **kwargs)\n"
@@ -184,8 +185,10 @@ def test_tampering_while_pytest_loads_conftest_files_is_caught_in_a_run_started_
         assert (warm_base.valid, warm_base.verdict) == (True, Verdict.FAIL), warm_base.diagnostic
         if idle:             # the run started ahead takes the runner's snapshots while it waits (and rebases)
             assert prestart.wait_ready(sb, 60)
-        warm = execute(kit.task, bundle, candidate, sandbox=sb)
-        cold = execute(kit.task, bundle, candidate, sandbox=sb, config=COLD)
+        # the runtime's answer (the AST screen refuses these candidates before they run: import_module of
+        # the runner is computed access)
+        warm = execute(kit.task, bundle, candidate, sandbox=sb, check_source_patch=False)
+        cold = execute(kit.task, bundle, candidate, sandbox=sb, config=COLD, check_source_patch=False)
     if idle:
         assert warm.extra["reporter"]["snapshots_ahead"] is True, warm.extra["reporter"]
     assert warm.extra.get("prestarted") is True, (warm.diagnostic, warm.extra)
@@ -263,3 +266,28 @@ def test_code_of_the_checkout_that_runs_before_the_go_and_hides_is_still_stale(k
     report = channel.finish()
     assert sb.read_file("/tmp/ran-before-the-go") == b""       # it did run before the go
     assert result.exit_code == 75 and "xml/__init__.py" in report.stale, (report.summary(), report.stale)
+
+
+@pytest.mark.only_for(kit=["local"])        # writes into the tree by its host path (the local backend's)
+def test_bytecode_written_into_the_tree_while_the_patches_are_applied_starts_the_run_again_cold(kit):
+    """On pytest-dev the interpreter started ahead imports the runner from the checkout and can write that
+    bytecode into the tree while the patches are applied (measured: 2 of 13 pytest-dev Gold runs of an audit
+    came out tree_mismatch). The harness wrote it, not the patches: the run starts again, cold, on a restored
+    Base, and says why. Any other undeclared file is still tree_mismatch."""
+    bundle = kit.official_bundle()
+    sb = kit.sandbox
+    prestart.discard(sb)
+    package = Path(kit.demo.spec.source_file).parent
+    for name, want in (("__pycache__/early.cpython-311.pyc", None), ("early.txt", FailureKind.TREE_MISMATCH)):
+        execute(kit.task, bundle, sandbox=sb)                      # offers the next run, started ahead
+        assert prestart.wait_ready(sb, 60)
+        planted = sb._roots()["/testbed"] / package / name       # as the waiting interpreter would write it
+        planted.parent.mkdir(exist_ok=True)
+        planted.write_bytes(b"\0")
+        gold = execute(kit.task, bundle, kit.task.patch, sandbox=sb, check_source_patch=False)
+        if want is None:
+            assert (gold.valid, gold.verdict) == (True, Verdict.PASS), gold.diagnostic + gold.output_tail
+            assert f"{package}/{name}" in gold.extra["prestart_stale"] and gold.extra["prestarted"] is False
+        else:
+            assert (gold.valid, gold.failure_kind) == (False, want) and name in gold.diagnostic, gold.diagnostic
+    sb.reset()

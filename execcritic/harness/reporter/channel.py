@@ -29,6 +29,12 @@ ENV_SOCKET = "EXECCRITIC_REPORT"
 MAX_STREAM_BYTES = 64 * 1024 * 1024
 
 
+def sandbox_facts(sandbox: Any) -> dict[str, Any]:
+    """What the reporter is told about where it runs: the working tree, and whether the sandbox leaves the
+    foreign-function interface visible (a recipe's `ffi`: the guard then lets the real ctypes load)."""
+    return {"workdir": sandbox.workdir, "ffi": bool(getattr(sandbox, "ffi", False))}
+
+
 class ReporterChannel:
     """`facts`: what the reporter is told at connection. `prestart=True`: the run is started ahead of time;
     the reporter imports its runner, records that it is ready (`ready()`) and waits for `go(facts)`, the
