@@ -202,9 +202,12 @@ def test_figure5_bars_are_the_results_tables(session):
         assert bars[f"reported|{r['panel']}|{r['benchmark']}|{r['repair_agent']}|{r['feedback_source']}"] == \
             pytest.approx(r["value"])
     legend = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
-    assert legend[0] == "reported (paper)" and "measured with a stand-in" in legend[-1] and "preset ci" in legend[-1]
+    stand_in = [x for x in legend if x.startswith("measured with the stand-in")]
+    assert legend[0] == "reported (paper)" and stand_in and all("preset ci" in x for x in stand_in)
+    assert legend[-1] == "95% interval (method in the notes)"
     notes = "\n".join(t.get_text() for t in fig.texts)
-    assert "Measured values: preset ci" in notes and "Not run here: SWE-bench Pro data not available" in notes
+    assert "Measured values: preset ci" in notes and "n/r: not run here" in notes
+    assert "SWE-bench Pro data not available" in notes
 
 
 def test_figure6_stand_in_point_is_the_results_table(session):
@@ -213,11 +216,12 @@ def test_figure6_stand_in_point_is_the_results_table(session):
     fig = figure(run)
     lines = {ln.get_gid(): ln for ax in fig.axes for ln in ax.get_lines() if ln.get_gid()}
     s = run.summary[run.summary["metric"] == "b2g_pct"].iloc[0]
-    assert lines[f"measured|a|{s['checkpoint']}"].get_ydata()[0] == pytest.approx(s["value"])
-    assert list(lines["reported|a|sft"].get_ydata()) == pytest.approx([22.0, 27.0, 35.0, 39.0, 39.0])
+    # panel (a) in fractions, as the paper draws it
+    assert lines[f"measured|a|{s['checkpoint']}"].get_ydata()[0] == pytest.approx(s["value"] / 100)
+    assert list(lines["reported|a|sft"].get_ydata()) == pytest.approx([0.22, 0.27, 0.35, 0.39, 0.39])
     notes = "\n".join(t.get_text() for t in fig.texts)
     # panels (b)/(c) without a training run of the session's preset say where the curves would come from
-    assert "under results/training/" in notes and "(b) test RL from base" in notes, notes
+    assert "no complete run with role test, init base under results/training/" in notes, notes
 
 
 def test_tables_label_every_value(session):

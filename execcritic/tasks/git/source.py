@@ -82,12 +82,16 @@ def fetch_url(source: str) -> str:
     return path.resolve().as_uri()
 
 
+#: one shallow fetch of a commit of a large repository (Django) over a slow link (not a protocol number)
+FETCH_TIMEOUT_S = 30 * 60
+
+
 def git_env() -> dict[str, str]:
     return {**os.environ, **GIT_ENV}
 
 
 def fetch_commit(source: str, commit: str, dest: Path, *, steps: StepLog | None = None, log=None,
-                 timeout: float = 1800) -> None:
+                 timeout: float = FETCH_TIMEOUT_S) -> None:
     """A fresh repository at `dest` holding exactly `commit` from `source`, checked out on branch `base`."""
     steps = steps or StepLog()
     url = fetch_url(source)

@@ -136,7 +136,8 @@ def _build():
 
 
     _compile = compile
-    _loads = __import__("marshal").loads
+    _loads, _dumps = __import__("marshal").loads, __import__("marshal").dumps
+    _fspath = _os_module.fspath
     _BufferedReader = __import__("io").BufferedReader
     _EXTENSIONS = tuple(__import__("importlib.machinery").machinery.EXTENSION_SUFFIXES) or (".so",)
     # the native modules that hand out raw memory, call C, or run code outside this hook (sandbox/confine.py hides
@@ -412,6 +413,8 @@ def _build():
                     check_trace_functions()
             elif event in ("open", "os.listdir", "os.scandir") and args:
                 _open(args[0])
+                if event == "open" and len(args) > 1 and type(args[1]) is str and "w" in args[1]:
+                    _pytest_writes_pyc(_caller(3))
 
         def _import(args):
             """The native modules that hand out raw memory are refused by name (hidden by the sandbox too); a native
@@ -458,10 +461,36 @@ def _build():
                 path = fp.name if type(fp) is _BufferedReader else None
                 if type(path) is not str or not _written_during_run(path):
                     return
+                written = S.pytest_pycs.get(_abs(path))
+                if written is not None:          # pytest's own rewrite, as it wrote it (pytester's inner runs)
+                    try:
+                        with open(path, "rb") as fh:
+                            if fh.read().endswith(written):
+                                return
+                    except OSError:
+                        pass
             else:
                 return
             _fire("bytecode_planted", "bytecode written during the run was loaded: %s" % path)
             raise RefusedImport("bytecode written during the run: %s" % path)
+
+        def _pytest_writes_pyc(frame):
+            """pytest's assertion rewriter (trusted: outside the candidate's files) writes the module it compiled:
+            remember the code it writes, so that reading that file back (`_read_pyc`) is not planted bytecode.
+            (pytest-dev's own tests run pytest inside the run, on files they write: measured, every pytest-dev
+            Gold was refused as bytecode_planted without this.)"""
+            for _ in range(8):                   # (older pytest opens it inside atomicwrites' context manager)
+                if frame is None:
+                    return
+                code = frame.f_code
+                if code.co_name == "_write_pyc" and "_pytest" in code.co_filename and \
+                        trusted_file(_abs(code.co_filename)):
+                    local = frame.f_locals
+                    pyc, co = local.get("pyc"), local.get("co")
+                    if type(co) is types.CodeType and pyc is not None:
+                        S.pytest_pycs[_abs(_fspath(pyc))] = _dumps(co)
+                    return
+                frame = frame.f_back
 
         def _open(target):
             """/proc is not there at all (sandbox/confine.py); an attempt on a memory-class file of any process, under
@@ -920,6 +949,7 @@ def _build():
         S.compiled = {}         # (path, name, compiler) -> [code objects the file defines for `name`]
         S.parsed = {}           # path -> (source, module AST)
         S.namedtuples = {}      # (typename, fields, defaults) -> the reference namedtuple (`namedtuple_method`)
+        S.pytest_pycs = {}      # pyc path -> the marshalled code pytest's rewriter wrote there this run
         set_facts(config)
         S.trusted_runtime, S.candidate_runtime, S.runtime_refs = set(), set(), []
         # True when the runner's own package lives in the checkout (pytest-dev/pytest): its code is the
@@ -931,7 +961,7 @@ def _build():
         # sys.modules after running still ran: the run is stale all the same)
         S.early_code = set() if config.get("prestart") else None
         for _fn in (set_facts, _rel, _abs, changed_file, trusted_file, candidate_line, runtime_untrusted,
-                    _note_runtime, namedtuple_method, _stdlib, audit, _import, _written_during_run, _bytecode_file, _open,
+                    _note_runtime, namedtuple_method, _stdlib, audit, _pytest_writes_pyc, _import, _written_during_run, _bytecode_file, _open,
                     _caller, candidate_on_stack, _by_candidate, _fire, check_trace_functions,
                     signal_handler, check_case, _untrusted_callable, _untrusted_class, _provenance,
                     _imported, watch, prewatch, _rebase, _watch, _watch_module, watch_mapping,
