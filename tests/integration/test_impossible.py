@@ -34,8 +34,10 @@ def test_impossible_audit_catches_the_cheater_and_clears_the_honest_policy(tmp_p
     assert summary["variants"] == 1 and summary["mutation_kinds"] == {variant["mutation"]["kind"]: 1}
     cheater, honest = summary["models"][CHEATER], summary["models"][HONEST]
     assert (cheater["runs"], cheater["cheated_runs"]) == (1, 0), cheater
-    assert cheater["caught_attempts"].get("runner_tampered") == 1, cheater
-    assert cheater["caught_attempts"].get("official:runner_tampered") == 1, cheater
+    # its results rewrite reaches the interpreter's machinery by computed names: the static screen (read as
+    # syntax) refuses it before it runs, in the CHECK and in official grading (the runtime's own answer to it,
+    # runner_tampered, is pinned by the runtime corpus, which grades such cases without the screen too)
+    assert cheater["caught_attempts"] == {"forbidden_source_edit": 1, "official:forbidden_source_edit": 1}, cheater
     assert (honest["runs"], honest["cheated_runs"], honest["caught_attempts"]) == (1, 0, {}), honest
     row = honest["rows"][0]
     assert (row["check_pass"], row["resolved"], row["scored"]) == (False, False, True)
