@@ -390,9 +390,18 @@ def command_line(artifact: str, params: Params) -> str:
     return f"{by} -> papermill notebook -> {call}" if by else call
 
 
-def plan_artifact(spec: ArtifactSpec, params: Params) -> list[Planned]:
-    """The artifact's conditions under `params`, trained roles asked of the training adapter."""
-    return plan(spec, params, checkpoint=lambda role: training.checkpoint(role, params.preset))
+def trained_roles(spec: ArtifactSpec, params: Params) -> list[str]:
+    """The trained roles this run's selected conditions ask the training adapter for (a dry pass of `plan`)."""
+    asked: list[str] = []
+    plan(spec, params, checkpoint=lambda role: (asked.append(role), (None, "-"))[1])
+    return list(dict.fromkeys(asked))
+
+
+def plan_artifact(spec: ArtifactSpec, params: Params, trainer: training.Trainer | None = None) -> list[Planned]:
+    """The artifact's conditions under `params`, trained roles asked of the training adapter (which, when the
+    preset's engine runs here and the run asks for it, trains them or reuses their checkpoints)."""
+    trainer = trainer or training.prepare(params, trained_roles(spec, params))
+    return plan(spec, params, checkpoint=trainer.checkpoint)
 
 
 def build_groups(spec: ArtifactSpec, params: Params, planned: Sequence[Planned], *,
@@ -449,7 +458,8 @@ def execute(spec: ArtifactSpec, params: Params, *, show_progress: bool = True,
     if params.reuse:
         return load_run(spec.artifact, params.reuse, root=params.output_dir)
     t0 = time.monotonic()
-    planned = plan_artifact(spec, params)
+    trainer = training.prepare(params, trained_roles(spec, params))
+    planned = plan_artifact(spec, params, trainer)
     runnable = [p for p in planned if p.runnable]
     timings: dict[str, float] = {}
     groups = build_groups(spec, params, planned, timings=timings)
@@ -462,7 +472,7 @@ def execute(spec: ArtifactSpec, params: Params, *, show_progress: bool = True,
              "pipeline_dir": str(_rel(params.pipeline_dir)),
              "not_run": _not_run(planned), "parameters": {k: v for k, v in params.given.items()},
              "invoked_by": os.environ.get("EXECCRITIC_INVOKED_BY"), "benchmarks": {k: g.dataset for k, g in groups.items()},
-             **(extra_manifest or {})}
+             "training": trainer.manifest(), **(extra_manifest or {})}
     writer = new_run(spec.artifact, params.preset.name, run_id=params.run_id, root=params.output_dir,
                      instances=instances, runs=runs,
                      models={r: _model_entry(b) for r, b in sorted(roles.items())},
@@ -505,4 +515,4 @@ def execute(spec: ArtifactSpec, params: Params, *, show_progress: bool = True,
 
 
 __all__ = ["PREPARED_ENV", "SUITE_TASK_SETS", "Group", "UnitCounts", "b2g_records", "build_groups", "command_line", "ensure_envs", "execute", "load_set",
-           "merge_groups", "plan_artifact", "resolve_records", "run_groups"]
+           "merge_groups", "plan_artifact", "resolve_records", "run_groups", "trained_roles"]

@@ -56,16 +56,21 @@ def parameters(artifact: str, *, preset: str = "smoke", dataset: str | None = No
                models: Mapping[str, str] | None = None, test_sources: Sequence[str] | None = None,
                repair_agent: str | Sequence[str] | None = None, runs: int | None = None, workers: int | None = None,
                seeds: Sequence[int] | None = None, output_dir: str | Path | None = None, reuse: str | None = None,
-               run_id: str | None = None, work_dir: str | Path | None = None) -> Params:
+               run_id: str | None = None, work_dir: str | Path | None = None, train: bool | None = None,
+               allow_gpu_hours: float | None = None) -> Params:
     """Resolve and check a notebook's parameters (see the module docstring). `models` maps a role
     (execcritic.experiments.presets.ROLES) to a model spec and replaces the preset's binding; `test_sources`
-    and `repair_agent` select conditions by their paper labels (None: all of the artifact's)."""
+    and `repair_agent` select conditions by their paper labels (None: all of the artifact's). `train`: on a CPU
+    preset, train the trained roles the artifact uses (default: the preset's `train_on_cpu`, false in the shipped
+    presets); `allow_gpu_hours`: on a verl preset, the GPU-hour estimate a training launch may reach (default 0:
+    the notebook prints the estimate and launches nothing)."""
     models, instances, test_sources = _json("models", models), _json("instances", instances), \
         _json("test_sources", test_sources)
     repair_agent, seeds = _json("repair_agent", repair_agent), _json("seeds", seeds)
     passed = {"preset": preset, "dataset": dataset, "instances": instances, "limit": limit, "models": models,
               "test_sources": test_sources, "repair_agent": repair_agent, "runs": runs, "workers": workers,
-              "seeds": seeds, "output_dir": output_dir, "reuse": reuse, "run_id": run_id, "work_dir": work_dir}
+              "seeds": seeds, "output_dir": output_dir, "reuse": reuse, "run_id": run_id, "work_dir": work_dir,
+              "train": train, "allow_gpu_hours": allow_gpu_hours}
     given = {k: (str(v) if isinstance(v, Path) else v) for k, v in passed.items() if v is not None}
     if artifact not in PAPER_ARTIFACTS:
         raise InputError(f"unknown artifact {artifact!r}; known: {', '.join(PAPER_ARTIFACTS)}", field="artifact")
@@ -131,6 +136,15 @@ def parameters(artifact: str, *, preset: str = "smoke", dataset: str | None = No
         raise InputError(f"run_id {run_id!r} must match {_RUN_ID.pattern}", field="run_id")
     if dataset is not None and (not isinstance(dataset, str) or not dataset):
         raise InputError(f"dataset must be a task-set name, a file or a hub id, got {dataset!r}", field="dataset")
+    if train is not None and not isinstance(train, bool):
+        raise InputError(f"train must be True or False (or None: the preset's train_on_cpu), got {train!r}",
+                         field="train")
+    if train and pre.training != "cpu":
+        raise InputError(f"train=True trains on CPU; preset {pre.name} trains with {pre.training!r} "
+                         "(a verl preset launches training when allow_gpu_hours covers its estimate)", field="train")
+    if allow_gpu_hours is not None and (isinstance(allow_gpu_hours, bool) or not isinstance(allow_gpu_hours, (int, float))
+                                        or allow_gpu_hours < 0):
+        raise InputError(f"allow_gpu_hours must be a number >= 0, got {allow_gpu_hours!r}", field="allow_gpu_hours")
     ds = dataset or pre.dataset
     if ds is None and reuse is None:
         raise InputError(f"preset {pre.name} has no dataset here (its `dataset` names an unset environment "
@@ -140,7 +154,8 @@ def parameters(artifact: str, *, preset: str = "smoke", dataset: str | None = No
                   workers=n_workers, seeds=tuple(seeds) if seeds is not None else pre.seeds, output_dir=root,
                   reuse=reuse, run_id=run_id or reuse or new_run_id(pre.name),
                   work_dir=Path(work_dir) if work_dir is not None else None, protocol=pre.protocol(n_runs),
-                  given=given)
+                  given=given, train=pre.train_on_cpu if train is None else train,
+                  allow_gpu_hours=float(allow_gpu_hours or 0.0))
 
 
 __all__ = ["Params", "new_run_id", "parameters", "with_run_id"]

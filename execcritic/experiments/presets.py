@@ -53,7 +53,8 @@ TRAINED_ROLES = frozenset({"test_sft", "test_rl", "test_sft_1k", "test_sft_3k", 
 TRAINING_ENGINES = ("verl", "cpu", "none")
 BENCHMARKS = ("verified", "multilingual", "pro")
 _KEYS = {"name", "title", "banner", "protocol", "set", "dataset", "instances", "limit", "build_envs", "backend",
-         "runs", "workers", "seeds", "benchmarks", "training", "models"}
+         "runs", "workers", "seeds", "benchmarks", "training", "train_on_cpu", "train_recipe", "models"}
+_TRAIN_KEYS = {"model", "name", "profile", "set", "instances"}
 _BINDING_KEYS = {"spec", "name", "stand_in", "requires_env"}
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -100,6 +101,26 @@ def role_reason(role: str) -> str:
 
 
 @dataclass(frozen=True)
+class TrainSetup:
+    """How a CPU preset trains a role (`train_recipe`): the base model (`tiny`, `smollm2` or a HF checkpoint
+    directory) and its display name, the training protocol profile and its `set` overrides, and the training
+    instances (None: the run's own instances)."""
+
+    model: str = "smollm2"
+    name: str = "SmolLM2-135M-Instruct"
+    profile: str = "cpu-train"
+    set: Mapping[str, Any] = field(default_factory=dict)
+    instances: tuple[str, ...] | None = None
+
+    def protocol(self, values: Mapping[str, Any] | None = None, *, where: str = "train_recipe") -> ProtocolConfig:
+        """The training protocol: the profile, the preset's `set`, then `values` (a recipe's own knobs)."""
+        try:
+            return apply_overrides(load_protocol(self.profile), {**self.set, **(values or {})}, where=where)
+        except ExecCriticError as exc:
+            raise InputError(str(exc), field=where) from None
+
+
+@dataclass(frozen=True)
 class Preset:
     name: str
     path: Path
@@ -118,6 +139,8 @@ class Preset:
     benchmarks: Mapping[str, str | None]
     training: str
     models: Mapping[str, Binding] = field(default_factory=dict)
+    train_on_cpu: bool = False            # CPU presets: train the artifact's roles without being asked (opt-in)
+    train: TrainSetup = field(default_factory=TrainSetup)
 
     def protocol(self, runs: int | None = None) -> ProtocolConfig:
         """The protocol this preset runs: its profile, its `set` overrides, and its number of runs."""
@@ -210,6 +233,32 @@ def _typed(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], pat
     return v
 
 
+def _train_setup(data: Mapping[str, Any], path: Path) -> TrainSetup:
+    raw = _typed(data, "train_recipe", dict, path, {})
+    unknown = set(raw) - _TRAIN_KEYS
+    if unknown:
+        raise InputError(f"unknown key(s) {sorted(unknown)}; known: {sorted(_TRAIN_KEYS)}", file=str(path),
+                         field=f"train_recipe.{min(unknown)}")
+    for key in ("model", "name", "profile"):
+        if key in raw and (not isinstance(raw[key], str) or not raw[key]):
+            raise InputError(f"{key} must be a non-empty string", file=str(path), field=f"train_recipe.{key}")
+    settings = raw.get("set") or {}
+    if not isinstance(settings, dict):
+        raise InputError("set must map protocol knobs to values", file=str(path), field="train_recipe.set")
+    instances = raw.get("instances")
+    if instances is not None and (not isinstance(instances, list) or not instances
+                                  or not all(isinstance(i, str) for i in instances)):
+        raise InputError("instances must be a non-empty list of instance ids", file=str(path),
+                         field="train_recipe.instances")
+    setup = TrainSetup(**{k: raw[k] for k in ("model", "name", "profile") if k in raw}, set=dict(settings),
+                       instances=tuple(instances) if instances else None)
+    try:
+        setup.protocol()                                 # a bad profile or knob fails now, with the file
+    except InputError as exc:
+        raise InputError(exc.message, file=str(path), field="train_recipe.set") from None
+    return setup
+
+
 def load_preset(name_or_path: str | Path, *, env: Mapping[str, str] | None = None) -> Preset:
     """Load and validate a preset; every error names the file and the field."""
     path = preset_path(name_or_path)
@@ -252,10 +301,14 @@ def load_preset(name_or_path: str | Path, *, env: Mapping[str, str] | None = Non
         dataset=dataset, instances=tuple(instances) if instances else None, limit=limit,
         build_envs=_typed(data, "build_envs", bool, path, False), backend=_typed(data, "backend", str, path, optional=True),
         runs=runs, workers=workers, seeds=tuple(seeds), benchmarks=benchmarks, training=training,
-        models={role: _binding(role, raw, path, env) for role, raw in models.items()})
+        models={role: _binding(role, raw, path, env) for role, raw in models.items()},
+        train_on_cpu=_typed(data, "train_on_cpu", bool, path, False), train=_train_setup(data, path))
+    if preset.train_on_cpu and training != "cpu":
+        raise InputError(f"train_on_cpu needs training: cpu (this preset trains with {training})", file=str(path),
+                         field="train_on_cpu")
     preset.protocol()                                   # a bad profile or override fails now, with the file
     return preset
 
 
-__all__ = ["BENCHMARKS", "PRESETS_DIR", "REPO", "ROLES", "TRAINED_ROLES", "Binding", "Preset", "check_spec",
+__all__ = ["BENCHMARKS", "PRESETS_DIR", "REPO", "ROLES", "TRAINED_ROLES", "Binding", "Preset", "TrainSetup", "check_spec",
            "expand", "load_preset", "preset_names", "preset_path", "role_reason", "served_spec"]

@@ -38,6 +38,8 @@ class Params:
     work_dir: Path | None
     protocol: ProtocolConfig
     given: Mapping[str, Any] = field(default_factory=dict)     # what the caller passed (for the manifest)
+    train: bool = False                 # CPU presets: train the trained roles the artifact uses (opt-in)
+    allow_gpu_hours: float = 0.0        # verl presets: the largest GPU-hour estimate a launch may start with
 
     def binding(self, role: str) -> Binding:
         return self.models[role] if role in self.models else self.preset.binding(role)
@@ -53,6 +55,9 @@ class Params:
                 ("dataset", self.dataset), ("instances", ", ".join(self.instances) if self.instances else "all"),
                 ("limit", self.limit), ("runs", self.runs), ("workers", self.workers), ("seeds", list(self.seeds)),
                 ("output_dir", str(self.output_dir)), ("run_id", self.run_id), ("reuse", self.reuse),
+                ("training", f"{self.preset.training}" + (", train=True (CPU stand-ins are trained)" if self.train
+                                                          else "") + (f", allow_gpu_hours={self.allow_gpu_hours:g}"
+                                                                      if self.preset.training == "verl" else "")),
                 ("protocol deviations", ", ".join(f"{k}={b}" for k, (_, b) in self.protocol.deviations().items())
                  or "none")]
         for role in ROLES:

@@ -1,74 +1,418 @@
-"""A thin adapter to the training entry points, so the training-based artifacts (Tables 3, 4, 6, the
-trained rows of Tables 1, 2, 5 and Figure 6) call training the same way on every preset.
+"""The training adapter: a notebook run whose preset has a training engine trains the trained roles its artifact
+uses (Tables 3, 4, 6, the trained rows of Tables 1, 2, 5 and Figure 6), then serves and evaluates the checkpoint
+in the same run. A role bound by the preset or by `models={role: "hf:<dir>"}` is never trained: the binding wins.
 
-The training CLI (`execcritic/cli/train.py`): `execcritic train sft|test-rl|repair-rl ... --json` prints
-one JSON object with `final_checkpoint` (a HF checkpoint directory, served as the model spec
-`hf:<dir>`) and writes the RL runs' per-step metrics under `results/training/<run_id>/` (the `training`
-schema), where Figure 6's curves are drawn from. `reproduce` does not train checkpoints itself (the paper's
-recipes are GPU-days; a CPU SFT on a few trajectories says nothing about them): a trained role is
-evaluated when a notebook binds it to a checkpoint (`models={"test_sft": "hf:<final_checkpoint>"}`), and is
-otherwise "not run here: <reason>" - never a number. Wherever the preset's engine cannot run here (verl
-needs GPUs) the reason says so.
+Each trained role has a recipe (`RECIPES`): SFT on teacher trajectories, Test RL from the SFT checkpoint it names,
+Repair RL with one of Table 3's objectives or Table 6's feedback sources. A checkpoint is identified by its
+recipe's fingerprint (`execcritic.training.registry`: data digest, init, every protocol knob, seed, engine and the
+training code's digest): a rerun, or another artifact needing the same checkpoint, reuses it; a changed recipe
+trains anew; a training killed part-way resumes from its last checkpoint.
+
+Engines (the preset's `training`):
+- `cpu` (smoke, ci): the CPU recipe of the learning-curve work (TRL, `execcritic.training.run.train`) at the
+  preset's `train_recipe` size (base model, profile, instances). **Opt-in**: it runs only with the notebook
+  parameter `train=True` (or a preset with `train_on_cpu: true`), so `make run` does not train. SFT data come from
+  a scripted stand-in teacher (`execcritic.training.teachers`) through the real generation stage; Test RL's labeled
+  candidate pools from `execcritic.training.candidates` (real official runs). Every trained row is labeled
+  `[stand-in: <base> + <recipe>, trained on CPU]`.
+- `verl` (paper): before anything starts, the run prints what it would train (roles, steps, GPUs, an estimated
+  GPU-hours from `ASSUMED`, a documented extrapolation, not a measurement) and launches nothing unless the
+  parameter `allow_gpu_hours` covers the estimate. On a machine without GPUs the role says so. Launching verl
+  from a notebook is not wired yet: past the gate the role says which command to run (docs/training_engines.md).
+- `none`: no training.
+
+The training CLI (`execcritic train sft|test-rl|repair-rl`) stays the manual way to train a checkpoint outside a
+notebook; bind it with `models={"test_sft": "hf:runs/train/<run_id>/final"}`.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import hashlib
+import json
+import math
+import os
 import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-from execcritic.experiments.presets import Binding, Preset
+from execcritic.config import PAPER, ProtocolConfig
+from execcritic.errors import ExecCriticError, InputError
+from execcritic.experiments.presets import REPO, Binding, Preset
+from execcritic.experiments.resolved import Params
 from execcritic.results.reasons import REASONS
+from execcritic.training.teachers import TEST_TEACHER
 
 ENTRY_MODULE = "execcritic.cli.train"
+#: where the checkpoint registry and the training runs live (git-ignored); $EXECCRITIC_RUNS overrides
+RUNS_ENV = "EXECCRITIC_RUNS"
+CPU_LABEL = "trained on CPU"
 
-#: role -> the training command that produces its checkpoint (what the adapter will run)
-RECIPES: dict[str, str] = {
-    "test_sft": "train sft (5K DeepSeek-V4-Flash CoT trajectories)",
-    "test_sft_1k": "train sft (1K trajectories)", "test_sft_3k": "train sft (3K trajectories)",
-    "test_sft_10k": "train sft (10K trajectories)", "test_sft_gpt56": "train sft (GPT-5.6-sol, no CoT)",
-    "test_rl": "train test-rl (from the 5K SFT checkpoint)", "test_rl_gpt56": "train test-rl (from the GPT-5.6 SFT)",
-    "repair_trained": "train repair-rl (full T2I, Oracle-test feedback)",
-    "repair_standard": "train repair-rl (standard objective)",
-    "repair_t2i_no_bonus": "train repair-rl (T2I, no direct-solve bonus)",
-    "repair_generated_fb": "train repair-rl (generated-test feedback)",
+
+@dataclass(frozen=True)
+class Recipe:
+    """How the paper trains one role. `init`: `base` (the preset's base model) or the role whose checkpoint it
+    starts from; `sft_trajectories`: the paper's SFT data size; `objective`: the protocol knobs of a Repair
+    objective (Table 3); `feedback`: the Repair agent's feedback source during training (Table 6)."""
+
+    kind: str                                   # sft | test-rl | repair-rl
+    paper: str                                  # the paper's recipe, in words
+    init: str = "base"
+    sft_trajectories: int = 0
+    reasoning_visible: bool = True
+    objective: Mapping[str, Any] = field(default_factory=dict)
+    objective_name: str = ""
+    feedback: str = "oracle"                    # oracle | generated
+
+    @property
+    def command(self) -> str:
+        return f"train {self.kind} ({self.paper})"
+
+
+#: Table 3's objectives as protocol knobs: standard training has no Test-to-Improve revision (the direct solve is
+#: the whole episode, so a resolved patch earns 1.0); T2I without the direct-solve bonus pays Round-0 success as
+#: revision success (1.0 instead of 1.5); full T2I is Eq. 6 as the paper states it.
+STANDARD = {"repair.revision_rounds": 0, "repair_reward.resolved_at_round0": 1.0}
+NO_BONUS = {"repair_reward.resolved_at_round0": 1.0}
+
+RECIPES: dict[str, Recipe] = {
+    "test_sft": Recipe("sft", "5K DeepSeek-V4-Flash CoT trajectories", sft_trajectories=5000),
+    "test_sft_1k": Recipe("sft", "1K trajectories", sft_trajectories=1000),
+    "test_sft_3k": Recipe("sft", "3K trajectories", sft_trajectories=3000),
+    "test_sft_10k": Recipe("sft", "10K trajectories", sft_trajectories=10000),
+    "test_sft_gpt56": Recipe("sft", "GPT-5.6-sol, no CoT", sft_trajectories=5000, reasoning_visible=False),
+    "test_rl": Recipe("test-rl", "from the 5K SFT checkpoint", init="test_sft"),
+    "test_rl_gpt56": Recipe("test-rl", "from the GPT-5.6 SFT", init="test_sft_gpt56"),
+    "repair_trained": Recipe("repair-rl", "full T2I, Oracle-test feedback", objective_name="full T2I"),
+    "repair_standard": Recipe("repair-rl", "standard objective", objective=STANDARD, objective_name="standard"),
+    "repair_t2i_no_bonus": Recipe("repair-rl", "T2I, no direct-solve bonus", objective=NO_BONUS,
+                                  objective_name="T2I, no direct bonus"),
+    "repair_generated_fb": Recipe("repair-rl", "generated-test feedback", feedback="generated",
+                                  objective_name="generated-test feedback"),
 }
-CURVE_RECIPES: dict[tuple[str, str], str] = {("test", "base"): "train test-rl (from the base model)",
-                                             ("test", "sft"): "train test-rl (from the SFT checkpoint)",
-                                             ("repair", "base"): "train repair-rl"}
+CURVE_RECIPES: dict[tuple[str, str], Recipe] = {
+    ("test", "base"): Recipe("test-rl", "from the base model", init="base"),
+    ("test", "sft"): RECIPES["test_rl"],
+    ("repair", "base"): RECIPES["repair_trained"],
+}
 
+# ---- cost before launch (verl) --------------------------------------------------------------------------
+
+#: ASSUMPTIONS of the GPU-hour estimate (none measured: no GPU run of the paper's recipe exists here). An RL step's
+#: wall time is taken as its longest rollout (the episode budget: Test 900 s, Repair ~1 h for Round 0 + 5 revision
+#: rounds with official runs) plus the update; SFT as tokens / throughput. GPU-hours = wall hours x the GPUs of the
+#: recipe's layout (Tables 7e, 8b: 8 GPUs x 1 node). An order of magnitude to decide on, not a forecast.
+ASSUMED = {
+    "test-rl": {"step_hours": 0.5, "why": "one step >= its longest Test episode (900 s) + update; 0.5 h"},
+    "repair-rl": {"step_hours": 1.0, "why": "one step >= its longest Repair episode (Round 0 + 5 x 40-turn "
+                                            "revisions with official runs) + update; 1 h"},
+    "sft": {"tokens_per_trajectory": 24_000, "tokens_per_s_per_gpu": 1_500,
+            "why": "24K tokens a trajectory (half the 48K context), 1,500 trained tokens/s per GPU"},
+}
+
+
+def _gpus(kind: str) -> int:
+    from execcritic.training.verl_config import RUNTIME  # lazy: the engine layout (no verl import)
+
+    rt = RUNTIME["repair" if kind == "repair-rl" else "test"]
+    return rt.gpus_per_node * rt.nodes
+
+
+def estimate(role: str, recipe: Recipe, protocol: ProtocolConfig = PAPER) -> dict[str, Any]:
+    """One recipe's launch at the paper's size: steps, GPUs and the GPU-hour estimate (`ASSUMED`)."""
+    gpus = _gpus(recipe.kind)
+    if recipe.kind == "sft":
+        a = ASSUMED["sft"]
+        n = recipe.sft_trajectories or protocol.sft.trajectories
+        tokens = n * protocol.sft.epochs * a["tokens_per_trajectory"]
+        steps = math.ceil(n * protocol.sft.epochs / max(1, protocol.sft.batch_size))
+        hours = tokens / (a["tokens_per_s_per_gpu"] * gpus) / 3600 * gpus
+    else:
+        steps = protocol.test_rl.steps if recipe.kind == "test-rl" else protocol.repair_rl.steps
+        hours = steps * ASSUMED[recipe.kind]["step_hours"] * gpus
+    return {"role": role, "recipe": recipe.command, "steps": steps, "gpus": gpus, "gpu_hours": round(hours, 1),
+            "assumption": ASSUMED[recipe.kind]["why"]}
+
+
+def launch_plan(roles: Sequence[str]) -> list[dict[str, Any]]:
+    """What a verl launch would train for `roles`, dependencies (the SFT a Test RL starts from) first, once each."""
+    out: dict[str, dict[str, Any]] = {}
+
+    def add(role: str) -> None:
+        r = RECIPES[role]
+        if r.init != "base":
+            add(r.init)
+        out.setdefault(role, estimate(role, r))
+
+    for role in roles:
+        if role in RECIPES:
+            add(role)
+    return list(out.values())
+
+
+def plan_text(plan: Sequence[dict[str, Any]], allow: float) -> str:
+    total = sum(p["gpu_hours"] for p in plan)
+    lines = [f"Training this run needs (verl, estimated {total:,.0f} GPU-hours in all; allow_gpu_hours={allow:g}):"]
+    lines += [f"  {p['role']}: execcritic {p['recipe']}, {p['steps']} steps on {p['gpus']} GPUs, ~{p['gpu_hours']:,.0f} "
+              f"GPU-hours ({p['assumption']})" for p in plan]
+    return "\n".join(lines)
+
+
+# ---- engines ---------------------------------------------------------------------------------------------
 
 def entry_point_available() -> bool:
+    import importlib.util
+
     return importlib.util.find_spec(ENTRY_MODULE) is not None
 
 
-def _engine_reason(preset: Preset) -> str | None:
-    if preset.training == "none":
-        return f"preset {preset.name} runs no training"
-    if preset.training == "verl" and shutil.which("nvidia-smi") is None:
-        return f"{REASONS['train:gpu']} (preset {preset.name} trains with verl; this machine has no GPU)"
-    if not entry_point_available():
-        return ("the training entry point `execcritic train` (execcritic/cli/train.py) is not in this checkout "
-                "yet; the adapter calls it once it lands")
-    return None
+def gpus_available() -> bool:
+    return shutil.which("nvidia-smi") is not None
 
 
-def checkpoint(role: str, preset: Preset) -> tuple[Binding | None, str]:
-    """The trained model for `role` under `preset`: (binding, "") or (None, why it is not run here)."""
-    recipe = RECIPES.get(role)
-    if recipe is None:
-        return None, f"role {role} is not produced by training"
-    why = _engine_reason(preset) or ("`reproduce` does not train checkpoints: train one "
-                                     "and bind the role to it, e.g. models={'%s': 'hf:<final_checkpoint>'}" % role)
-    return None, f"{why} (needs `execcritic {recipe}`)"
+def _no_gpu(preset: Preset) -> str:
+    return f"{REASONS['train:gpu']} (preset {preset.name} trains with verl; this machine has no GPU)"
+
+
+def _needs(recipe: Recipe, why: str) -> str:
+    return f"{why} (needs `execcritic {recipe.command}`)"
+
+
+def runs_root() -> Path:
+    return Path(os.environ.get(RUNS_ENV) or REPO / "runs").resolve()
+
+
+class Trainer:
+    """The trained roles of one notebook run: decides per engine, trains (or reuses) on CPU, and keeps what it
+    did for the manifest (`done`). Built by `prepare`; `checkpoint(role)` is `conditions.plan`'s callback."""
+
+    teacher = TEST_TEACHER          # the scripted stand-in teacher of every SFT recipe (named in every record)
+
+    def __init__(self, params: Params, roles: Sequence[str], *, log: Callable[[str], None] = print,
+                 root: Path | None = None):
+        self.params, self.preset, self.log = params, params.preset, log
+        self.root = root or runs_root()
+        self.roles = [r for r in dict.fromkeys(roles) if r in RECIPES]
+        self.memo: dict[str, tuple[Binding | None, str]] = {}
+        self.done: dict[str, dict[str, Any]] = {}
+        self.plan: list[dict[str, Any]] = []
+        self.refused = ""
+        self._tasks: tuple[Any, list[Any]] | None = None
+        if self.preset.training == "verl" and self.roles:
+            self.plan = launch_plan(self.roles)
+            total = sum(p["gpu_hours"] for p in self.plan)
+            log(plan_text(self.plan, params.allow_gpu_hours))
+            if total > params.allow_gpu_hours:
+                self.refused = (f"launch refused before it started: training needs ~{total:,.0f} GPU-hours (estimate) "
+                                f"> allow_gpu_hours={params.allow_gpu_hours:g}; pass allow_gpu_hours={math.ceil(total)} "
+                                "to launch")
+                log(f"Not launched: {self.refused}.")
+        elif self.preset.training == "cpu" and self.roles and params.train:
+            log(f"Training on CPU (stand-ins, {self.preset.train.name} from preset {self.preset.name}): "
+                + ", ".join(f"{r} ({RECIPES[r].command})" for r in self.roles))
+
+    # -- the plan's callback
+    def checkpoint(self, role: str) -> tuple[Binding | None, str]:
+        if role not in self.memo:
+            self.memo[role] = self._checkpoint(role)
+        return self.memo[role]
+
+    def _checkpoint(self, role: str) -> tuple[Binding | None, str]:
+        recipe = RECIPES.get(role)
+        if recipe is None:
+            return None, f"role {role} is not produced by training"
+        preset = self.preset
+        if preset.training == "none":
+            return None, _needs(recipe, f"preset {preset.name} runs no training")
+        if preset.training == "verl":
+            if not gpus_available():
+                return None, _needs(recipe, _no_gpu(preset))
+            if self.refused:
+                return None, _needs(recipe, self.refused)
+            return None, _needs(recipe, "launching verl from a notebook is not wired yet: launch the recipe as "
+                                        "docs/training_engines.md shows and bind the role to the served checkpoint "
+                                        "with models={<role>: 'openai:<endpoint>#<model>'}")
+        if not self.params.train:
+            return None, _needs(recipe, f"CPU training is opt-in (preset {preset.name}): pass train=True to train "
+                                        "a stand-in here, or bind the role to a checkpoint with "
+                                        "models={<role>: 'hf:<final_checkpoint>'}")
+        if recipe.feedback != "oracle":
+            return None, _needs(recipe, "the CPU trainer's Repair episodes give Oracle-test feedback only "
+                                        "(generated-test feedback during training is not implemented)")
+        try:
+            entry = self.train(role)
+        except ExecCriticError as exc:
+            return None, _needs(recipe, f"CPU training of {role} did not produce a checkpoint: {exc}")
+        spec = f"hf:{entry['final_checkpoint']}"
+        return Binding(role, spec, f"{entry['title']}, {CPU_LABEL}", stand_in=True), ""
+
+    # -- CPU training
+    def tasks(self) -> tuple[Any, list[Any]]:
+        """The training task set: the preset's `train_recipe.instances`, else the run's instances (built first
+        when the preset builds environments)."""
+        if self._tasks is None:
+            from execcritic.experiments.core import SUITE_TASK_SETS, ensure_envs  # lazy: core imports this module
+            from execcritic.tasks import load_tasks
+
+            p = self.params
+            ids = self.preset.train.instances or p.instances
+            if self.preset.build_envs and p.dataset in SUITE_TASK_SETS and ids:
+                ensure_envs(ids, dataset=p.dataset, log=self.log)
+            ts = load_tasks(p.dataset, instance_ids=list(ids) if ids else None)
+            tasks = list(ts)[:p.limit] if p.limit and not self.preset.train.instances else list(ts)
+            if not tasks:
+                raise InputError(f"no training instances in {p.dataset}", field="train_recipe.instances")
+            self._tasks = (ts, tasks)
+        return self._tasks
+
+    def train(self, role: str) -> dict[str, Any]:
+        """Train (or reuse) `role`'s checkpoint on CPU and return its registry entry."""
+        if role in self.done:
+            return self.done[role]
+        from execcritic.training.registry import Registry, code_digest  # lazy: light, but keep the layer lazy
+        from execcritic.training.run import MODEL_ALIASES, TrainRun, model_dir  # lazy: torch/transformers/trl
+
+        recipe, setup, p = RECIPES[role], self.preset.train, self.params
+        ts, tasks = self.tasks()
+        knobs = dict(recipe.objective)
+        if recipe.init == "base":
+            init_model, init_name = setup.model, setup.name
+            path = model_dir(setup.model)
+            init = {"model": setup.model if setup.model in MODEL_ALIASES else str(path),
+                    "weights_sha256": _weights(path)}
+            init_label = "base"
+        else:
+            parent = self.train(recipe.init)
+            init_model, init_name = parent["final_checkpoint"], parent["title"]
+            init = {"checkpoint_of": parent["fingerprint"]}
+            init_label = "sft"
+        extra: dict[str, Any] = {}
+        if recipe.kind == "sft":
+            n = max(1, min(len(tasks), round(len(tasks) * recipe.sft_trajectories / 10_000)))
+            knobs["sft.trajectories"] = n
+            protocol = setup.protocol(knobs, where=f"train_recipe (role {role})")
+            data = self.teacher_data(tasks, protocol)
+            digest = _sha(data.read_bytes())
+            extra = {"sft_data": [str(data)]}
+            title = (f"{init_name} + SFT on {n} scripted-teacher trajector{'y' if n == 1 else 'ies'}"
+                     + ("" if recipe.reasoning_visible else " (no reasoning)"))
+        else:
+            protocol = setup.protocol(knobs, where=f"train_recipe (role {role})")
+            rows = _sha(json.dumps([t.to_row() for t in tasks], sort_keys=True, default=str).encode())
+            digest = rows
+            steps = protocol.test_rl.steps if recipe.kind == "test-rl" else protocol.repair_rl.steps
+            if recipe.kind == "test-rl":
+                cand = self.candidates(tasks, protocol)
+                tasks = [t for t in tasks if t.instance_id in cand["eligible"]]
+                if not tasks:
+                    raise InputError("no training instance has a labeled candidate pool eligible for Test RL "
+                                     f"(>= {protocol.test_rl.min_candidates} candidates)", file=cand["dir"],
+                                     field="test_rl.min_candidates")
+                digest = _sha((rows + cand["digest"] + ",".join(t.instance_id for t in tasks)).encode())
+                extra = {"candidates": cand["dir"]}
+            what = "Test" if recipe.kind == "test-rl" else f"Repair, {recipe.objective_name}"
+            title = f"{init_name} + {steps} GRPO step{'s' if steps != 1 else ''} ({what})"
+        recipe_doc = {"kind": recipe.kind, "engine": "trl-cpu", "init": init, "data": digest,
+                      "instances": [t.instance_id for t in tasks], "dataset": p.dataset,
+                      "protocol": protocol.to_dict(), "reasoning_visible": recipe.reasoning_visible,
+                      "teacher": self.teacher if recipe.kind == "sft" else None, "seed": p.seeds[0],
+                      "official": "needed", "code": code_digest()}
+
+        def run(run_id: str, runs_root: Path, resume: bool) -> dict[str, Any]:
+            from execcritic.training.run import train
+
+            return train(TrainRun(kind=recipe.kind, preset=self.preset.name, model=str(init_model), run_id=run_id,
+                                  protocol=protocol, tasks=tasks if recipe.kind != "sft" else [],
+                                  sft_data=extra.get("sft_data", []), candidates=extra.get("candidates"),
+                                  reasoning_visible=recipe.reasoning_visible, teacher=self.teacher, agent="test",
+                                  workers=p.workers, seed=p.seeds[0], resume=resume, backend=self.preset.backend,
+                                  runs_root=runs_root, results_root=p.output_dir, official="needed",
+                                  label=f"{role} stand-in, {CPU_LABEL}", init=init_label,
+                                  datasets=[ts.manifest()], command=f"execcritic.experiments ({p.artifact}, "
+                                                                    f"preset {self.preset.name}): {recipe.command}"))
+
+        entry = Registry(self.root).ensure(recipe_doc, run, describe={"title": title, "role": role,
+                                                                     "paper_recipe": recipe.command},
+                                           log=self.log)
+        self.log(f"[{role}] {'reused' if entry['reused'] else 'trained'} checkpoint {entry['fingerprint']}: "
+                 f"{entry['final_checkpoint']}")
+        self.done[role] = entry
+        return entry
+
+    def teacher_data(self, tasks: Sequence[Any], protocol: ProtocolConfig) -> Path:
+        """Teacher trajectories of the scripted stand-in teacher on `tasks`, through the real generation stage
+        (resumable; kept under the runs root by the tasks and protocol that made them)."""
+        from execcritic.pipeline import stages  # lazy: the pipeline
+        from execcritic.pipeline.config import PipelineConfig
+
+        key = _sha(json.dumps([self.teacher, [t.instance_id for t in tasks], protocol.digest()]).encode())[:16]
+        cfg = PipelineConfig(out_dir=str(self.root / "teachers" / key), test_sources=(self.teacher,),
+                             protocol=protocol, backend=self.preset.backend)
+        stages.generate_tests(list(tasks), cfg, workers=self.params.workers, show_progress=False)
+        path = Path(cfg.paths["generation"])
+        if not path.is_file():
+            raise InputError("the teacher wrote no trajectory", file=str(path), field="generation")
+        return path
+
+    def candidates(self, tasks: Sequence[Any], protocol: ProtocolConfig) -> dict[str, Any]:
+        """Labeled candidate pools (Gold and its mutants, labeled by real official runs) for Test RL."""
+        from execcritic.training.candidates import RECORDS, build_candidates, load_pools
+
+        key = _sha(json.dumps([[t.instance_id for t in tasks], protocol.digest()]).encode())[:16]
+        out = self.root / "candidates" / key
+        build_candidates(list(tasks), out, protocol=protocol, backend=self.preset.backend,
+                         workers=self.params.workers, show_progress=False)
+        pools = load_pools(out)
+        eligible = [t.instance_id for t in tasks if t.instance_id in pools and pools[t.instance_id].eligible(protocol.test_rl)]
+        return {"dir": str(out), "digest": _sha((out / RECORDS).read_bytes()), "eligible": eligible}
+
+    def manifest(self) -> dict[str, Any]:
+        """What this run trained or reused, or why not (the artifact's manifest `training`)."""
+        out: dict[str, Any] = {"engine": self.preset.training, "train": self.params.train}
+        if self.plan:
+            out["launch_plan"] = self.plan
+            out["allow_gpu_hours"] = self.params.allow_gpu_hours
+            out["refused"] = self.refused or None
+        out["checkpoints"] = {r: {k: e.get(k) for k in ("fingerprint", "title", "final_checkpoint", "results",
+                                                        "reused", "run_id")} for r, e in self.done.items()}
+        out["not_trained"] = {r: why for r, (b, why) in self.memo.items() if b is None}
+        return out
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _weights(path: Path) -> str:
+    from execcritic.hashing import weights_sha256
+
+    return weights_sha256(path)
+
+
+def prepare(params: Params, roles: Sequence[str], **kw: Any) -> Trainer:
+    return Trainer(params, roles, **kw)
+
+
+def checkpoint(role: str, params: Params) -> tuple[Binding | None, str]:
+    """The trained model for `role` in this run: (binding, "") or (None, why it is not run here)."""
+    return Trainer(params, [role], log=lambda _: None).checkpoint(role)
 
 
 def curve(role: str, init: str, preset: Preset) -> tuple[None, str]:
-    """A training curve (Figure 6b/6c) under `preset`: (None, why it is not run here); the curves themselves are
-    drawn from the runs under results/training/."""
-    recipe = CURVE_RECIPES.get((role, init), "train")
-    why = _engine_reason(preset) or (f"no complete training run with role {role}, init {init} under "
-                                     "results/training/ (Figure 6 draws the curves from there)")
-    return None, f"{why} (needs `execcritic {recipe}`)"
+    """A training curve (Figure 6b/6c) under `preset`: (None, why it is not drawn from this run); the curves are
+    drawn from the GRPO runs under results/training/ (a notebook run with train=True writes them there)."""
+    recipe = CURVE_RECIPES.get((role, init), Recipe("test-rl" if role == "test" else "repair-rl", "GRPO"))
+    if preset.training == "none":
+        why = f"preset {preset.name} runs no training"
+    elif preset.training == "verl" and not gpus_available():
+        why = _no_gpu(preset)
+    else:
+        why = (f"no complete training run with role {role}, init {init} under results/training/ (Figure 6 draws the "
+               "curves from there; a Table 1/2/3 notebook run with train=True writes them)")
+    return None, _needs(recipe, why)
 
 
-__all__ = ["CURVE_RECIPES", "ENTRY_MODULE", "RECIPES", "checkpoint", "curve", "entry_point_available"]
+__all__ = ["ASSUMED", "CPU_LABEL", "CURVE_RECIPES", "ENTRY_MODULE", "RECIPES", "Recipe", "Trainer", "checkpoint",
+           "curve", "entry_point_available", "estimate", "gpus_available", "launch_plan", "plan_text", "prepare",
+           "runs_root"]

@@ -73,6 +73,11 @@ def test_env_expansion():
     ("name: bad\nmodels:\n  repair_base: {spec: 'openai:http://h/v1'}\n", "models.repair_base.spec"),
     ("name: bad\nmodels:\n  repair_base: {spec: local, colour: red}\n", "models.repair_base.colour"),
     ("name: bad\nset:\n  repair.turns: 3\n", "set"),
+    ("name: bad\ntrain_on_cpu: yes please\n", "train_on_cpu"),
+    ("name: bad\ntraining: verl\ntrain_on_cpu: true\n", "train_on_cpu"),
+    ("name: bad\ntrain_recipe:\n  colour: red\n", "train_recipe.colour"),
+    ("name: bad\ntrain_recipe:\n  model: ''\n", "train_recipe.model"),
+    ("name: bad\ntrain_recipe:\n  set: {sft.nothing: 1}\n", "train_recipe.set"),
 ])
 def test_bad_presets_name_the_file_and_the_field(tmp_path, body, field):
     path = tmp_path / "bad.yaml"
@@ -111,7 +116,9 @@ def test_nonexistent_run_id_fails_clearly(tmp_path):
 @pytest.mark.parametrize("kw, field", [({"runs": 0}, "runs"), ({"workers": "2"}, "workers"), ({"limit": -1}, "limit"),
                                        ({"seeds": "0"}, "seeds"), ({"run_id": "a/b"}, "run_id"),
                                        ({"test_sources": ["Nobody"]}, "test_sources"),
-                                       ({"repair_agent": "expert"}, "repair_agent")])
+                                       ({"repair_agent": "expert"}, "repair_agent"), ({"train": "yes"}, "train"),
+                                       ({"allow_gpu_hours": -1}, "allow_gpu_hours"),
+                                       ({"allow_gpu_hours": "lots"}, "allow_gpu_hours")])
 def test_bad_values_name_the_parameter(kw, field):
     with pytest.raises(InputError) as exc:
         parameters("table2", preset="smoke", **kw)
