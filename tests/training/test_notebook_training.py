@@ -1,0 +1,198 @@
+"""The notebooks' training path for real (issue 24): the `ci` preset with train=True trains the tiny random
+Qwen3.5-MoE through `execcritic.experiments.training` (the same Trainer the smoke preset uses with SmolLM2), the
+checkpoint registry reuses a checkpoint whose recipe fingerprint it knows and trains a changed recipe anew, a
+training killed part-way resumes from its last checkpoint, and a notebook run under papermill trains, serves and
+evaluates a checkpoint and writes its row, labeled a stand-in trained on CPU.
+
+Real parts: the demo tasks (real projects, a re-introduced bug), the generation stage with the scripted stand-in
+teacher (named as such), TRL's SFT and GRPO trainers, checkpoints, `transformers serve`, the harness, the results
+store. The random tiny model writes garbage, which is all a control-flow test needs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from execcritic.experiments import training
+from execcritic.experiments.params import parameters
+from execcritic.training.registry import Registry
+from tests.paths import REPO
+
+pytestmark = [pytest.mark.train, pytest.mark.slow]
+
+TOOLZ = "toolz__demo-1"
+
+
+@pytest.fixture
+def ci_train(demo_toolz, tmp_path, monkeypatch):
+    """The demo task as the ci preset's dataset; the checkpoint registry and results in tmp_path."""
+    ds = tmp_path / "demo.jsonl"
+    ds.write_text(json.dumps(demo_toolz.task_row("demo-1")) + "\n")
+    env = {"EXECCRITIC_CI_DATASET": str(ds), training.RUNS_ENV: str(tmp_path / "runs"), "HF_HUB_OFFLINE": "1",
+           "TRL_EXPERIMENTAL_SILENCE": "1"}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    return tmp_path, ds, {**os.environ, **env, "PYTHONPATH": str(REPO)}
+
+
+def _params(tmp_path: Path, artifact: str = "table1", preset: str = "ci", **kw):
+    return parameters(artifact, preset=preset, train=True, instances=[TOOLZ], output_dir=str(tmp_path / "results"),
+                      **kw)
+
+
+def _tensor(path: Path, name: str):
+    from safetensors.torch import load_file
+
+    return load_file(str(next(Path(path).glob("*.safetensors"))))[name]
+
+
+def test_ci_trains_the_tiny_model_and_reuses_the_checkpoint_by_fingerprint(ci_train):
+    from execcritic.training.run import model_dir
+
+    tmp_path, _, _ = ci_train
+    t = training.prepare(_params(tmp_path), ["test_sft"], log=print)
+    b, why = t.checkpoint("test_sft")
+    assert b is not None, why
+    assert b.stand_in and b.name.endswith(", trained on CPU") and "SFT on 1 scripted-teacher trajectory" in b.name
+    final = Path(b.spec[3:])
+    assert (final / "config.json").is_file()
+    name = "lm_head.weight"
+    assert not _tensor(final, name).equal(_tensor(model_dir("tiny"), name))        # a real optimizer step
+    entry = t.done["test_sft"]
+    assert not entry["reused"] and entry["status"] == "complete"
+    sft = json.loads((Path(entry["results"]) / "manifest.json").read_text())
+    assert sft["status"] == "complete" and sft["teacher"].startswith("scripted:") and sft["admitted"] == 1
+    stamp = (final / "config.json").stat().st_mtime_ns
+
+    # a rerun, and another role whose recipe comes out the same here (1K trajectories -> 1 on one instance)
+    again = training.prepare(_params(tmp_path, "figure6"), ["test_sft", "test_sft_1k"], log=print)
+    for role in ("test_sft", "test_sft_1k"):
+        b2, why = again.checkpoint(role)
+        assert b2 is not None and b2.spec == b.spec, why
+        assert again.done[role]["reused"] and again.done[role]["fingerprint"] == entry["fingerprint"]
+    assert (final / "config.json").stat().st_mtime_ns == stamp                    # not trained again
+
+    # a changed recipe (the teacher's reasoning hidden: Table 4's GPT-5.6 row) trains anew
+    b3, why = again.checkpoint("test_sft_gpt56")
+    assert b3 is not None and b3.spec != b.spec and "(no reasoning)" in b3.name, why
+    assert not again.done["test_sft_gpt56"]["reused"]
+    m = again.manifest()
+    assert set(m["checkpoints"]) == {"test_sft", "test_sft_1k", "test_sft_gpt56"} and m["engine"] == "cpu"
+
+
+RESUME_PRESET = """name: ci-resume
+title: ci with 2 Repair GRPO steps
+banner: resume test
+protocol: smoke
+dataset: "{dataset}"
+build_envs: false
+runs: 1
+workers: 2
+training: cpu
+train_recipe:
+  model: tiny
+  name: tiny random Qwen3.5-MoE
+  profile: cpu-train
+  set:
+    repair.round0_turns: 1
+    repair.turns_per_round: 1
+    grpo.rollouts_per_group: 2
+    grpo.max_groups_offered: 1
+    repair_rl.steps: 2
+    repair_rl.save_interval: 1
+    repair_rl.global_batch_size: 2
+    repair_rl.max_response_tokens: 8
+"""
+
+TRAIN_ONE = """
+import sys
+from execcritic.experiments import training
+from execcritic.experiments.params import parameters
+p = parameters("table3", preset=sys.argv[1], train=True, instances=[sys.argv[2]], output_dir=sys.argv[3])
+b, why = training.prepare(p, ["repair_trained"]).checkpoint("repair_trained")
+print("BINDING", b.spec if b else why, flush=True)
+"""
+
+
+def test_a_killed_training_resumes_from_its_last_checkpoint(ci_train):
+    """A notebook process training Repair RL (2 GRPO steps) is SIGKILLed after its first checkpoint; the next run
+    of the same recipe finds the registry entry `training`, resumes the same TrainRun from checkpoint-1 and ends
+    with both steps recorded once."""
+    tmp_path, ds, env = ci_train
+    preset = tmp_path / "ci-resume.yaml"
+    preset.write_text(RESUME_PRESET.format(dataset=ds))
+    results = tmp_path / "results"
+    argv = [sys.executable, "-c", TRAIN_ONE, str(preset), TOOLZ, str(results)]
+    log = (tmp_path / "first.log").open("w")
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    runs = tmp_path / "runs"
+    deadline = time.monotonic() + 400
+    try:
+        while not list(runs.glob("train/ckpt-*/checkpoints/checkpoint-1/trainer_state.json")):
+            assert proc.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "no checkpoint within 400 s"
+            time.sleep(0.5)
+        time.sleep(1.0)                                   # let the checkpoint's files land
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)               # the process group this test started
+        proc.wait()
+    [entry_dir] = list((runs / "checkpoints").iterdir())
+    killed = json.loads((entry_dir / "manifest.json").read_text())
+    assert killed["status"] == "training" and killed["role"] == "repair_trained"
+
+    done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0 and "BINDING hf:" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+    entry = Registry(runs).lookup(entry_dir.name)
+    assert entry and [s["resumed"] for s in entry["sessions"]] == [False, True]
+    metrics = results / "training" / entry["run_id"] / "metrics.jsonl"
+    assert [json.loads(x)["step"] for x in metrics.read_text().splitlines()] == [0, 1]
+    manifest = json.loads(metrics.with_name("manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["resumed_from"][0].endswith("checkpoint-1")
+    assert manifest["label"] == "repair_trained stand-in, trained on CPU"
+
+
+@pytest.mark.integration
+def test_a_notebook_run_trains_serves_and_evaluates_its_row(ci_train):
+    """Table 1's `+ SFT` row under papermill with the ci preset and train=True: the notebook trains the tiny model
+    (1 SFT step on 1 teacher trajectory), serves the checkpoint and runs the Test agent and the audit on it; the
+    row is the trained checkpoint's, labeled a stand-in trained on CPU. A second run reuses the checkpoint."""
+    import papermill
+
+    from execcritic.experiments import reproduce
+    from execcritic.results.store import load_run
+
+    tmp_path, _, env = ci_train
+    results = tmp_path / "results"
+    row = "Qwen3.5-35B-A3B + SFT"
+
+    def run(run_id: str):
+        out = tmp_path / f"{run_id}.ipynb"
+        papermill.execute_notebook(str(reproduce.notebook_path("table1")), str(out), kernel_name="python3",
+                                   cwd=str(REPO), progress_bar=False,
+                                   parameters={"preset": "ci", "output_dir": str(results), "train": True,
+                                               "test_sources": [row], "instances": [TOOLZ], "run_id": run_id})
+        nb = json.loads(out.read_text())
+        return load_run("table1", run_id, root=results), "\n".join(
+            "".join(o.get("text", "")) for c in nb["cells"] for o in c.get("outputs", []))
+
+    first, text = run("trained-1")
+    assert "Training on CPU" in text and "[test_sft] trained checkpoint" in text
+    cond = first.manifest["training"]["checkpoints"]["test_sft"]
+    rec = first.records.to_dict("records")
+    assert len(rec) == 1 and rec[0]["instance_id"] == TOOLZ
+    assert rec[0]["test_source"].startswith(f"{row} [stand-in: tiny random Qwen3.5-MoE + SFT")
+    assert rec[0]["test_source"].endswith("trained on CPU]")
+    assert rec[0]["model"] == f"hf:{cond['final_checkpoint']}"                  # the checkpoint was served
+    assert first.manifest["models"]["test_sft"]["weights_sha256"]
+    assert first.manifest["status"] == "complete"
+
+    second, text = run("trained-2")
+    assert "[test_sft] reused checkpoint" in text
+    assert second.manifest["training"]["checkpoints"]["test_sft"]["fingerprint"] == cond["fingerprint"]
