@@ -9,7 +9,10 @@ runs, its logits still give the recorded logprobs, and later turns sample freely
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -90,3 +93,23 @@ class ForcedTurns:
 
     def __repr__(self) -> str:
         return f"ForcedTurns({len(self.turns)} turns)"
+
+
+def kill_when(argv: Sequence[str], ready: Callable[[], bool], *, cwd: Path, env: dict, log: Path,
+              within: float = 400) -> None:
+    """Run `argv` in its own process group until `ready()` (e.g. a training checkpoint landed), then SIGKILL that
+    group: a training killed part-way, for the resume tests. Fails with the log's tail if the process ends or
+    `within` seconds pass first."""
+    with log.open("w") as out:
+        proc = subprocess.Popen(list(argv), cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        deadline = time.monotonic() + within
+        try:
+            while not ready():
+                assert proc.poll() is None, log.read_text()[-3000:]
+                assert time.monotonic() < deadline, f"not ready within {within:.0f} s"
+                time.sleep(0.5)
+            time.sleep(1.0)                               # let the checkpoint's files land
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)           # the process group this helper started
+            proc.wait()

@@ -20,10 +20,20 @@ SPEC = ArtifactSpec("figure6", "b2g", tuple(
     for ck, n, role in POINTS), test_column="checkpoint", curves=CURVES)
 
 
-def curve_reasons(params: Params) -> dict[str, str]:
-    """Why each training curve of panels (b) and (c) is not run here (the adapter's words)."""
-    return {f"{role} RL from {init}": training.curve(role, init, params.preset)[1] for role, init in CURVES}
+def curves(params: Params) -> tuple[dict[str, str], dict[str, str]]:
+    """Panels (b) and (c): the GRPO runs this run trained or reused for each curve ({curve: training run id}), and
+    why the others are not run here (the adapter's words). The figure draws the runs under `<output_dir>/training/`."""
+    runs, why = {}, {}
+    for role, init in CURVES:
+        entry, reason = training.curve(role, init, params)
+        if entry is not None:
+            runs[f"{role} RL from {init}"] = entry["run_id"]
+        else:
+            why[f"{role} RL from {init}"] = reason
+    return runs, why
 
 
 def run(params: Params, *, show_progress: bool = True) -> Run:
-    return execute(SPEC, params, show_progress=show_progress, extra_manifest={"not_run_curves": curve_reasons(params)})
+    runs, why = curves(params)
+    return execute(SPEC, params, show_progress=show_progress,
+                   extra_manifest={"not_run_curves": why, "training_curves": runs})

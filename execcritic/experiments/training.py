@@ -91,11 +91,11 @@ RECIPES: dict[str, Recipe] = {
     "repair_generated_fb": Recipe("repair-rl", "generated-test feedback", feedback="generated",
                                   objective_name="generated-test feedback"),
 }
-CURVE_RECIPES: dict[tuple[str, str], Recipe] = {
-    ("test", "base"): Recipe("test-rl", "from the base model", init="base"),
-    ("test", "sft"): RECIPES["test_rl"],
-    ("repair", "base"): RECIPES["repair_trained"],
-}
+#: Figure 6b/6c's GRPO curves: (agent, init) -> the recipe whose run draws it (a curve and a table row that need
+#: the same run share its checkpoint: RL from SFT is Table 1's RL-35B recipe, Repair from base Table 2's)
+CURVE_RECIPES: dict[tuple[str, str], str] = {("test", "base"): "test_rl_base", ("test", "sft"): "test_rl",
+                                             ("repair", "base"): "repair_trained"}
+RECIPES["test_rl_base"] = Recipe("test-rl", "from the base model (Figure 6b)")
 
 # ---- cost before launch (verl) --------------------------------------------------------------------------
 
@@ -252,7 +252,7 @@ class Trainer:
         """The training task set: the preset's `train_recipe.instances`, else the run's instances (built first
         when the preset builds environments)."""
         if self._tasks is None:
-            from execcritic.experiments.core import SUITE_TASK_SETS, ensure_envs  # lazy: core imports this module
+            from execcritic.experiments.core import SUITE_TASK_SETS, ensure_envs  # lazy: core imports this
             from execcritic.tasks import load_tasks
 
             p = self.params
@@ -267,7 +267,7 @@ class Trainer:
         return self._tasks
 
     def train(self, role: str) -> dict[str, Any]:
-        """Train (or reuse) `role`'s checkpoint on CPU and return its registry entry."""
+        """Train (or reuse) the checkpoint of `role` (a key of RECIPES) on CPU and return its registry entry."""
         if role in self.done:
             return self.done[role]
         from execcritic.training.registry import Registry, code_digest  # lazy: light, but keep the layer lazy
@@ -399,18 +399,15 @@ def checkpoint(role: str, params: Params) -> tuple[Binding | None, str]:
     return Trainer(params, [role], log=lambda _: None).checkpoint(role)
 
 
-def curve(role: str, init: str, preset: Preset) -> tuple[None, str]:
-    """A training curve (Figure 6b/6c) under `preset`: (None, why it is not drawn from this run); the curves are
-    drawn from the GRPO runs under results/training/ (a notebook run with train=True writes them there)."""
-    recipe = CURVE_RECIPES.get((role, init), Recipe("test-rl" if role == "test" else "repair-rl", "GRPO"))
-    if preset.training == "none":
-        why = f"preset {preset.name} runs no training"
-    elif preset.training == "verl" and not gpus_available():
-        why = _no_gpu(preset)
-    else:
-        why = (f"no complete training run with role {role}, init {init} under results/training/ (Figure 6 draws the "
-               "curves from there; a Table 1/2/3 notebook run with train=True writes them)")
-    return None, _needs(recipe, why)
+def curve(role: str, init: str, params: Params, *, log: Callable[[str], None] = print
+          ) -> tuple[dict[str, Any] | None, str]:
+    """A GRPO curve of Figure 6b/6c in this run: (registry entry of the run that draws it, "") when the run trained
+    or reused it (its per-step metrics are under `<output_dir>/training/<run_id>/`, where the figure reads them), else
+    (None, why not)."""
+    key = CURVE_RECIPES[(role, init)]
+    trainer = prepare(params, [key], log=log)
+    got, why = trainer.checkpoint(key)
+    return (trainer.done[key], "") if got is not None else (None, why)
 
 
 __all__ = ["ASSUMED", "CPU_LABEL", "CURVE_RECIPES", "ENTRY_MODULE", "RECIPES", "Recipe", "Trainer", "checkpoint",

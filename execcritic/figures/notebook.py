@@ -65,14 +65,25 @@ def deltas(run: Run | None, artifact: str | None = None) -> pd.DataFrame:
     return pd.DataFrame(body, columns=header)
 
 
+def curve_runs(run: Run | None, results: str | Path | None = None) -> list[Run]:
+    """The training runs Figure 6b/6c draws for this run: the GRPO runs its own notebook launched or reused (the
+    manifest's `training_curves`, written with train=True), else the pinned ones (results.pins) under `results`."""
+    root = Path(results) if results else (run.path.parents[1] if run is not None else Path("results"))
+    own = (run.manifest.get("training_curves") or {}) if run is not None else {}
+    mine = [load_run("training", rid, root=root) for rid in dict.fromkeys(own.values())
+            if (root / "training" / rid / "manifest.json").is_file()]
+    if mine:
+        return mine
+    return training_runs(root, BuildReport(root)) if (root / "index.csv").is_file() else []
+
+
 def figure(run: Run | None, artifact: str | None = None, *, results: str | Path | None = None) -> Figure:
-    """Figure 5 or 6 for this run (Figure 6 adds the latest training runs under `results`)."""
+    """Figure 5 or 6 for this run (Figure 6 adds its training runs: `curve_runs`)."""
     v = view(run, artifact)
     if v.artifact == "figure5":
         return figure5(v)
     if v.artifact == "figure6":
-        root = Path(results) if results else (run.path.parents[1] if run is not None else Path("results"))
-        return figure6(v, training_runs(root, BuildReport(root)) if (root / "index.csv").is_file() else [])
+        return figure6(v, curve_runs(run, results))
     raise ValueError(f"{v.artifact} is a table, not a figure")
 
 
@@ -84,8 +95,7 @@ CURVE_EXTRA = ("kept_groups", "dropped_groups", "masked_share", "episodes", "rol
 def training_curves(run: Run | None = None, *, results: str | Path | None = None) -> pd.DataFrame:
     """Figure 6b/6c's points as a table: one row per training run x GRPO step (`training_curve`: the mean reward
     and what it is over), with the run's label (e.g. CPU smoke run) and its measured per-step costs."""
-    root = Path(results) if results else (run.path.parents[1] if run is not None else Path("results"))
-    runs = training_runs(root, BuildReport(root)) if (root / "index.csv").is_file() else []
+    runs = curve_runs(run, results)
     frames = []
     for r in runs:
         c = training_curve(r)
@@ -141,5 +151,16 @@ def shown_runs(results: str | Path, artifacts: Sequence[str]) -> dict[str, Run |
     return {a: load_run(a, pins[a], root=results) if a in pins else None for a in artifacts}
 
 
-__all__ = ["CURVE_EXTRA", "banner", "deltas", "figure", "shown_runs", "measured_rows", "png", "table",
-           "training_curves", "view"]
+__all__ = [
+    "CURVE_EXTRA",
+    "banner",
+    "curve_runs",
+    "deltas",
+    "figure",
+    "measured_rows",
+    "png",
+    "shown_runs",
+    "table",
+    "training_curves",
+    "view",
+]

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +22,7 @@ from execcritic.experiments import training
 from execcritic.experiments.params import parameters
 from execcritic.training.registry import Registry
 from tests.paths import REPO
+from tests.training_fixtures import kill_when
 
 pytestmark = [pytest.mark.train, pytest.mark.slow]
 
@@ -130,19 +129,9 @@ def test_a_killed_training_resumes_from_its_last_checkpoint(ci_train):
     preset.write_text(RESUME_PRESET.format(dataset=ds))
     results = tmp_path / "results"
     argv = [sys.executable, "-c", TRAIN_ONE, str(preset), TOOLZ, str(results)]
-    log = (tmp_path / "first.log").open("w")
-    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     runs = tmp_path / "runs"
-    deadline = time.monotonic() + 400
-    try:
-        while not list(runs.glob("train/ckpt-*/checkpoints/checkpoint-1/trainer_state.json")):
-            assert proc.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "no checkpoint within 400 s"
-            time.sleep(0.5)
-        time.sleep(1.0)                                   # let the checkpoint's files land
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)               # the process group this test started
-        proc.wait()
+    kill_when(argv, lambda: bool(list(runs.glob("train/ckpt-*/checkpoints/checkpoint-1/trainer_state.json"))),
+              cwd=REPO, env=env, log=tmp_path / "first.log")
     [entry_dir] = list((runs / "checkpoints").iterdir())
     killed = json.loads((entry_dir / "manifest.json").read_text())
     assert killed["status"] == "training" and killed["role"] == "repair_trained"
@@ -168,7 +157,7 @@ def test_a_notebook_run_trains_serves_and_evaluates_its_row(ci_train):
     from execcritic.experiments import reproduce
     from execcritic.results.store import load_run
 
-    tmp_path, _, env = ci_train
+    tmp_path, _, _ = ci_train
     results = tmp_path / "results"
     row = "Qwen3.5-35B-A3B + SFT"
 
@@ -196,3 +185,22 @@ def test_a_notebook_run_trains_serves_and_evaluates_its_row(ci_train):
     second, text = run("trained-2")
     assert "[test_sft] reused checkpoint" in text
     assert second.manifest["training"]["checkpoints"]["test_sft"]["fingerprint"] == cond["fingerprint"]
+
+
+def test_figure6_draws_the_curves_its_own_run_trained(ci_train):
+    """Figure 6c's Repair curve comes from the GRPO run the figure's own run trained (1 step of the tiny model);
+    a curve that cannot be trained here (Test RL: the demo task's Gold has no mutant, so no pool of >= 2 labeled
+    candidates) says why."""
+    from execcritic import experiments
+    from execcritic.figures.notebook import curve_runs, training_curves
+
+    tmp_path, _, _ = ci_train
+    run = experiments.run(_params(tmp_path, "figure6", test_sources=["teacher"], run_id="f6"), show_progress=False)
+    ids = run.manifest["training_curves"]
+    assert set(ids) == {"repair RL from base"}
+    assert "eligible for Test RL" in run.manifest["not_run_curves"]["test RL from base"]
+    drawn = curve_runs(run)
+    assert [r.run_id for r in drawn] == [ids["repair RL from base"]]
+    assert drawn[0].manifest["role"] == "repair" and drawn[0].manifest["init"] == "base"
+    points = training_curves(run)
+    assert list(points["run"]) == [f"training/{ids['repair RL from base']}"] and list(points["step"]) == [0]

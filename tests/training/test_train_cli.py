@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ import pytest
 from execcritic.config import load_protocol
 from execcritic.results.store import load_run
 from tests.paths import REPO, VERIFIED
+from tests.training_fixtures import kill_when
 
 pytestmark = [pytest.mark.train, pytest.mark.slow]
 
@@ -82,20 +82,8 @@ def test_train_cli_resumes_after_kill(sympy_task, tiny_model_dir, tmp_path):
             "--set", "repair_rl.steps=2", "--set", "grpo.rollouts_per_group=2", "--set", "grpo.max_groups_offered=1",
             "--set", "repair_rl.global_batch_size=2", "--set", "repair.round0_turns=1",
             "--set", "repair.turns_per_round=1", "--set", "repair_rl.max_response_tokens=8", "--json"]
-    log = (tmp_path / "first.log").open("w")
-    proc = subprocess.Popen(argv, cwd=tmp_path, env=_env(tmp_path), stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
     ckpt = tmp_path / "runs" / "train" / "resume-test" / "checkpoints" / "checkpoint-1"
-    deadline = time.monotonic() + 400
-    try:
-        while not (ckpt / "trainer_state.json").is_file():
-            assert proc.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "no checkpoint within 400 s"
-            time.sleep(0.5)
-        time.sleep(1.0)   # let the checkpoint's files land
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)   # the process group this test started
-        proc.wait()
+    kill_when(argv, (ckpt / "trainer_state.json").is_file, cwd=tmp_path, env=_env(tmp_path), log=tmp_path / "first.log")
     metrics = tmp_path / "results" / "training" / "resume-test" / "metrics.jsonl"
     first = [json.loads(x)["step"] for x in metrics.read_text().splitlines()]
     assert first == [0]                                       # written when checkpoint-1 was saved
