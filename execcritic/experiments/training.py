@@ -335,6 +335,7 @@ class Trainer:
         entry = Registry(self.root).ensure(recipe_doc, run, describe={"title": title, "role": role,
                                                                      "paper_recipe": recipe.command},
                                            log=self.log)
+        entry = {**entry, "title": title, "role": role}      # this run's words (a reused entry keeps its first)
         self.log(f"[{role}] {'reused' if entry['reused'] else 'trained'} checkpoint {entry['fingerprint']}: "
                  f"{entry['final_checkpoint']}")
         self.done[role] = entry

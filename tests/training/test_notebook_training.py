@@ -204,3 +204,32 @@ def test_figure6_draws_the_curves_its_own_run_trained(ci_train):
     assert drawn[0].manifest["role"] == "repair" and drawn[0].manifest["init"] == "base"
     points = training_curves(run)
     assert list(points["run"]) == [f"training/{ids['repair RL from base']}"] and list(points["step"]) == [0]
+
+
+@pytest.mark.integration
+def test_table3_fills_its_rows_from_the_objectives_its_run_trained(ci_train):
+    """Table 3 with train=True (RL-35B's tests bound to a scripted policy, named as such): each objective's Repair
+    agent is trained by this run with its own knobs (standard: no revision round and 1.0 for a solve; no direct
+    bonus: 1.0 at Round 0; full T2I: Eq. 6), served, run and officially scored; every row says it is a stand-in
+    trained on CPU."""
+    from execcritic import experiments
+
+    tmp_path, _, _ = ci_train
+    p = _params(tmp_path, "table3", run_id="t3",
+                models={"test_rl": "scripted:tests/scripted_policies.py:official_tests"})
+    run = experiments.run(p, show_progress=False)
+    assert run.manifest["status"] == "complete"
+    trained = run.manifest["training"]["checkpoints"]
+    assert set(trained) == {"repair_standard", "repair_t2i_no_bonus", "repair_trained"}
+    assert len({e["fingerprint"] for e in trained.values()}) == 3
+    reg = Registry(tmp_path / "runs")
+    knobs = {role: reg.manifest(e["fingerprint"])["recipe"]["protocol"] for role, e in trained.items()}
+    assert knobs["repair_standard"]["repair"]["revision_rounds"] == 0
+    assert knobs["repair_standard"]["repair_reward"]["resolved_at_round0"] == 1.0
+    assert knobs["repair_t2i_no_bonus"]["repair"]["revision_rounds"] == knobs["repair_trained"]["repair"]["revision_rounds"]
+    assert knobs["repair_t2i_no_bonus"]["repair_reward"]["resolved_at_round0"] == 1.0
+    assert knobs["repair_trained"]["repair_reward"]["resolved_at_round0"] == 1.5
+    rec = run.records
+    assert len(rec) == 3 and rec["objective"].str.endswith(", trained on CPU]").all()
+    assert set(rec["repair_model"]) == {f"hf:{e['final_checkpoint']}" for e in trained.values()}
+    assert rec["official_valid"].all()                     # each terminal patch had a fresh official run
