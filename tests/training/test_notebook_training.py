@@ -233,3 +233,47 @@ def test_table3_fills_its_rows_from_the_objectives_its_run_trained(ci_train):
     assert len(rec) == 3 and rec["objective"].str.endswith(", trained on CPU]").all()
     assert set(rec["repair_model"]) == {f"hf:{e['final_checkpoint']}" for e in trained.values()}
     assert rec["official_valid"].all()                     # each terminal patch had a fresh official run
+
+
+SDIST_PRESET = """name: sdist-tiny
+title: the tiny model on one verified-sdist instance
+banner: Test RL test
+protocol: smoke
+dataset: verified-sdist
+instances: [{instance}]
+build_envs: false
+runs: 1
+workers: 2
+training: cpu
+train_recipe:
+  model: tiny
+  name: tiny random Qwen3.5-MoE
+  profile: cpu-train
+  set:
+    test_agent.max_turns: 1
+    test_agent.max_output_tokens: 16
+    grpo.rollouts_per_group: 2
+    grpo.max_groups_offered: 1
+    test_rl.steps: 1
+    test_rl.global_batch_size: 2
+"""
+
+
+def test_figure6_test_rl_curve_trains_on_labeled_pools(sympy_task, tmp_path, monkeypatch):
+    """Figure 6b's Test RL from the base model through the notebook path on a real verified-sdist instance: the
+    adapter labels Gold and its mutants with real official runs, keeps the instance (a pool with both labels),
+    and runs one GRPO step of the tiny model's Test episodes; the run is recorded with role test, init base."""
+    from execcritic.results.store import load_run
+
+    monkeypatch.setenv(training.RUNS_ENV, str(tmp_path / "runs"))
+    preset = tmp_path / "sdist-tiny.yaml"
+    preset.write_text(SDIST_PRESET.format(instance=sympy_task.instance_id))
+    p = parameters("figure6", preset=str(preset), train=True, output_dir=str(tmp_path / "results"))
+    entry, why = training.curve("test", "base", p, log=print)
+    assert entry is not None, why
+    [labeled] = list((tmp_path / "runs" / "candidates").iterdir())
+    pools = json.loads((labeled / "pools.json").read_text())["pools"]
+    assert pools[sympy_task.instance_id]["test_rl"] and pools[sympy_task.instance_id]["incorrect"] >= 1
+    run = load_run("training", entry["run_id"], root=tmp_path / "results")
+    assert run.manifest["role"] == "test" and run.manifest["init"] == "base" and run.manifest["status"] == "complete"
+    assert [r["step"] for r in run.records.to_dict("records")] == [0]
