@@ -86,29 +86,22 @@ def test_ci_trains_the_tiny_model_and_reuses_the_checkpoint_by_fingerprint(ci_tr
     assert set(m["checkpoints"]) == {"test_sft", "test_sft_1k", "test_sft_gpt56"} and m["engine"] == "cpu"
 
 
-RESUME_PRESET = """name: ci-resume
-title: ci with 2 Repair GRPO steps
-banner: resume test
-protocol: smoke
-dataset: "{dataset}"
-build_envs: false
-runs: 1
-workers: 2
-training: cpu
-train_recipe:
-  model: tiny
-  name: tiny random Qwen3.5-MoE
-  profile: cpu-train
-  set:
-    repair.round0_turns: 1
-    repair.turns_per_round: 1
-    grpo.rollouts_per_group: 2
-    grpo.max_groups_offered: 1
-    repair_rl.steps: 2
-    repair_rl.save_interval: 1
-    repair_rl.global_batch_size: 2
-    repair_rl.max_response_tokens: 8
-"""
+def _preset(path: Path, dataset: str, knobs: dict, instances: list[str] | None = None) -> Path:
+    """A CPU preset (file stem = name) training the tiny model with the cpu-train profile plus `knobs`."""
+    import yaml
+
+    body = {"name": path.stem, "title": f"training test {path.stem}", "banner": "a training test", "protocol": "smoke",
+            "dataset": dataset, "build_envs": False, "runs": 1, "workers": 2, "training": "cpu",
+            "train_recipe": {"model": "tiny", "name": "tiny random Qwen3.5-MoE", "profile": "cpu-train", "set": knobs}}
+    if instances:
+        body["instances"] = instances
+    path.write_text(yaml.safe_dump(body, sort_keys=False))
+    return path
+
+
+RESUME_KNOBS = {"repair.round0_turns": 1, "repair.turns_per_round": 1, "grpo.rollouts_per_group": 2,
+                "grpo.max_groups_offered": 1, "repair_rl.steps": 2, "repair_rl.save_interval": 1,
+                "repair_rl.global_batch_size": 2, "repair_rl.max_response_tokens": 8}
 
 TRAIN_ONE = """
 import sys
@@ -125,8 +118,7 @@ def test_a_killed_training_resumes_from_its_last_checkpoint(ci_train):
     of the same recipe finds the registry entry `training`, resumes the same TrainRun from checkpoint-1 and ends
     with both steps recorded once."""
     tmp_path, ds, env = ci_train
-    preset = tmp_path / "ci-resume.yaml"
-    preset.write_text(RESUME_PRESET.format(dataset=ds))
+    preset = _preset(tmp_path / "ci-resume.yaml", str(ds), RESUME_KNOBS)
     results = tmp_path / "results"
     argv = [sys.executable, "-c", TRAIN_ONE, str(preset), TOOLZ, str(results)]
     runs = tmp_path / "runs"
@@ -235,28 +227,8 @@ def test_table3_fills_its_rows_from_the_objectives_its_run_trained(ci_train):
     assert rec["official_valid"].all()                     # each terminal patch had a fresh official run
 
 
-SDIST_PRESET = """name: sdist-tiny
-title: the tiny model on one verified-sdist instance
-banner: Test RL test
-protocol: smoke
-dataset: verified-sdist
-instances: [{instance}]
-build_envs: false
-runs: 1
-workers: 2
-training: cpu
-train_recipe:
-  model: tiny
-  name: tiny random Qwen3.5-MoE
-  profile: cpu-train
-  set:
-    test_agent.max_turns: 1
-    test_agent.max_output_tokens: 16
-    grpo.rollouts_per_group: 2
-    grpo.max_groups_offered: 1
-    test_rl.steps: 1
-    test_rl.global_batch_size: 2
-"""
+TEST_RL_KNOBS = {"test_agent.max_turns": 1, "test_agent.max_output_tokens": 16, "grpo.rollouts_per_group": 2,
+                 "grpo.max_groups_offered": 1, "test_rl.steps": 1, "test_rl.global_batch_size": 2}
 
 
 def test_figure6_test_rl_curve_trains_on_labeled_pools(sympy_task, tmp_path, monkeypatch):
@@ -266,8 +238,7 @@ def test_figure6_test_rl_curve_trains_on_labeled_pools(sympy_task, tmp_path, mon
     from execcritic.results.store import load_run
 
     monkeypatch.setenv(training.RUNS_ENV, str(tmp_path / "runs"))
-    preset = tmp_path / "sdist-tiny.yaml"
-    preset.write_text(SDIST_PRESET.format(instance=sympy_task.instance_id))
+    preset = _preset(tmp_path / "sdist-tiny.yaml", "verified-sdist", TEST_RL_KNOBS, [sympy_task.instance_id])
     p = parameters("figure6", preset=str(preset), train=True, output_dir=str(tmp_path / "results"))
     entry, why = training.curve("test", "base", p, log=print)
     assert entry is not None, why
