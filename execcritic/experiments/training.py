@@ -313,7 +313,7 @@ class Trainer:
                 extra = {"candidates": cand["dir"]}
             what = "Test" if recipe.kind == "test-rl" else f"Repair, {recipe.objective_name}"
             title = f"{init_name} + {steps} GRPO step{'s' if steps != 1 else ''} ({what})"
-        recipe_doc = {"kind": recipe.kind, "engine": "trl-cpu", "init": init, "data": digest,
+        recipe_doc = {"kind": recipe.kind, "engine": _engine_versions(), "init": init, "data": digest,
                       "instances": [t.instance_id for t in tasks], "dataset": p.dataset,
                       "protocol": protocol.to_dict(), "reasoning_visible": recipe.reasoning_visible,
                       "teacher": self.teacher if recipe.kind == "sft" else None, "seed": p.seeds[0],
@@ -383,6 +383,13 @@ class Trainer:
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def _engine_versions() -> dict[str, str]:
+    """The CPU engine and the library versions that decide what an optimizer step does (part of the fingerprint)."""
+    from importlib.metadata import version
+
+    return {"name": "trl-cpu", **{pkg: version(pkg) for pkg in ("trl", "transformers", "torch")}}
 
 
 def _weights(path: Path) -> str:

@@ -4,7 +4,7 @@ trains it once and every later run (or another artifact) that needs the same che
 A recipe is a JSON-able mapping that says everything that decides the weights: the kind of run (sft | test-rl |
 repair-rl), the init (a base model's weights digest, or the fingerprint of the checkpoint it starts from), the
 data digest (teacher trajectories, the tasks, the labeled candidate pools), every protocol knob, the seed, the
-engine - and the training code's digest (`code_digest`: the source of `execcritic/training/`, `execcritic/rewards/`
+engine and its library versions - and the training code's digest (`code_digest`: the source of `execcritic/training/`, `execcritic/rewards/`
 and `execcritic/config.py`). Its fingerprint is the sha256 of its canonical JSON. A changed recipe (more data,
 another objective, an edited trainer) has another fingerprint and trains anew.
 
