@@ -25,6 +25,7 @@ import pandas as pd
 from execcritic.agents.models.local_server import smollm2_gguf_path
 from execcritic.experiments import training
 from execcritic.experiments.conditions import BUILTIN_SOURCES, ArtifactSpec, Planned, plan
+from execcritic.experiments.envs import SUITE_TASK_SETS, ensure_envs
 from execcritic.experiments.presets import Binding, role_reason, served_spec
 from execcritic.experiments.resolved import Params
 from execcritic.files import atomic_write
@@ -40,11 +41,7 @@ from execcritic.pipeline.workers import Unit, run_units
 from execcritic.results.schemas import schema
 from execcritic.results.store import Run, load_run, new_run
 from execcritic.tasks import load_tasks
-from execcritic.tasks.git import build as git_build
-from execcritic.tasks.git import load_verified_git
 from execcritic.tasks.model import Task
-from execcritic.tasks.sdist.build import build_env
-from execcritic.tasks.sdist.recipe import load_recipe
 
 #: set by `execcritic reproduce` for the notebooks it runs: it has already run (and retried) every pipeline
 #: unit, so the notebook only turns the records into the artifact's and renders it
@@ -65,27 +62,6 @@ def _rel(path: Path) -> Path:
 
 
 # ---- task sets ---------------------------------------------------------------------------------------
-
-SUITE_TASK_SETS = ("verified-sdist", "verified-git")   # task sets whose environments a preset may build
-
-
-def ensure_envs(instance_ids: Sequence[str], *, dataset: str = "verified-sdist",
-                log: Callable[[str], None] | None = None) -> dict[str, float]:
-    """Build (or reuse, idempotently) the environments of a suite task set these instances run in (for
-    verified-git: the (repository, version) envs and the instances' checkouts)."""
-    if dataset == "verified-git":
-        t0 = time.monotonic()
-        made = git_build.ensure(load_verified_git(instance_ids=list(instance_ids)), log=log)
-        return {key: round(time.monotonic() - t0, 1) for key in made["envs"]}
-    recipe = load_recipe()
-    wanted = [i for i in recipe.instances if i.instance_id in set(instance_ids)]
-    seconds = {}
-    for key in sorted({i.env for i in wanted}):
-        t0 = time.monotonic()
-        build_env(recipe.envs[key], resolve=False, progress=False, log=log)
-        seconds[key] = round(time.monotonic() - t0, 1)
-    return seconds
-
 
 def load_set(dataset: str, params: Params, languages: Iterable[str] = ()) -> tuple[Any, list[Task]]:
     """The task set of a run: the preset's (or given) instances of `dataset`, the first `limit` of them;
@@ -514,5 +490,5 @@ def execute(spec: ArtifactSpec, params: Params, *, show_progress: bool = True,
         return writer.finalize(seed=params.seeds[0])
 
 
-__all__ = ["PREPARED_ENV", "SUITE_TASK_SETS", "Group", "UnitCounts", "b2g_records", "build_groups", "command_line", "ensure_envs", "execute", "load_set",
+__all__ = ["PREPARED_ENV", "Group", "UnitCounts", "b2g_records", "build_groups", "command_line", "execute", "load_set",
            "merge_groups", "plan_artifact", "resolve_records", "run_groups", "trained_roles"]

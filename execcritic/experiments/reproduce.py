@@ -23,16 +23,8 @@ from typing import Any
 
 from execcritic.errors import ExecCriticError, InputError
 from execcritic.experiments.artifacts import SPECS
-from execcritic.experiments.core import (
-    PREPARED_ENV,
-    SUITE_TASK_SETS,
-    UnitCounts,
-    build_groups,
-    ensure_envs,
-    merge_groups,
-    plan_artifact,
-    run_groups,
-)
+from execcritic.experiments.core import PREPARED_ENV, UnitCounts, build_groups, merge_groups, plan_artifact, run_groups
+from execcritic.experiments.envs import SUITE_TASK_SETS, ensure_envs
 from execcritic.experiments.params import new_run_id, parameters
 from execcritic.experiments.presets import REPO
 from execcritic.files import atomic_write

@@ -32,6 +32,7 @@ import json
 import math
 import os
 import shutil
+from importlib.metadata import version
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,9 +40,12 @@ from typing import Any
 
 from execcritic.config import PAPER, ProtocolConfig
 from execcritic.errors import ExecCriticError, InputError
+from execcritic.hashing import weights_sha256
+from execcritic.experiments.envs import SUITE_TASK_SETS, ensure_envs
 from execcritic.experiments.presets import REPO, Binding, Preset
 from execcritic.experiments.resolved import Params
 from execcritic.results.reasons import REASONS
+from execcritic.tasks import load_tasks
 from execcritic.training.teachers import TEST_TEACHER
 
 ENTRY_MODULE = "execcritic.cli.train"
@@ -161,12 +165,6 @@ def plan_text(plan: Sequence[dict[str, Any]], allow: float) -> str:
 
 # ---- engines ---------------------------------------------------------------------------------------------
 
-def entry_point_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(ENTRY_MODULE) is not None
-
-
 def gpus_available() -> bool:
     return shutil.which("nvidia-smi") is not None
 
@@ -252,8 +250,6 @@ class Trainer:
         """The training task set: the preset's `train_recipe.instances`, else the run's instances (built first
         when the preset builds environments)."""
         if self._tasks is None:
-            from execcritic.experiments.core import SUITE_TASK_SETS, ensure_envs  # lazy: core imports this
-            from execcritic.tasks import load_tasks
 
             p = self.params
             ids = self.preset.train.instances or p.instances
@@ -320,7 +316,7 @@ class Trainer:
                       "official": "needed", "code": code_digest()}
 
         def run(run_id: str, runs_root: Path, resume: bool) -> dict[str, Any]:
-            from execcritic.training.run import train
+            from execcritic.training.run import train  # lazy: torch/transformers/trl
 
             return train(TrainRun(kind=recipe.kind, preset=self.preset.name, model=str(init_model), run_id=run_id,
                                   protocol=protocol, tasks=tasks if recipe.kind != "sft" else [],
@@ -345,7 +341,7 @@ class Trainer:
         """Teacher trajectories of the scripted stand-in teacher on `tasks`, through the real generation stage
         (resumable; kept under the runs root by the tasks and protocol that made them)."""
         from execcritic.pipeline import stages  # lazy: the pipeline
-        from execcritic.pipeline.config import PipelineConfig
+        from execcritic.pipeline.config import PipelineConfig  # lazy: the pipeline
 
         key = _sha(json.dumps([self.teacher, [t.instance_id for t in tasks], protocol.digest()]).encode())[:16]
         cfg = PipelineConfig(out_dir=str(self.root / "teachers" / key), test_sources=(self.teacher,),
@@ -358,7 +354,7 @@ class Trainer:
 
     def candidates(self, tasks: Sequence[Any], protocol: ProtocolConfig) -> dict[str, Any]:
         """Labeled candidate pools (Gold and its mutants, labeled by real official runs) for Test RL."""
-        from execcritic.training.candidates import RECORDS, build_candidates, load_pools
+        from execcritic.training.candidates import RECORDS, build_candidates, load_pools  # lazy: the pipeline
 
         key = _sha(json.dumps([[t.instance_id for t in tasks], protocol.digest()]).encode())[:16]
         out = self.root / "candidates" / key
@@ -387,14 +383,10 @@ def _sha(data: bytes) -> str:
 
 def _engine_versions() -> dict[str, str]:
     """The CPU engine and the library versions that decide what an optimizer step does (part of the fingerprint)."""
-    from importlib.metadata import version
-
     return {"name": "trl-cpu", **{pkg: version(pkg) for pkg in ("trl", "transformers", "torch")}}
 
 
 def _weights(path: Path) -> str:
-    from execcritic.hashing import weights_sha256
-
     return weights_sha256(path)
 
 
@@ -419,5 +411,5 @@ def curve(role: str, init: str, params: Params, *, log: Callable[[str], None] = 
 
 
 __all__ = ["ASSUMED", "CPU_LABEL", "CURVE_RECIPES", "ENTRY_MODULE", "RECIPES", "Recipe", "Trainer", "checkpoint",
-           "curve", "entry_point_available", "estimate", "gpus_available", "launch_plan", "plan_text", "prepare",
+           "curve", "estimate", "gpus_available", "launch_plan", "plan_text", "prepare",
            "runs_root"]
