@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 from execcritic.errors import InputError
 from execcritic.tasks.git.recipe import load_recipe
-from execcritic.tasks.load import TaskSet, load_tasks, register_task_set
+from execcritic.tasks.load import TaskSet, register_task_set
 from execcritic.tasks.model import Task
-from execcritic.tasks.sdist import DATASET_ENV, verified_source
+from execcritic.tasks.sdist import recipe_rows
 
 NAME = "verified-git"
 
@@ -39,17 +39,10 @@ def load_verified_git(split: str = "test", instance_ids: Sequence[str] | None = 
                       dataset: str | None = None, recipe_path: str | None = None) -> TaskSet:
     """The recipe's qualified instances (all, or `instance_ids`), from the Verified rows."""
     recipe = load_recipe(recipe_path)
-    wanted = list(instance_ids) if instance_ids is not None else [i.instance_id for i in recipe.instances]
-    rows = load_tasks(verified_source(dataset), split=split)
+    rows, found = recipe_rows(recipe, NAME, instance_ids, dataset, split)
     tasks = []
-    for iid in wanted:
-        inst = recipe.instance(iid)
-        try:
-            task = rows.get(iid)
-        except InputError as exc:
-            raise InputError(f"the {NAME} recipe names {iid} but the Verified rows at {rows.source} do not have "
-                             f"it; point ${DATASET_ENV} at SWE-bench Verified", file=recipe.path,
-                             instance=iid) from exc
+    for inst, task in found:
+        iid = inst.instance_id
         env = recipe.envs[inst.env]
         if (task.repo, task.version) != (env.repo, env.version):
             raise InputError(f"recipe env {inst.env} is {env.repo} {env.version}, the dataset row is {task.repo} "

@@ -24,6 +24,7 @@ from execcritic.tasks.sdist.recipe import (
     InstanceRecipe,
     Recipe,
     cached_recipe,
+    env_interpreter_and_spec,
     instance_dicts,
     parse_instances,
     required,
@@ -94,12 +95,7 @@ def parse_env(key: str, e: Mapping[str, Any], *, path: str) -> GitEnvRecipe:
     setup = required(e, "setup_commit", str, file=path, where=where)
     if not _SHA1.match(setup):
         raise InputError("setup_commit must be a 40-hex git commit", file=path, field="setup_commit", **where)
-    python = required(e, "python", str, file=path, where=where)
-    if not re.match(r"^\d+\.\d+$", python):
-        raise InputError(f"python must look like '3.9', got {python!r}", file=path, field="python", **where)
-    spec = required(e, "spec", dict, file=path, where=where)
-    for f in ("install", "test_cmd"):
-        required(spec, f, str, file=path, where={"instance": f"env:{key} spec"})
+    python, spec = env_interpreter_and_spec(key, e, path=path, where=where)
     return GitEnvRecipe(
         key=key, repo=required(e, "repo", str, file=path, where=where),
         version=required(e, "version", str, file=path, where=where), python=python, spec=spec, setup_commit=setup,

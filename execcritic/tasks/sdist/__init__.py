@@ -42,24 +42,33 @@ def rebase_task(task: Task, recipe, inst) -> Task:
                                eval_script=task.eval_script.replace(task.base_commit, env.base_commit))
 
 
-def load_verified_sdist(split: str = "test", instance_ids: Sequence[str] | None = None, *,
-                        dataset: str | None = None, recipe_path: str | None = None) -> TaskSet:
-
-    recipe = load_recipe(recipe_path)
+def recipe_rows(recipe, name: str, instance_ids: Sequence[str] | None, dataset: str | None,
+                split: str) -> tuple[TaskSet, list[tuple[object, Task]]]:
+    """The Verified rows a suite recipe names (all its instances, or `instance_ids`), each with its instance
+    recipe; a recipe instance the rows lack is an error naming the dataset to point at."""
     wanted = list(instance_ids) if instance_ids is not None else [i.instance_id for i in recipe.instances]
     rows = load_tasks(verified_source(dataset), split=split)
-    tasks = []
+    out = []
     for iid in wanted:
         inst = recipe.instance(iid)
         try:
-            task = rows.get(iid)
+            out.append((inst, rows.get(iid)))
         except InputError as exc:
-            raise InputError(f"the verified-sdist recipe names {iid} but the Verified rows at {rows.source} "
+            raise InputError(f"the {name} recipe names {iid} but the Verified rows at {rows.source} "
                              f"do not have it; point ${DATASET_ENV} at SWE-bench Verified", file=recipe.path,
                              instance=iid) from exc
+    return rows, out
+
+
+def load_verified_sdist(split: str = "test", instance_ids: Sequence[str] | None = None, *,
+                        dataset: str | None = None, recipe_path: str | None = None) -> TaskSet:
+    recipe = load_recipe(recipe_path)
+    rows, found = recipe_rows(recipe, NAME, instance_ids, dataset, split)
+    tasks = []
+    for inst, task in found:
         if task.repo != inst.repo:
             raise InputError(f"recipe says repo {inst.repo}, dataset row says {task.repo}", file=recipe.path,
-                             instance=iid, field="repo")
+                             instance=inst.instance_id, field="repo")
         tasks.append(rebase_task(task, recipe, inst))
     return TaskSet(f"{NAME}:{rows.source}", split, tuple(tasks), rows.sha256)
 

@@ -98,6 +98,19 @@ def required(d: Mapping[str, Any], name: str, typ, *, file: str, where: dict) ->
     return value
 
 
+def env_interpreter_and_spec(key: str, e: Mapping[str, Any], *, path: str,
+                             where: Mapping[str, str]) -> tuple[str, dict]:
+    """An environment entry's interpreter version ('3.9') and SWE-bench spec (with install and test_cmd), checked
+    (every suite recipe's environments have both)."""
+    python = required(e, "python", str, file=path, where=where)
+    if not re.match(r"^\d+\.\d+$", python):
+        raise InputError(f"python must look like '3.9', got {python!r}", file=path, field="python", **where)
+    spec = required(e, "spec", dict, file=path, where=where)
+    for f in ("install", "test_cmd"):
+        required(spec, f, str, file=path, where={"instance": f"env:{key} spec"})
+    return python, spec
+
+
 def parse_recipe(data: Mapping[str, Any], *, path: str = "<recipe>") -> Recipe:
     if data.get("schema") != SCHEMA:
         raise InputError(f"unsupported recipe schema {data.get('schema')!r}; expected {SCHEMA}", file=path,
@@ -114,12 +127,7 @@ def parse_recipe(data: Mapping[str, Any], *, path: str = "<recipe>") -> Recipe:
         base = required(e, "base_commit", str, file=path, where=where)
         if not _SHA1.match(base):
             raise InputError("base_commit must be a 40-hex git commit", file=path, field="base_commit", **where)
-        python = required(e, "python", str, file=path, where=where)
-        if not re.match(r"^\d+\.\d+$", python):
-            raise InputError(f"python must look like '3.9', got {python!r}", file=path, field="python", **where)
-        spec = required(e, "spec", dict, file=path, where=where)
-        for f in ("install", "test_cmd"):
-            required(spec, f, str, file=path, where={"instance": f"env:{key} spec"})
+        python, spec = env_interpreter_and_spec(key, e, path=path, where=where)
         envs[key] = EnvRecipe(
             key=key, repo=required(e, "repo", str, file=path, where=where),
             release=Release(rel["project"], rel["version"], rel["upload_time"], rel["filename"], rel["url"],
