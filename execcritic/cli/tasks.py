@@ -37,6 +37,9 @@ app = typer.Typer(no_args_is_help=True, help="Task sets: load, list and summariz
 RECIPES = {NAME: load_recipe, git_tasks.NAME: git_recipe.load_recipe}
 
 
+REPOS = typer.Option(None, "--repo", help="only these repos (repeatable)")
+
+
 @app.command("stats")
 def stats(dataset: str = DATASET_REQUIRED, split: str = SPLIT,
           skip_bad_rows: bool = typer.Option(False, "--skip-bad-rows", metavar="",
@@ -91,7 +94,7 @@ ROWS = typer.Option(None, "--rows", help=f"the SWE-bench Verified rows the recip
 @app.command("build-sdist")
 @protocol_options("harness")
 def build_sdist(instance: Optional[List[str]] = INSTANCES,
-                repo: Optional[List[str]] = typer.Option(None, "--repo", help="only these repos (repeatable)"),
+                repo: Optional[List[str]] = REPOS,
                 rows: Optional[str] = ROWS,
                 reselect: bool = typer.Option(False, "--reselect", metavar="",
                                               help="re-run selection + qualification from the rows and rewrite the "
@@ -180,7 +183,7 @@ GIT_SOURCE = typer.Option(None, "--git-source", metavar="REPO=SOURCE|TEMPLATE",
 @app.command("qualify-git")
 @protocol_options("harness")
 def qualify_git(instance: Optional[List[str]] = INSTANCES,
-                repo: Optional[List[str]] = typer.Option(None, "--repo", help="only these repos (repeatable)"),
+                repo: Optional[List[str]] = REPOS,
                 rows: Optional[str] = ROWS,
                 git_source: Optional[List[str]] = GIT_SOURCE,
                 repeat: int = typer.Option(2, "--repeat", min=1, help="runs of Base and Gold per instance (flaky "
@@ -221,7 +224,7 @@ def qualify_git(instance: Optional[List[str]] = INSTANCES,
 @app.command("build-git")
 @protocol_options("harness")
 def build_git(instance: Optional[List[str]] = INSTANCES,
-              repo: Optional[List[str]] = typer.Option(None, "--repo", help="only these repos (repeatable)"),
+              repo: Optional[List[str]] = REPOS,
               rows: Optional[str] = ROWS,
               git_source: Optional[List[str]] = GIT_SOURCE,
               verify: bool = typer.Option(False, "--verify", metavar="",
