@@ -131,9 +131,10 @@ def bwrap_available() -> bool:
 
 
 def bwrap_prefix(checkout: Path | None, writable: Sequence[Path], *, network: bool = True,
-                 mapped: Sequence[tuple[Path, Path]] = ()) -> list[str]:
-    """A bubblewrap command prefix: host / read-only, `checkout` at /testbed, `writable` paths rw, and each
-    `(host dir, path)` of `mapped` writable at that path (a staging dir seen at its env's final path)."""
+                 mapped: Sequence[tuple[Path, Path]] = (), readable: Sequence[Path] = ()) -> list[str]:
+    """A bubblewrap command prefix: host / read-only, `checkout` at /testbed, `writable` paths rw, each
+    `(host dir, path)` of `mapped` writable at that path (a staging dir seen at its env's final path), and
+    `readable` paths read-only even where the fresh /tmp would hide them (a tool of a clone under /tmp)."""
     if not bwrap_available():
         raise EnvironmentMissing("bubblewrap (`bwrap`) is not installed; `apt-get install bubblewrap`")
     args = ["bwrap", "--die-with-parent"]
@@ -146,6 +147,8 @@ def bwrap_prefix(checkout: Path | None, writable: Sequence[Path], *, network: bo
         elif p.is_dir():
             args += ["--ro-bind", str(p), str(p)]
     args += ["--proc", "/proc", "--dev", "/dev", "--ro-bind", "/sys", "/sys", "--tmpfs", "/tmp"]
+    for r in readable:
+        args += ["--ro-bind", str(r), str(r)]
     for w in writable:
         args += ["--bind", str(w), str(w)]
     for host, seen_at in mapped:
@@ -438,7 +441,8 @@ def build_venv(plan: VenvPlan, steps: StepLog, *, staging: Path, final: Path, ch
     interp = find_interpreter(plan.python)
     uv = uv_binary()
     seen = [(staging, final)]
-    host = bwrap_prefix(None, [uv_cache_dir(uv)], mapped=seen)     # uv's steps, with the staging dir at `final`
+    # uv's steps, with the staging dir at `final` (and uv itself visible when its venv lives under /tmp)
+    host = bwrap_prefix(None, [uv_cache_dir(uv)], mapped=seen, readable=[Path(uv)])
     try:  # uv's venv (seeded with pip) is several times faster than `python -m venv` + ensurepip
         steps.run(host + [uv, "venv", "--seed", "--no-project", "--python", str(interp), str(venv)],
                   what=f"venv on {interp}", env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"}, log=log)

@@ -99,3 +99,28 @@ def test_the_smoke_git_preset_names_qualified_verified_git_instances():
     rec = load_recipe()
     for iid in preset.instances:
         rec.instance(iid)                       # InputError naming the instance when it did not qualify
+
+
+def test_build_steps_see_a_tool_of_a_clone_under_tmp():
+    """The build sandbox mounts a fresh /tmp, which hid `.venv/bin/uv` of a clone living under /tmp (the
+    verified-git env build then failed with 'No such file'); `readable` mounts such a tool back, read-only."""
+    import os
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from execcritic.tasks.envbuild import bwrap_available, bwrap_prefix
+    if not bwrap_available():
+        pytest.fail("bubblewrap is a system dependency of the suite (scripts/system-deps.sh)")
+    with tempfile.TemporaryDirectory(dir="/tmp") as d:
+        tool = Path(d) / "clone" / ".venv" / "bin" / "tool"
+        tool.parent.mkdir(parents=True)
+        tool.write_text("#!/bin/sh\necho seen\n")
+        os.chmod(tool, 0o755)
+        hidden = subprocess.run(bwrap_prefix(None, []) + [str(tool)], capture_output=True, text=True)
+        assert hidden.returncode != 0
+        seen = subprocess.run(bwrap_prefix(None, [], readable=[tool]) + [str(tool)], capture_output=True, text=True)
+        assert (seen.returncode, seen.stdout) == (0, "seen\n"), seen.stderr
+        write = subprocess.run(bwrap_prefix(None, [], readable=[tool]) + ["sh", "-c", f"echo x > {tool}"],
+                               capture_output=True, text=True)
+        assert write.returncode != 0 and "Read-only" in write.stderr and tool.read_text().endswith("seen\n")
