@@ -30,6 +30,11 @@ SEED = typer.Option(0, "--seed", min=0, help="seed of episode sampling and the d
 OFFICIAL = typer.Option("always", "--official", metavar="always|needed", callback=choice("always", "needed"),
                         help="repair-rl: official evaluation on every usable terminal patch ('always') or only where "
                              "Eq. 6 depends on it ('needed')")
+FEEDBACK_FROM = typer.Option(None, "--feedback-from", help="repair-rl, Table 6's generated-test feedback: a "
+                             "generation.jsonl whose qualified bundles are the feedback tests (repeatable; instances "
+                             "without one are left out and listed in the manifest); default: one Oracle F2P test")
+FEEDBACK_GENERATOR = typer.Option(None, "--feedback-generator", help="with --feedback-from: only bundles of this "
+                                  "record source (e.g. model:<spec>), when the files hold several per instance")
 LABEL = typer.Option("", "--label", help="label shown in progress lines and the manifest (e.g. 'CPU smoke run')")
 DATA = typer.Option(..., "--data", help="generation.jsonl with Test-agent trajectories, or with --agent repair "
                     "the repair.jsonl of `execcritic run` (repeatable)")
@@ -90,11 +95,19 @@ def _rl(kind: str):
         candidates: Optional[str] = CANDIDATES, preset: str = PRESET, model: str = MODEL,
         run_id: Optional[str] = RUN_ID, resume: bool = RESUME, workers: int = WORKERS_EP,
         torch_threads: int = TORCH_THREADS, seed: int = SEED, official: str = OFFICIAL, label: str = LABEL,
-        backend: Optional[str] = BACKEND, init: Optional[str] = INIT, as_json: bool = JSON_OPTION, *,
-        protocol: ProtocolConfig,
+        backend: Optional[str] = BACKEND, init: Optional[str] = INIT, as_json: bool = JSON_OPTION,
+        feedback_from: Optional[List[str]] = FEEDBACK_FROM, feedback_generator: Optional[str] = FEEDBACK_GENERATOR,
+        *, protocol: ProtocolConfig,
     ) -> None:
         from execcritic.training.run import TrainRun, train  # lazy: torch/transformers/trl (train extra)
 
+        if kind == "test-rl" and (feedback_from or feedback_generator):
+            raise InputError("--feedback-from/--feedback-generator choose a Repair agent's feedback tests "
+                             "(repair-rl only)", field="--feedback-from")
+        if feedback_generator and not feedback_from:
+            raise InputError("--feedback-generator selects among --feedback-from's bundles: give --feedback-from",
+                             field="--feedback-generator")
+        feedback_from = _files(list(feedback_from or []), "--feedback-from")
         if kind == "test-rl" and not candidates:
             raise InputError("test-rl needs --candidates (a `candidates build` run directory)", field="--candidates")
         if candidates and not Path(candidates).is_dir():
@@ -106,12 +119,13 @@ def _rl(kind: str):
         run = TrainRun(kind=kind, preset=preset, model=_model(model), run_id=_run_id(kind, preset, run_id),
                        protocol=protocol, tasks=tasks, candidates=candidates, workers=workers, seed=seed,
                        resume=resume, backend=backend, threads=torch_threads, official=official, label=label,
-                       init=init, datasets=[ts.manifest()], command=sys.argv)
+                       init=init, datasets=[ts.manifest()], command=sys.argv, feedback_from=feedback_from,
+                       feedback_generator=feedback_generator)
         _emit(train(run), as_json)
 
     command.__doc__ = {"test-rl": "Test-agent GRPO (Eq. 5, Table 7) on real Test episodes with labeled candidates.",
                        "repair-rl": "Repair-agent GRPO (Eq. 6, Table 8) on real Repair episodes with one Oracle F2P "
-                                    "test."}[kind]
+                                    "test, or generated tests (--feedback-from, Table 6)."}[kind]
     return command
 
 

@@ -42,7 +42,7 @@ from execcritic.config import PAPER, ProtocolConfig
 from execcritic.errors import ExecCriticError, InputError
 from execcritic.hashing import weights_sha256
 from execcritic.experiments.envs import SUITE_TASK_SETS, ensure_envs
-from execcritic.experiments.presets import REPO, Binding, Preset
+from execcritic.experiments.presets import REPO, Binding, Preset, served_spec
 from execcritic.experiments.resolved import Params
 from execcritic.results.reasons import REASONS
 from execcritic.tasks import load_tasks
@@ -58,7 +58,9 @@ CPU_LABEL = "trained on CPU"
 class Recipe:
     """How the paper trains one role. `init`: `base` (the preset's base model) or the role whose checkpoint it
     starts from; `sft_trajectories`: the paper's SFT data size; `objective`: the protocol knobs of a Repair
-    objective (Table 3); `feedback`: the Repair agent's feedback source during training (Table 6)."""
+    objective (Table 3); `feedback`: the Repair agent's feedback source during training (Table 6): one Oracle F2P
+    test, or the qualified tests of the trained Test role `feedback_tests` (the paper evaluates both Table 6 rows
+    with RL-35B tests and does not say whose tests fed generated-test training: this is the suite's reading)."""
 
     kind: str                                   # sft | test-rl | repair-rl
     paper: str                                  # the paper's recipe, in words
@@ -68,6 +70,7 @@ class Recipe:
     objective: Mapping[str, Any] = field(default_factory=dict)
     objective_name: str = ""
     feedback: str = "oracle"                    # oracle | generated
+    feedback_tests: str = "test_rl"             # generated: the trained Test role whose qualified tests give it
 
     @property
     def command(self) -> str:
@@ -235,9 +238,6 @@ class Trainer:
             return None, _needs(recipe, f"CPU training is opt-in (preset {preset.name}): pass train=True to train "
                                         "a stand-in here, or bind the role to a checkpoint with "
                                         "models={<role>: 'hf:<final_checkpoint>'}")
-        if recipe.feedback != "oracle":
-            return None, _needs(recipe, "the CPU trainer's Repair episodes give Oracle-test feedback only "
-                                        "(generated-test feedback during training is not implemented)")
         try:
             entry = self.train(role)
         except ExecCriticError as exc:
@@ -307,6 +307,11 @@ class Trainer:
                                      field="test_rl.min_candidates")
                 digest = _sha((rows + cand["digest"] + ",".join(t.instance_id for t in tasks)).encode())
                 extra = {"candidates": cand["dir"]}
+            if recipe.feedback == "generated":
+                fb = self.generated_feedback(recipe, tasks, protocol)
+                tasks = [t for t in tasks if t.instance_id in fb["bundles"]]
+                digest = _sha((rows + json.dumps(fb["bundles"], sort_keys=True)).encode())
+                extra = {"feedback_from": [fb["path"]], "feedback_generator": fb["generator"]}
             what = "Test" if recipe.kind == "test-rl" else f"Repair, {recipe.objective_name}"
             title = f"{init_name} + {steps} GRPO step{'s' if steps != 1 else ''} ({what})"
         recipe_doc = {"kind": recipe.kind, "engine": _engine_versions(), "init": init, "data": digest,
@@ -321,6 +326,8 @@ class Trainer:
             return train(TrainRun(kind=recipe.kind, preset=self.preset.name, model=str(init_model), run_id=run_id,
                                   protocol=protocol, tasks=tasks if recipe.kind != "sft" else [],
                                   sft_data=extra.get("sft_data", []), candidates=extra.get("candidates"),
+                                  feedback_from=extra.get("feedback_from", []),
+                                  feedback_generator=extra.get("feedback_generator"),
                                   reasoning_visible=recipe.reasoning_visible, teacher=self.teacher, agent="test",
                                   workers=p.workers, seed=p.seeds[0], resume=resume, backend=self.preset.backend,
                                   runs_root=runs_root, results_root=p.output_dir, official="needed",
@@ -338,18 +345,47 @@ class Trainer:
         return entry
 
     def teacher_data(self, tasks: Sequence[Any], protocol: ProtocolConfig) -> Path:
-        """Teacher trajectories of the scripted stand-in teacher on `tasks`, through the real generation stage
-        (resumable; kept under the runs root by the tasks and protocol that made them)."""
+        """Teacher trajectories of the scripted stand-in teacher on `tasks`, through the real generation stage."""
+        return self._generation("teachers", self.teacher, tasks, protocol)
+
+    def generated_feedback(self, recipe: Recipe, tasks: Sequence[Any], protocol: ProtocolConfig) -> dict[str, Any]:
+        """Table 6's generated-test feedback: the Test role `recipe.feedback_tests` - its bound model when the run
+        binds one (the binding wins, as everywhere), else its trained (or reused) checkpoint - writes tests for
+        `tasks` through the real generation stage and its Base gate; the qualified ones are the frozen feedback
+        tests of Repair training (an instance without one is left out of it)."""
+        from execcritic.pipeline.config import source_label  # lazy: the pipeline
+        from execcritic.training.datasets import qualified_bundles, read_jsonl  # lazy: light
+
+        bound = self.params.binding(recipe.feedback_tests)
+        if bound.bound:
+            spec, name = str(bound.spec), bound.name
+        else:
+            gen = self.train(recipe.feedback_tests)
+            spec, name = f"hf:{gen['final_checkpoint']}", gen["title"]
+        path = self._generation("generated-tests", spec, tasks, protocol)
+        bundles = qualified_bundles(read_jsonl(path), generator=source_label(spec), source=str(path))
+        if not bundles:
+            raise InputError(f"no training instance got a qualified test from {recipe.feedback_tests} ({name}): "
+                             "generated-test feedback has nothing to train on", file=str(path), field="qualified")
+        return {"path": str(path), "generator": source_label(spec),
+                "bundles": {iid: rec["bundle"].get("digest") for iid, rec in sorted(bundles.items())}}
+
+    def _generation(self, kind: str, source: str, tasks: Sequence[Any], protocol: ProtocolConfig) -> Path:
+        """generation.jsonl of Test source `source` on `tasks` (resumable; kept under the runs root by the source,
+        tasks and protocol that made it). A checkpoint (`hf:`) is served for the run, as in evaluation."""
         from execcritic.pipeline import stages  # lazy: the pipeline
         from execcritic.pipeline.config import PipelineConfig  # lazy: the pipeline
+        from execcritic.pipeline.models import served_specs  # lazy: the pipeline
 
-        key = _sha(json.dumps([self.teacher, [t.instance_id for t in tasks], protocol.digest()]).encode())[:16]
-        cfg = PipelineConfig(out_dir=str(self.root / "teachers" / key), test_sources=(self.teacher,),
-                             protocol=protocol, backend=self.preset.backend)
-        stages.generate_tests(list(tasks), cfg, workers=self.params.workers, show_progress=False)
+        key = _sha(json.dumps([source, [t.instance_id for t in tasks], protocol.digest()]).encode())[:16]
+        with served_specs(source) as (target,):
+            target = target if target != source else served_spec(source)
+            cfg = PipelineConfig(out_dir=str(self.root / kind / key), test_sources=(source,), protocol=protocol,
+                                 backend=self.preset.backend, endpoints=((source, target),) if target != source else ())
+            stages.generate_tests(list(tasks), cfg, workers=self.params.workers, show_progress=False)
         path = Path(cfg.paths["generation"])
         if not path.is_file():
-            raise InputError("the teacher wrote no trajectory", file=str(path), field="generation")
+            raise InputError(f"{source} wrote no Test trajectory", file=str(path), field="generation")
         return path
 
     def candidates(self, tasks: Sequence[Any], protocol: ProtocolConfig) -> dict[str, Any]:

@@ -334,6 +334,26 @@ def repair_rl_row_generated(row: Mapping[str, Any], record: Mapping[str, Any],
             "verifier": _verifier_fields(task)}
 
 
+def qualified_bundles(generation_records: Iterable[Mapping[str, Any]], *, generator: str | None = None,
+                      source: str | None = None) -> dict[str, Mapping[str, Any]]:
+    """instance id -> the generation record of its qualified generated bundle (Table 6's "Generated tests"
+    feedback), from `generator` (a record `source`, e.g. `model:<spec>`) when given. Two qualified bundles for
+    one instance are an error: which one a Repair rollout trains on must not depend on file order."""
+    bundles: dict[str, Mapping[str, Any]] = {}
+    for rec in generation_records:
+        if generator is not None and rec.get("source") != generator:
+            continue
+        if rec.get("qualified") is not True or not rec.get("bundle"):
+            continue
+        iid = str(rec.get("instance_id"))
+        if iid in bundles:
+            raise InputError("two qualified generated bundles for one instance (from "
+                             f"{bundles[iid].get('source')!r} and {rec.get('source')!r}); name the generator",
+                             file=source, instance=iid, field="source")
+        bundles[iid] = rec
+    return bundles
+
+
 @dataclass
 class RepairSet:
     rows: list[dict[str, Any]] = field(default_factory=list)
@@ -359,17 +379,7 @@ def build_repair_rl_set(rows: Iterable[Mapping[str, Any]], *, feedback: str = "o
                 continue
             out.rows.append(repair_rl_row(r, source))
         return out
-    bundles: dict[str, Mapping[str, Any]] = {}
-    for rec in generation_records:
-        if generator is not None and rec.get("source") != generator:
-            continue
-        if rec.get("qualified") is not True or not rec.get("bundle"):
-            continue
-        iid = rec.get("instance_id")
-        if iid in bundles:
-            raise InputError("two qualified generated bundles for one instance; pass generator= to choose",
-                             file=source, instance=str(iid), field="source")
-        bundles[str(iid)] = rec
+    bundles = qualified_bundles(generation_records, generator=generator, source=source)
     for r in rows:
         iid = str(r.get("instance_id"))
         if iid not in bundles:

@@ -151,11 +151,19 @@ def test_row(task: Task, candidates: Sequence[LabeledPatch], protocol: ProtocolC
             "candidates": tuple(candidates)}
 
 
-def repair_row(task: Task, protocol: ProtocolConfig = PAPER) -> dict[str, Any]:
-    """A Repair-RL row (Table 8: the problem statement is the only input; the Oracle F2P node is chosen
-    from the row by `training.datasets.oracle_f2p_node`)."""
-    return {"prompt": repair_prompt(task, protocol), "instance_id": task.instance_id, "task": task,
-            "feedback_node": oracle_f2p_node(task.to_row(), task.dataset or None)}
+def repair_row(task: Task, protocol: ProtocolConfig = PAPER, generated: dict[str, Any] | None = None
+               ) -> dict[str, Any]:
+    """A Repair-RL row (Table 8: the problem statement is the only input). Its feedback test is the Oracle F2P
+    node chosen by `training.datasets.oracle_f2p_node` (the main configuration), or, for Table 6's "Generated
+    tests", `generated`: the generation record of a qualified generated bundle of the same instance."""
+    row = {"prompt": repair_prompt(task, protocol), "instance_id": task.instance_id, "task": task}
+    if generated is None:
+        return {**row, "feedback_node": oracle_f2p_node(task.to_row(), task.dataset or None)}
+    if generated.get("instance_id") != task.instance_id or generated.get("qualified") is not True:
+        raise ValueError(f"not a qualified generated bundle of {task.instance_id}")
+    b = generated["bundle"]
+    return {**row, "feedback_bundle": TestBundle(b["test_patch"], b["test_command"], b["test_contract"]),
+            "feedback_generator": str(generated.get("source"))}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -320,11 +328,17 @@ class RepairEpisode:
     def __call__(self, policy: TokenPolicy, row: dict[str, Any]) -> EpisodeResult:
         task = _task(row)
         p = self.protocol
-        node = row.get("feedback_node") or oracle_f2p_node(task.to_row(), task.dataset or None)
+        generated: TestBundle | None = row.get("feedback_bundle")
         boxes = _Boxes(p, self.backend)
         started = time.monotonic()
         with boxes.open(task) as workspace, boxes.open(task) as verifier_box:
-            bundle, facts = self.bundle_for(task, node, verifier_box)
+            if generated is not None:     # Table 6: a frozen qualified generated bundle, as at evaluation
+                bundle, facts = generated, {"source": "generated", "generator": row.get("feedback_generator"),
+                                            "bundle_digest": generated.digest()}
+            else:
+                node = row.get("feedback_node") or oracle_f2p_node(task.to_row(), task.dataset or None)
+                bundle, facts = self.bundle_for(task, node, verifier_box)
+                facts = {"source": "oracle_f2p", **facts}
             verifier = CandidateVerifier(task, bundle, verifier_box, harness=p.harness,
                                          feedback_chars=p.repair.feedback_chars)
             controller = RepairController(task.view(), policy, workspace=workspace, verifier=verifier,

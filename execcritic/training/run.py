@@ -37,7 +37,7 @@ from execcritic.errors import InputError
 from execcritic.results.store import new_run
 from execcritic.tasks.model import Task
 from execcritic.training.candidates import load_pools, require_pool
-from execcritic.training.datasets import build_sft_set
+from execcritic.training.datasets import build_sft_set, qualified_bundles, read_jsonl
 from execcritic.training.episodes import RepairEpisode, TestEpisode, repair_row, test_row
 from execcritic.training.grpo import MetricsRecorder, batch_shape, make_trainer, role_config
 from execcritic.training.trl_adapter import StepTimer, make_sft_trainer, peak_rss_mb
@@ -107,6 +107,10 @@ class TrainRun:
     protocol: ProtocolConfig = PAPER
     tasks: list[Task] = field(default_factory=list)
     candidates: str | None = None               # results/candidates/<run_id> (test-rl)
+    # repair-rl, Table 6 "Generated tests": generation.jsonl files whose qualified bundles are the feedback tests
+    # (from `feedback_generator`, a record source, when the files hold several); empty: the Oracle F2P node
+    feedback_from: list[str] = field(default_factory=list)
+    feedback_generator: str | None = None
     sft_data: list[str] = field(default_factory=list)   # generation.jsonl files (sft)
     reasoning_visible: bool = True
     teacher: str | None = None
@@ -200,7 +204,36 @@ def rl_rows(run: TrainRun) -> list[dict[str, Any]]:
         source = str(Path(run.candidates) / "candidates.jsonl")
         for t in run.tasks:
             require_pool(pools, t.instance_id, p.repair_rl, source=source)
-    return [repair_row(t, p) for t in run.tasks]
+    if not run.feedback_from:
+        return [repair_row(t, p) for t in run.tasks]
+    bundles = generated_feedback(run)
+    rows = [repair_row(t, p, bundles[t.instance_id]) for t in run.tasks if t.instance_id in bundles]
+    if not rows:
+        raise InputError(f"none of the {len(run.tasks)} instances has a qualified generated bundle"
+                         + (f" from {run.feedback_generator}" if run.feedback_generator else "")
+                         + " to train on (Table 6's generated-test feedback)",
+                         file=", ".join(run.feedback_from), field="qualified")
+    return rows
+
+
+def generated_feedback(run: TrainRun) -> dict[str, Any]:
+    """instance id -> the generation record of its qualified generated bundle, over `run.feedback_from`."""
+    records: list[dict[str, Any]] = []
+    for path in run.feedback_from:
+        records += read_jsonl(path)
+    return qualified_bundles(records, generator=run.feedback_generator, source=", ".join(run.feedback_from))
+
+
+def feedback_facts(run: TrainRun, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The manifest's account of a Repair run's feedback tests: which source, and which instances went without."""
+    if run.kind != "repair-rl":
+        return {}
+    if not run.feedback_from:
+        return {"source": "oracle_f2p"}
+    kept = {r["instance_id"] for r in rows}
+    return {"source": "generated", "files": list(run.feedback_from), "generator": run.feedback_generator,
+            "bundles": {r["instance_id"]: r["feedback_bundle"].digest() for r in rows},
+            "no_qualified_bundle": [t.instance_id for t in run.tasks if t.instance_id not in kept]}
 
 
 def train_rl(run: TrainRun) -> dict[str, Any]:
@@ -223,7 +256,7 @@ def train_rl(run: TrainRun) -> dict[str, Any]:
                             "label": run.label,
                             "batch_shape": shape,
                             "workers": run.workers, "runs_dir": str(run.home), "official": run.official,
-                            "candidates": run.candidates})
+                            "candidates": run.candidates, "feedback": feedback_facts(run, rows)})
     timer = StepTimer()
     recorder = MetricsRecorder(runner=None, steps_per_generation=shape["steps_per_generation"],  # type: ignore[arg-type]
                                writer=writer, progress_path=str(run.home / "progress.jsonl"), label=run.label)

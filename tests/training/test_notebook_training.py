@@ -198,20 +198,29 @@ def test_figure6_draws_the_curves_its_own_run_trained(ci_train):
     assert list(points["run"]) == [f"training/{ids['repair RL from base']}"] and list(points["step"]) == [0]
 
 
+OFFICIAL_TESTS = "scripted:tests/scripted_policies.py:official_tests"
+
+
+def _trained_run(ci_train, artifact: str, run_id: str):
+    """`artifact` run with train=True and RL-35B's tests bound to a scripted policy (named as such): (run, the
+    checkpoints its run trained, by role)."""
+    from execcritic import experiments
+
+    tmp_path, _, _ = ci_train
+    run = experiments.run(_params(tmp_path, artifact, run_id=run_id, models={"test_rl": OFFICIAL_TESTS}),
+                          show_progress=False)
+    assert run.manifest["status"] == "complete"
+    return run, run.manifest["training"]["checkpoints"]
+
+
 @pytest.mark.integration
 def test_table3_fills_its_rows_from_the_objectives_its_run_trained(ci_train):
     """Table 3 with train=True (RL-35B's tests bound to a scripted policy, named as such): each objective's Repair
     agent is trained by this run with its own knobs (standard: no revision round and 1.0 for a solve; no direct
     bonus: 1.0 at Round 0; full T2I: Eq. 6), served, run and officially scored; every row says it is a stand-in
     trained on CPU."""
-    from execcritic import experiments
-
-    tmp_path, _, _ = ci_train
-    p = _params(tmp_path, "table3", run_id="t3",
-                models={"test_rl": "scripted:tests/scripted_policies.py:official_tests"})
-    run = experiments.run(p, show_progress=False)
-    assert run.manifest["status"] == "complete"
-    trained = run.manifest["training"]["checkpoints"]
+    tmp_path = ci_train[0]
+    run, trained = _trained_run(ci_train, "table3", "t3")
     assert set(trained) == {"repair_standard", "repair_t2i_no_bonus", "repair_trained"}
     assert len({e["fingerprint"] for e in trained.values()}) == 3
     reg = Registry(tmp_path / "runs")
@@ -225,6 +234,36 @@ def test_table3_fills_its_rows_from_the_objectives_its_run_trained(ci_train):
     assert len(rec) == 3 and rec["objective"].str.endswith(", trained on CPU]").all()
     assert set(rec["repair_model"]) == {f"hf:{e['final_checkpoint']}" for e in trained.values()}
     assert rec["official_valid"].all()                     # each terminal patch had a fresh official run
+
+
+@pytest.mark.integration
+def test_table6_trains_repair_on_generated_and_on_oracle_feedback(ci_train):
+    """Table 6 with train=True: the "Generated tests" Repair agent is trained on the frozen qualified tests of the
+    run's Test role (RL-35B bound to a scripted policy here, named as such: the binding wins) that the real
+    generation stage and Base gate produced, the "Oracle tests" one on one Oracle F2P node; both are served, run
+    with the same tests and officially scored, and the registry tells the two recipes apart."""
+    from execcritic.results.store import load_run
+
+    tmp_path = ci_train[0]
+    run, trained = _trained_run(ci_train, "table6", "t6")
+    assert set(trained) == {"repair_generated_fb", "repair_trained"}
+    assert trained["repair_generated_fb"]["fingerprint"] != trained["repair_trained"]["fingerprint"]
+    gen = load_run("training", trained["repair_generated_fb"]["run_id"], root=tmp_path / "results").manifest
+    oracle = load_run("training", trained["repair_trained"]["run_id"], root=tmp_path / "results").manifest
+    assert oracle["feedback"] == {"source": "oracle_f2p"}
+    fb = gen["feedback"]
+    assert fb["source"] == "generated" and fb["generator"] == f"model:{OFFICIAL_TESTS}"
+    assert set(fb["bundles"]) == {TOOLZ} and fb["no_qualified_bundle"] == []
+    rollouts = [json.loads(x) for x in (Path(gen["runs_dir"]) / "rollouts.jsonl").read_text().splitlines()]
+    assert rollouts and {r["info"]["feedback"]["bundle_digest"] for r in rollouts} == set(fb["bundles"].values())
+    rec = run.records
+    assert len(rec) == 2 and rec["training_feedback"].str.endswith(", trained on CPU]").all()
+    assert rec["official_valid"].all()
+
+    # a Test role whose tests never pass the Base gate leaves generated-test training nothing: the row says so
+    none = _params(tmp_path, "table6", run_id="t6-none", models={"test_rl": "scripted:tests/scripted_policies.py:no_tests"})
+    b, why = training.prepare(none, ["repair_generated_fb"], log=print).checkpoint("repair_generated_fb")
+    assert b is None and "no training instance got a qualified test from test_rl" in why
 
 
 TEST_RL_KNOBS = {"test_agent.max_turns": 1, "test_agent.max_output_tokens": 16, "grpo.rollouts_per_group": 2,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from pathlib import Path
 
 import pytest
 
@@ -238,3 +239,53 @@ def test_repair_agent_grpo_step_on_real_episodes(tiny_model, sympy_task):
     assert "EOF_GOLD" not in tok.decode(trained) and "looked at it" in tok.decode(trained)
     assert any(not before[n].equal(p.detach()) for n, p in model.named_parameters())
     print(f"\n[repair-rl] 4 real episodes + step in {wall:.1f} s (rollouts {runner.step_stats['rollout_s']:.1f} s)")
+
+
+def test_repair_grpo_on_generated_test_feedback(tiny_model, tiny_model_dir, sympy_task, tmp_path):
+    """Table 6's "Generated tests" row: `train repair-rl --feedback-from <generation.jsonl>` freezes the qualified
+    generated bundle (here the public-API test a scripted teacher wrote through the real generation stage and Base
+    gate, not the Oracle F2P node) as the Repair rollouts' feedback test; Eq. 6 is scored against it, and the
+    manifest names the source, the bundle and the instances left without one."""
+    from execcritic.pipeline import stages
+    from execcritic.pipeline.config import PipelineConfig
+    from execcritic.results.store import load_run
+    from execcritic.training.run import TrainRun, train
+    from tests.paths import REPO
+
+    _, tok = tiny_model
+    target = "sympy/combinatorics/homomorphisms.py"
+    gold = heredoc("/tmp/gold.patch", sympy_task.patch, "EOF_GOLD") + f"\ncd /testbed && git apply /tmp/gold.patch && {EXPORT}"
+    wrong = f"cd /testbed && printf '\\n# looked at it\\n' >> {target} && {EXPORT}"
+    scripted = ScriptedTokenPolicy(tok, [("round0_fix", [gold, SUBMIT_FIX]), ("wrong", [wrong, SUBMIT_FIX])])
+    proto = load_protocol("cpu-train", values={
+        "repair.round0_turns": 2, "repair.revision_rounds": 0, "grpo.rollouts_per_group": 2,
+        "grpo.groups_per_step": 1, "repair_rl.global_batch_size": 2, "repair_rl.steps": 1,
+        "repair_rl.max_response_tokens": scripted.max_turn_tokens})
+    spec = f"scripted:{REPO / 'tests' / 'scripted_policies.py'}:public_test_teacher"
+    cfg = PipelineConfig(out_dir=str(tmp_path / "tests-run"), test_sources=(spec,), protocol=proto)
+    assert stages.generate_tests([sympy_task], cfg, show_progress=False).done == 1
+    generated = str(cfg.paths["generation"])
+    record = json.loads(Path(generated).read_text().splitlines()[0])
+    assert record["qualified"] is True                                                 # the real Base gate
+    digest = record["bundle"]["digest"]
+    assert "test_dihedral_identity_homomorphism" in record["bundle"]["test_patch"]     # PUBLIC, not the Oracle's
+
+    run = TrainRun(kind="repair-rl", preset="tiny-cpu", model=str(tiny_model_dir), run_id="generated-fb",
+                   protocol=proto, tasks=[sympy_task], feedback_from=[generated], official="needed",
+                   runs_root=tmp_path / "runs", results_root=tmp_path / "results", episode_wrapper=scripted.wrap)
+    result = train(run)
+    rollouts = [json.loads(line) for line in (tmp_path / "runs" / "generated-fb" / "rollouts.jsonl").open()]
+    by_plan = {r["info"]["scripted_plan"]: r for r in rollouts}
+    for r in rollouts:
+        fb = r["info"]["feedback"]
+        assert fb == {"source": "generated", "generator": f"model:{spec}", "bundle_digest": digest}
+    assert by_plan["round0_fix"]["reward"] == 1.5 and by_plan["wrong"]["reward"] == pytest.approx(0.1)
+    m = load_run("training", "generated-fb", root=tmp_path / "results").manifest
+    assert m["feedback"] == {"source": "generated", "files": [generated], "generator": None,
+                             "bundles": {sympy_task.instance_id: digest}, "no_qualified_bundle": []}
+    assert result["steps"] == 1
+
+    with pytest.raises(InputError, match="none of the 1 instances has a qualified generated bundle from model:x"):
+        train(TrainRun(kind="repair-rl", preset="tiny-cpu", model=str(tiny_model_dir), run_id="none",
+                       protocol=proto, tasks=[sympy_task], feedback_from=[generated], feedback_generator="model:x",
+                       runs_root=tmp_path / "runs", results_root=tmp_path / "results"))

@@ -49,13 +49,6 @@ def test_a_bound_role_is_never_trained(no_training, tmp_path):
     assert core.trained_roles(SPECS["table1"], p) == []              # nothing asked of the trainer
 
 
-def test_generated_feedback_training_says_it_is_not_implemented(no_training, monkeypatch):
-    p = parameters("table6", preset="smoke", train=True)
-    t = training.prepare(p, ["repair_generated_fb"], log=lambda _: None)
-    b, why = t.checkpoint("repair_generated_fb")
-    assert b is None and "generated-test feedback during training is not implemented" in why
-
-
 def test_paper_training_prints_its_cost_and_refuses_past_the_allowance(no_training, monkeypatch, capsys):
     """Before a verl launch: the roles, steps, GPUs and estimated GPU-hours are printed, and without
     allow_gpu_hours covering the estimate nothing starts (checked with GPUs present: nothing is launched)."""
