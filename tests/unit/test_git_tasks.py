@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from execcritic.errors import InputError
+from execcritic.tasks.envbuild import bwrap_available, bwrap_prefix
 from execcritic.tasks.git.build import install_command
 from execcritic.tasks.git.recipe import RECIPE_PATH, load_recipe, parse_recipe
 from execcritic.tasks.git.source import DEFAULT_TEMPLATE, fetch_url, parse_sources, scm_version, source_for
@@ -104,12 +109,6 @@ def test_the_smoke_git_preset_names_qualified_verified_git_instances():
 def test_build_steps_see_a_tool_of_a_clone_under_tmp():
     """The build sandbox mounts a fresh /tmp, which hid `.venv/bin/uv` of a clone living under /tmp (the
     verified-git env build then failed with 'No such file'); `readable` mounts such a tool back, read-only."""
-    import os
-    import subprocess
-    import tempfile
-    from pathlib import Path
-
-    from execcritic.tasks.envbuild import bwrap_available, bwrap_prefix
     if not bwrap_available():
         pytest.fail("bubblewrap is a system dependency of the suite (scripts/system-deps.sh)")
     with tempfile.TemporaryDirectory(dir="/tmp") as d:
@@ -117,10 +116,10 @@ def test_build_steps_see_a_tool_of_a_clone_under_tmp():
         tool.parent.mkdir(parents=True)
         tool.write_text("#!/bin/sh\necho seen\n")
         os.chmod(tool, 0o755)
-        hidden = subprocess.run(bwrap_prefix(None, []) + [str(tool)], capture_output=True, text=True)
+        hidden = subprocess.run(bwrap_prefix(None, []) + [str(tool)], capture_output=True, text=True, check=False)
         assert hidden.returncode != 0
-        seen = subprocess.run(bwrap_prefix(None, [], readable=[tool]) + [str(tool)], capture_output=True, text=True)
+        seen = subprocess.run(bwrap_prefix(None, [], readable=[tool]) + [str(tool)], capture_output=True, text=True, check=False)
         assert (seen.returncode, seen.stdout) == (0, "seen\n"), seen.stderr
         write = subprocess.run(bwrap_prefix(None, [], readable=[tool]) + ["sh", "-c", f"echo x > {tool}"],
-                               capture_output=True, text=True)
+                               capture_output=True, text=True, check=False)
         assert write.returncode != 0 and "Read-only" in write.stderr and tool.read_text().endswith("seen\n")
