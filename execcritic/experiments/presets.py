@@ -54,7 +54,7 @@ TRAINING_ENGINES = ("verl", "cpu", "none")
 BENCHMARKS = ("verified", "multilingual", "pro")
 _KEYS = {"name", "title", "banner", "protocol", "set", "dataset", "instances", "limit", "build_envs", "backend",
          "runs", "workers", "seeds", "benchmarks", "training", "train_on_cpu", "train_recipe", "models"}
-_TRAIN_KEYS = {"model", "name", "profile", "set", "instances"}
+_TRAIN_KEYS = {"model", "name", "profile", "set", "instances", "ray_address"}
 _BINDING_KEYS = {"spec", "name", "stand_in", "requires_env"}
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -102,15 +102,18 @@ def role_reason(role: str) -> str:
 
 @dataclass(frozen=True)
 class TrainSetup:
-    """How a CPU preset trains a role (`train_recipe`): the base model (`tiny`, `smollm2` or a HF checkpoint
-    directory) and its display name, the training protocol profile and its `set` overrides, and the training
-    instances (None: the run's own instances)."""
+    """How a preset trains a role (`train_recipe`): the base model (`tiny`, `smollm2` or a HF checkpoint
+    directory) and its display name, the training protocol profile and its `set` overrides, the training
+    instances (None: the run's own instances) and, for verl, the Ray cluster to join (None: a local one). `model`
+    and `ray_address` may name `${VAR}`s; `unset` lists the variables that were not set (the run says so)."""
 
     model: str = "smollm2"
     name: str = "SmolLM2-135M-Instruct"
     profile: str = "cpu-train"
     set: Mapping[str, Any] = field(default_factory=dict)
     instances: tuple[str, ...] | None = None
+    ray_address: str | None = None
+    unset: tuple[str, ...] = ()
 
     def protocol(self, values: Mapping[str, Any] | None = None, *, where: str = "train_recipe") -> ProtocolConfig:
         """The training protocol: the profile, the preset's `set`, then `values` (a recipe's own knobs)."""
@@ -233,8 +236,8 @@ def _typed(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], pat
     return v
 
 
-def _train_setup(data: Mapping[str, Any], path: Path) -> TrainSetup:
-    raw = _typed(data, "train_recipe", dict, path, {})
+def _train_setup(data: Mapping[str, Any], path: Path, env: Mapping[str, str] | None = None) -> TrainSetup:
+    raw = dict(_typed(data, "train_recipe", dict, path, {}))
     unknown = set(raw) - _TRAIN_KEYS
     if unknown:
         raise InputError(f"unknown key(s) {sorted(unknown)}; known: {sorted(_TRAIN_KEYS)}", file=str(path),
@@ -242,6 +245,14 @@ def _train_setup(data: Mapping[str, Any], path: Path) -> TrainSetup:
     for key in ("model", "name", "profile"):
         if key in raw and (not isinstance(raw[key], str) or not raw[key]):
             raise InputError(f"{key} must be a non-empty string", file=str(path), field=f"train_recipe.{key}")
+    unset: list[str] = []
+    for key in ("model", "ray_address"):
+        if isinstance(raw.get(key), str):
+            value, missing = expand(raw[key], env)
+            unset += missing
+            raw[key] = value or None
+    if raw.get("model") is None:
+        raw.pop("model", None)
     settings = raw.get("set") or {}
     if not isinstance(settings, dict):
         raise InputError("set must map protocol knobs to values", file=str(path), field="train_recipe.set")
@@ -251,7 +262,8 @@ def _train_setup(data: Mapping[str, Any], path: Path) -> TrainSetup:
         raise InputError("instances must be a non-empty list of instance ids", file=str(path),
                          field="train_recipe.instances")
     setup = TrainSetup(**{k: raw[k] for k in ("model", "name", "profile") if k in raw}, set=dict(settings),
-                       instances=tuple(instances) if instances else None)
+                       instances=tuple(instances) if instances else None, ray_address=raw.get("ray_address"),
+                       unset=tuple(unset))
     try:
         setup.protocol()                                 # a bad profile or knob fails now, with the file
     except InputError as exc:
@@ -302,7 +314,7 @@ def load_preset(name_or_path: str | Path, *, env: Mapping[str, str] | None = Non
         build_envs=_typed(data, "build_envs", bool, path, False), backend=_typed(data, "backend", str, path, optional=True),
         runs=runs, workers=workers, seeds=tuple(seeds), benchmarks=benchmarks, training=training,
         models={role: _binding(role, raw, path, env) for role, raw in models.items()},
-        train_on_cpu=_typed(data, "train_on_cpu", bool, path, False), train=_train_setup(data, path))
+        train_on_cpu=_typed(data, "train_on_cpu", bool, path, False), train=_train_setup(data, path, env))
     if preset.train_on_cpu and training != "cpu":
         raise InputError(f"train_on_cpu needs training: cpu (this preset trains with {training})", file=str(path),
                          field="train_on_cpu")

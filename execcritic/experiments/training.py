@@ -17,8 +17,12 @@ Engines (the preset's `training`):
   `[stand-in: <base> + <recipe>, trained on CPU]`.
 - `verl` (paper): before anything starts, the run prints what it would train (roles, steps, GPUs, an estimated
   GPU-hours from `ASSUMED`, a documented extrapolation, not a measurement) and launches nothing unless the
-  parameter `allow_gpu_hours` covers the estimate. On a machine without GPUs the role says so. Launching verl
-  from a notebook is not wired yet: past the gate the role says which command to run (docs/training_engines.md).
+  parameter `allow_gpu_hours` covers the estimate. Past the gate each role's recipe is launched with verl
+  (`execcritic.training.verl_launch`) on the Ray cluster `train_recipe.ray_address` names (unset: a local one on
+  this node), from the base model `train_recipe.model`; SFT data are the teacher role's trajectories (DeepSeek-
+  V4-Flash, or GPT-5.6-sol for Table 4's row) through the real generation stage. verl's per-step lines stream
+  into the notebook; `<output_dir>/training|sft/<run_id>/` holds its log and metrics. A cluster (or machine) with
+  fewer GPUs than the recipe's layout, an unset base model, or an unbound teacher: the role says so.
 - `none`: no training.
 
 The training CLI (`execcritic train sft|test-rl|repair-rl`) stays the manual way to train a checkpoint outside a
@@ -31,7 +35,6 @@ import hashlib
 import json
 import math
 import os
-import shutil
 from importlib.metadata import version
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,16 +45,18 @@ from execcritic.config import PAPER, ProtocolConfig
 from execcritic.errors import ExecCriticError, InputError
 from execcritic.hashing import weights_sha256
 from execcritic.experiments.envs import SUITE_TASK_SETS, ensure_envs
-from execcritic.experiments.presets import REPO, Binding, Preset, served_spec
+from execcritic.experiments.presets import REPO, Binding, served_spec
 from execcritic.experiments.resolved import Params
 from execcritic.results.reasons import REASONS
 from execcritic.tasks import load_tasks
 from execcritic.training.teachers import TEST_TEACHER
+from execcritic.training.verl_launch import cluster_gpus, gpus_needed
 
 ENTRY_MODULE = "execcritic.cli.train"
 #: where the checkpoint registry and the training runs live (git-ignored); $EXECCRITIC_RUNS overrides
 RUNS_ENV = "EXECCRITIC_RUNS"
 CPU_LABEL = "trained on CPU"
+VERL_LABEL = "trained here with verl"
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,7 @@ class Recipe:
     objective_name: str = ""
     feedback: str = "oracle"                    # oracle | generated
     feedback_tests: str = "test_rl"             # generated: the trained Test role whose qualified tests give it
+    teacher_role: str = "test_deepseek"         # sft with verl: the role whose trajectories are the SFT data
 
     @property
     def command(self) -> str:
@@ -88,7 +94,8 @@ RECIPES: dict[str, Recipe] = {
     "test_sft_1k": Recipe("sft", "1K trajectories", sft_trajectories=1000),
     "test_sft_3k": Recipe("sft", "3K trajectories", sft_trajectories=3000),
     "test_sft_10k": Recipe("sft", "10K trajectories", sft_trajectories=10000),
-    "test_sft_gpt56": Recipe("sft", "GPT-5.6-sol, no CoT", sft_trajectories=5000, reasoning_visible=False),
+    "test_sft_gpt56": Recipe("sft", "GPT-5.6-sol, no CoT", sft_trajectories=5000, reasoning_visible=False,
+                             teacher_role="test_gpt56"),
     "test_rl": Recipe("test-rl", "from the 5K SFT checkpoint", init="test_sft"),
     "test_rl_gpt56": Recipe("test-rl", "from the GPT-5.6 SFT", init="test_sft_gpt56"),
     "repair_trained": Recipe("repair-rl", "full T2I, Oracle-test feedback", objective_name="full T2I"),
@@ -119,16 +126,9 @@ ASSUMED = {
 }
 
 
-def _gpus(kind: str) -> int:
-    from execcritic.training.verl_config import RUNTIME  # lazy: the engine layout (no verl import)
-
-    rt = RUNTIME["repair" if kind == "repair-rl" else "test"]
-    return rt.gpus_per_node * rt.nodes
-
-
 def estimate(role: str, recipe: Recipe, protocol: ProtocolConfig = PAPER) -> dict[str, Any]:
     """One recipe's launch at the paper's size: steps, GPUs and the GPU-hour estimate (`ASSUMED`)."""
-    gpus = _gpus(recipe.kind)
+    gpus = gpus_needed(recipe.kind)
     if recipe.kind == "sft":
         a = ASSUMED["sft"]
         n = recipe.sft_trajectories or protocol.sft.trajectories
@@ -168,14 +168,6 @@ def plan_text(plan: Sequence[dict[str, Any]], allow: float) -> str:
 
 # ---- engines ---------------------------------------------------------------------------------------------
 
-def gpus_available() -> bool:
-    return shutil.which("nvidia-smi") is not None
-
-
-def _no_gpu(preset: Preset) -> str:
-    return f"{REASONS['train:gpu']} (preset {preset.name} trains with verl; this machine has no GPU)"
-
-
 def _needs(recipe: Recipe, why: str) -> str:
     return f"{why} (needs `execcritic {recipe.command}`)"
 
@@ -200,6 +192,7 @@ class Trainer:
         self.plan: list[dict[str, Any]] = []
         self.refused = ""
         self._tasks: tuple[Any, list[Any]] | None = None
+        self._gpus: int | str | None = None
         if self.preset.training == "verl" and self.roles:
             self.plan = launch_plan(self.roles)
             total = sum(p["gpu_hours"] for p in self.plan)
@@ -226,24 +219,46 @@ class Trainer:
         preset = self.preset
         if preset.training == "none":
             return None, _needs(recipe, f"preset {preset.name} runs no training")
-        if preset.training == "verl":
-            if not gpus_available():
-                return None, _needs(recipe, _no_gpu(preset))
-            if self.refused:
-                return None, _needs(recipe, self.refused)
-            return None, _needs(recipe, "launching verl from a notebook is not wired yet: launch the recipe as "
-                                        "docs/training_engines.md shows and bind the role to the served checkpoint "
-                                        "with models={<role>: 'openai:<endpoint>#<model>'}")
-        if not self.params.train:
+        verl = preset.training == "verl"
+        if verl:
+            why = self.refused or self.verl_blocker(role)
+            if why:
+                return None, _needs(recipe, why)
+        elif not self.params.train:
             return None, _needs(recipe, f"CPU training is opt-in (preset {preset.name}): pass train=True to train "
                                         "a stand-in here, or bind the role to a checkpoint with "
                                         "models={<role>: 'hf:<final_checkpoint>'}")
         try:
             entry = self.train(role)
         except ExecCriticError as exc:
-            return None, _needs(recipe, f"CPU training of {role} did not produce a checkpoint: {exc}")
+            return None, _needs(recipe, f"{'verl' if verl else 'CPU'} training of {role} did not produce a "
+                                        f"checkpoint: {exc}")
         spec = f"hf:{entry['final_checkpoint']}"
-        return Binding(role, spec, f"{entry['title']}, {CPU_LABEL}", stand_in=True), ""
+        return Binding(role, spec, f"{entry['title']}, {VERL_LABEL if verl else CPU_LABEL}", stand_in=not verl), ""
+
+    def verl_blocker(self, role: str) -> str:
+        """Why `role` (and the roles it starts from) cannot be launched with verl here, or ""."""
+        setup, recipe = self.preset.train, RECIPES[role]
+        if setup.unset:
+            return (f"train_recipe of preset {self.preset.name} needs ${', $'.join(setup.unset)} (the base model's "
+                    "Hugging Face directory)")
+        if self._gpus is None:
+            try:
+                self._gpus = cluster_gpus(setup.ray_address)
+            except InputError as exc:
+                self._gpus = str(exc)
+        if isinstance(self._gpus, str):
+            return self._gpus
+        need = gpus_needed(recipe.kind)
+        if self._gpus < need:
+            where = f"the Ray cluster at {setup.ray_address}" if setup.ray_address else "this machine"
+            have = "no GPU" if not self._gpus else f"{self._gpus} GPU{'s' if self._gpus > 1 else ''}"
+            return (f"{REASONS['train:gpu']} (preset {self.preset.name} trains with verl on {need} GPUs; {where} "
+                    f"has {have})")
+        if recipe.kind == "sft" and not self.params.binding(recipe.teacher_role).bound:
+            return (f"the SFT teacher role {recipe.teacher_role} is not bound: "
+                    f"{self.params.binding(recipe.teacher_role).reason}")
+        return self.verl_blocker(recipe.init) if recipe.init != "base" else ""
 
     # -- CPU training
     def tasks(self) -> tuple[Any, list[Any]]:
@@ -263,17 +278,22 @@ class Trainer:
         return self._tasks
 
     def train(self, role: str) -> dict[str, Any]:
-        """Train (or reuse) the checkpoint of `role` (a key of RECIPES) on CPU and return its registry entry."""
+        """Train (or reuse) the checkpoint of `role` (a key of RECIPES) with the preset's engine (CPU: TRL; verl)
+        and return its registry entry."""
         if role in self.done:
             return self.done[role]
         from execcritic.training.registry import Registry, code_digest  # lazy: light, but keep the layer lazy
         from execcritic.training.run import MODEL_ALIASES, TrainRun, model_dir  # lazy: torch/transformers/trl
 
         recipe, setup, p = RECIPES[role], self.preset.train, self.params
+        verl = self.preset.training == "verl"
         ts, tasks = self.tasks()
         knobs = dict(recipe.objective)
         if recipe.init == "base":
             init_model, init_name = setup.model, setup.name
+            if verl and not (Path(setup.model) / "config.json").is_file():
+                raise InputError(f"train_recipe.model {setup.model!r} is not a Hugging Face model directory (no "
+                                 "config.json)", file=str(self.preset.path), field="train_recipe.model")
             path = model_dir(setup.model)
             init = {"model": setup.model if setup.model in MODEL_ALIASES else str(path),
                     "weights_sha256": _weights(path)}
@@ -285,13 +305,18 @@ class Trainer:
             init_label = "sft"
         extra: dict[str, Any] = {}
         if recipe.kind == "sft":
-            n = max(1, min(len(tasks), round(len(tasks) * recipe.sft_trajectories / 10_000)))
+            # CPU: the paper's data size scaled to the training instances; verl: the paper's
+            n = recipe.sft_trajectories if verl else max(1, min(len(tasks), round(len(tasks) * recipe.sft_trajectories
+                                                                                  / 10_000)))
             knobs["sft.trajectories"] = n
             protocol = setup.protocol(knobs, where=f"train_recipe (role {role})")
-            data = self.teacher_data(tasks, protocol)
+            teacher = self.params.binding(recipe.teacher_role) if verl else None
+            data = (self._generation("teachers", str(teacher.spec), tasks, protocol) if teacher
+                    else self.teacher_data(tasks, protocol))
             digest = _sha(data.read_bytes())
-            extra = {"sft_data": [str(data)]}
-            title = (f"{init_name} + SFT on {n} scripted-teacher trajector{'y' if n == 1 else 'ies'}"
+            extra = {"sft_data": [str(data)], "teacher": teacher.name if teacher else self.teacher}
+            title = (f"{init_name} + SFT on {'up to ' if verl else ''}{n} "
+                     f"{teacher.name if teacher else 'scripted-teacher'} trajector{'y' if n == 1 else 'ies'}"
                      + ("" if recipe.reasoning_visible else " (no reasoning)"))
         else:
             protocol = setup.protocol(knobs, where=f"train_recipe (role {role})")
@@ -314,26 +339,31 @@ class Trainer:
                 extra = {"feedback_from": [fb["path"]], "feedback_generator": fb["generator"]}
             what = "Test" if recipe.kind == "test-rl" else f"Repair, {recipe.objective_name}"
             title = f"{init_name} + {steps} GRPO step{'s' if steps != 1 else ''} ({what})"
-        recipe_doc = {"kind": recipe.kind, "engine": _engine_versions(), "init": init, "data": digest,
+        recipe_doc = {"kind": recipe.kind, "engine": _engine_versions(verl), "init": init, "data": digest,
                       "instances": [t.instance_id for t in tasks], "dataset": p.dataset,
                       "protocol": protocol.to_dict(), "reasoning_visible": recipe.reasoning_visible,
-                      "teacher": self.teacher if recipe.kind == "sft" else None, "seed": p.seeds[0],
+                      "teacher": extra.get("teacher"), "seed": p.seeds[0],
                       "official": "needed", "code": code_digest()}
 
         def run(run_id: str, runs_root: Path, resume: bool) -> dict[str, Any]:
             from execcritic.training.run import train  # lazy: torch/transformers/trl
 
-            return train(TrainRun(kind=recipe.kind, preset=self.preset.name, model=str(init_model), run_id=run_id,
-                                  protocol=protocol, tasks=tasks if recipe.kind != "sft" else [],
-                                  sft_data=extra.get("sft_data", []), candidates=extra.get("candidates"),
-                                  feedback_from=extra.get("feedback_from", []),
-                                  feedback_generator=extra.get("feedback_generator"),
-                                  reasoning_visible=recipe.reasoning_visible, teacher=self.teacher, agent="test",
-                                  workers=p.workers, seed=p.seeds[0], resume=resume, backend=self.preset.backend,
-                                  runs_root=runs_root, results_root=p.output_dir, official="needed",
-                                  label=f"{role} stand-in, {CPU_LABEL}", init=init_label,
-                                  datasets=[ts.manifest()], command=f"execcritic.experiments ({p.artifact}, "
-                                                                    f"preset {self.preset.name}): {recipe.command}"))
+            job = TrainRun(kind=recipe.kind, preset=self.preset.name, model=str(init_model), run_id=run_id,
+                           protocol=protocol, tasks=tasks if recipe.kind != "sft" else [],
+                           sft_data=extra.get("sft_data", []), candidates=extra.get("candidates"),
+                           feedback_from=extra.get("feedback_from", []),
+                           feedback_generator=extra.get("feedback_generator"),
+                           reasoning_visible=recipe.reasoning_visible, teacher=extra.get("teacher"), agent="test",
+                           workers=p.workers, seed=p.seeds[0], resume=resume, backend=self.preset.backend,
+                           runs_root=runs_root, results_root=p.output_dir, official="needed",
+                           label=f"{role}, {VERL_LABEL}" if verl else f"{role} stand-in, {CPU_LABEL}",
+                           init=init_label, datasets=[ts.manifest()],
+                           command=f"execcritic.experiments ({p.artifact}, preset {self.preset.name}): {recipe.command}")
+            if verl:
+                from execcritic.training.verl_launch import train_verl  # lazy: pandas, the results store
+
+                return train_verl(job, task_set=p.dataset, ray_address=setup.ray_address, log=self.log)
+            return train(job)
 
         entry = Registry(self.root).ensure(recipe_doc, run, describe={"title": title, "role": role,
                                                                      "paper_recipe": recipe.command},
@@ -417,8 +447,10 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _engine_versions() -> dict[str, str]:
-    """The CPU engine and the library versions that decide what an optimizer step does (part of the fingerprint)."""
+def _engine_versions(verl: bool = False) -> dict[str, str]:
+    """The engine and the library versions that decide what an optimizer step does (part of the fingerprint)."""
+    if verl:
+        return {"name": "verl", **{pkg: version(pkg) for pkg in ("verl", "transformers", "torch")}}
     return {"name": "trl-cpu", **{pkg: version(pkg) for pkg in ("trl", "transformers", "torch")}}
 
 
@@ -447,5 +479,5 @@ def curve(role: str, init: str, params: Params, *, log: Callable[[str], None] = 
 
 
 __all__ = ["ASSUMED", "CPU_LABEL", "CURVE_RECIPES", "ENTRY_MODULE", "RECIPES", "Recipe", "Trainer", "checkpoint",
-           "curve", "estimate", "gpus_available", "launch_plan", "plan_text", "prepare",
+           "curve", "estimate", "launch_plan", "plan_text", "prepare",
            "runs_root"]

@@ -324,16 +324,14 @@ class SFTRecorder(TrainerCallback):
         self.flush()
 
 
-def train_sft(run: TrainRun) -> dict[str, Any]:
-    """SFT on the admitted trajectories of record files (`build_sft_set`, `run.agent`'s admission); writes
-    `results/sft/<run_id>/` (per-step metrics, manifest) and the final checkpoint."""
+def sft_rows(run: TrainRun) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The admitted SFT rows of `run.sft_data` in file order (at most `sft.trajectories`) and the rejections."""
     if not run.sft_data:
         raise InputError("sft needs --data <records.jsonl> (repeatable)", field="data")
-    p = run.protocol
     rows: list[dict[str, Any]] = []
     rejected: dict[str, int] = {}
     for path in run.sft_data:
-        left = p.sft.trajectories - len(rows)
+        left = run.protocol.sft.trajectories - len(rows)
         if left <= 0:
             break
         s = build_sft_set(path, reasoning_visible=run.reasoning_visible, teacher=run.teacher, limit=left,
@@ -345,6 +343,14 @@ def train_sft(run: TrainRun) -> dict[str, Any]:
         need = "a qualified bundle (a clean Base failure)" if run.agent == "test" else "a locally passing patch"
         raise InputError(f"no admitted SFT trajectory in {run.sft_data} (rejected: {rejected}); admission needs "
                          f"{need}", file=run.sft_data[0], field="qualified")
+    return rows, rejected
+
+
+def train_sft(run: TrainRun) -> dict[str, Any]:
+    """SFT on the admitted trajectories of record files (`build_sft_set`, `run.agent`'s admission); writes
+    `results/sft/<run_id>/` (per-step metrics, manifest) and the final checkpoint."""
+    p = run.protocol
+    rows, rejected = sft_rows(run)
     last = _prepare_home(run)
     model, tokenizer, facts = load_model(run.model, threads=run.threads)
     timer = StepTimer()
@@ -386,5 +392,5 @@ def summary_line(result: dict[str, Any]) -> str:
     return json.dumps({k: v for k, v in result.items() if k != "steps"}, default=str)
 
 
-__all__ = ["KINDS", "MODEL_ALIASES", "TRAINING_META", "TrainRun", "init_label", "load_model", "model_dir", "rl_rows",
-           "summary_line", "train", "train_rl", "train_sft"]
+__all__ = ["KINDS", "MODEL_ALIASES", "TRAINING_META", "TrainRun", "feedback_facts", "init_label", "load_model",
+           "model_dir", "rl_rows", "sft_rows", "summary_line", "train", "train_rl", "train_sft"]

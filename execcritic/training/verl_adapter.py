@@ -505,7 +505,18 @@ def group_drops(role: str, groups: dict[str, list[dict[str, float]]], protocol: 
     """DAPO over finished groups: {uid: why it is dropped} for groups whose unmasked rollouts' final rewards
     (after the turn slack) do not vary (`rewards.drop_reason`). `groups[uid]` holds each trajectory's
     `reward_extra_info` (the keys `loop_output` writes)."""
-    out: dict[str, DropReason] = {}
+    return drops_of(group_scores(role, groups, protocol))
+
+
+def drops_of(scores: dict[str, tuple[list[float], list[bool]]]) -> dict[str, DropReason]:
+    """{uid: why it is dropped} of scored groups (`group_scores`)."""
+    return {uid: reason for uid, (final, masked) in scores.items() if (reason := drop_reason(final, masked))}
+
+
+def group_scores(role: str, groups: dict[str, list[dict[str, float]]], protocol: ProtocolConfig = PAPER
+                 ) -> dict[str, tuple[list[float], list[bool]]]:
+    """{uid: (final rewards after Eq. 5's turn slack, masked flags)} of finished groups (`reward_extra_info`)."""
+    out = {}
     for uid, infos in groups.items():
         for k in (REWARD_KEY, MASKED_KEY, TURNS_KEY):
             if any(k not in info for info in infos):
@@ -514,9 +525,7 @@ def group_drops(role: str, groups: dict[str, list[dict[str, float]]], protocol: 
         masked = [bool(i[MASKED_KEY]) for i in infos]
         final, _ = score_verl_group(role, [float(i[REWARD_KEY]) for i in infos], masked,
                                     [int(i[TURNS_KEY]) for i in infos], protocol)
-        reason = drop_reason(final, masked)
-        if reason is not None:
-            out[uid] = reason
+        out[uid] = (list(final), masked)
     return out
 
 
@@ -532,7 +541,9 @@ __all__ = [
     "TestAgentLoop",
     "batch_facts",
     "drop_counts",
+    "drops_of",
     "group_drops",
+    "group_scores",
     "loop_output",
     "protocol_from_env",
     "repair_agent_advantages",

@@ -11,8 +11,10 @@ Bounded oversampling (`grpo.max_groups_offered`): the buffer counts the groups o
 first batch plus every refill) and never dispatches past the cap. verl's sync trainer needs exactly
 `train_batch_size` groups per step and would train dropped ones to fill it, so when a refill is needed and the
 cap is spent the run stops with `OfferCapReached` naming the counts (the TRL runner instead proceeds with the
-groups it kept, and changes no weight when it kept none). Per step the buffer reports the groups offered and
-the rollouts masked for a turn/token-run mismatch (`verl_adapter.loop_output`) in its metrics.
+groups it kept, and changes no weight when it kept none). Per step the buffer reports the groups offered, the
+rollouts masked for a turn/token-run mismatch (`verl_adapter.loop_output`), and what the TRL path's per-step row
+says (`verl_launch.TRAINING_COLUMNS`): kept and dropped groups, the kept rollouts, the mean and sample sd of the
+kept unmasked rollouts' final rewards and the masked share of the offered rollouts.
 
 Selected by `trainer.v1.sampler.custom_sampler` in the generated launch files; its `sampler_kwargs` carry the
 role, `train_batch_size` (kept groups per step), `max_groups_offered` and `max_inflight_gen_batches`.
@@ -20,6 +22,7 @@ role, `train_batch_size` (kept groups per step), `max_groups_offered` and `max_i
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from typing import Any
 
@@ -27,7 +30,13 @@ import transfer_queue as tq
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
 from execcritic.errors import ExecCriticError, InputError
-from execcritic.training.verl_adapter import TURN_MISMATCH_KEY, drop_counts, group_drops, protocol_from_env
+from execcritic.training.verl_adapter import (
+    TURN_MISMATCH_KEY,
+    drop_counts,
+    drops_of,
+    group_scores,
+    protocol_from_env,
+)
 
 FILTER_NAME = "execcritic_unmasked_reward_variance"
 
@@ -54,6 +63,8 @@ class ExecCriticReplayBuffer(ReplayBuffer):
         self._refill_inner = refill_fn
         self.offered = 0
         self._mismatched: set[str] = set()
+        self._scores: dict[str, tuple[list[float], list[bool]]] = {}
+        self._dropped: set[str] = set()
         super().__init__(trainer_mode, trainer_config, max_off_policy_threshold, max_off_policy_strategy,
                          sampler_kwargs, refill_fn=self._refill if refill_fn is not None else None,
                          filter_groups_metric=FILTER_NAME, train_batch_size=int(kw["train_batch_size"]),
@@ -77,11 +88,25 @@ class ExecCriticReplayBuffer(ReplayBuffer):
         if partition_id == "val":
             return super().sample(global_steps, partition_id, batch_size)
         self.offered, self._mismatched = self.train_batch_size, set()   # the step's first batch
+        self._scores, self._dropped = {}, set()
         batch, metrics = super().sample(global_steps, partition_id, batch_size)
         prefix = self._metrics_prefix(partition_id)
         metrics[f"{prefix}/execcritic/groups_offered"] = self.offered
         metrics[f"{prefix}/execcritic/turn_mismatch_masked"] = len(self._mismatched)
+        kept = sorted({k.split("_")[0] for k in batch.keys})
+        metrics.update({f"{prefix}/execcritic/{k}": v for k, v in self.step_stats(kept).items()})
         return batch, metrics
+
+    def step_stats(self, kept: list[str]) -> dict[str, float | int]:
+        """The step's DAPO counts and reward summary (the TRL path's row: `grpo.GroupRolloutRunner._stats`)."""
+        offered = [self._scores[u] for u in (*kept, *sorted(self._dropped)) if u in self._scores]
+        rewards = [r for u in kept if u in self._scores for r, m in zip(*self._scores[u]) if not m]
+        masks = [m for _, ms in offered for m in ms]
+        return {"kept_groups": len(kept), "dropped_groups": len(self._dropped),
+                "n_rollouts": sum(len(self._scores[u][1]) for u in kept if u in self._scores),
+                "reward_mean": statistics.fmean(rewards) if rewards else 0.0,
+                "reward_std": statistics.stdev(rewards) if len(rewards) >= 2 else 0.0,
+                "masked_share": sum(masks) / len(masks) if masks else 0.0}
 
     def _dapo_filtered_keys(self, partition_id: str):
         if partition_id == "val":
@@ -97,5 +122,8 @@ class ExecCriticReplayBuffer(ReplayBuffer):
                 groups[key.split("_")[0]].append(info)
                 if info.get(TURN_MISMATCH_KEY):
                     self._mismatched.add(key)
-        drops = group_drops(self.role, dict(groups), self.protocol)
+        scores = group_scores(self.role, dict(groups), self.protocol)
+        drops = drops_of(scores)
+        self._scores.update(scores)
+        self._dropped |= set(drops)
         return set(drops), drop_counts(drops)

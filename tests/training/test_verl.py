@@ -312,7 +312,8 @@ def local_ray():
     env = {"PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
            "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
            **{k: os.environ[k] for k in ("EXECCRITIC_VERIFIED", "PYTHONDONTWRITEBYTECODE") if k in os.environ}}
-    ray.init(num_cpus=8, include_dashboard=False, log_to_driver=True, runtime_env={"env_vars": env})
+    # address="local": always a new cluster (never one another process started, nor a stale /tmp/ray record of one)
+    ray.init(address="local", num_cpus=8, include_dashboard=False, log_to_driver=True, runtime_env={"env_vars": env})
     try:
         yield ray
     finally:
@@ -631,6 +632,13 @@ def test_replay_buffer_stops_at_the_offer_cap_on_a_live_transferqueue(local_ray,
     assert {k.split("_")[0] for k in meta.keys} == {"varied"} and refills == [1]
     assert metrics["training/execcritic/groups_offered"] == 2
     assert metrics["training/execcritic/turn_mismatch_masked"] == 1
+    # the TRL path's per-step row (verl_launch.TRAINING_COLUMNS): kept "varied" with its mis-masked rollout out of
+    # the reward summary, "flat" dropped, masked share over both offered groups
+    got = {k.rsplit("/", 1)[1]: v for k, v in metrics.items() if k.startswith("training/execcritic/")}
+    assert {k: got[k] for k in ("kept_groups", "dropped_groups", "n_rollouts")} == \
+        {"kept_groups": 1, "dropped_groups": 1, "n_rollouts": 3}
+    assert got["reward_mean"] == pytest.approx(0.8) and got["reward_std"] == pytest.approx(statistics.stdev([1.5, 0.1]))
+    assert got["masked_share"] == pytest.approx(1 / 6)
 
 
 def _put_group(uid, rewards, masked=(), broken=()):

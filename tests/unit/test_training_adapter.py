@@ -49,10 +49,23 @@ def test_a_bound_role_is_never_trained(no_training, tmp_path):
     assert core.trained_roles(SPECS["table1"], p) == []              # nothing asked of the trainer
 
 
-def test_paper_training_prints_its_cost_and_refuses_past_the_allowance(no_training, monkeypatch, capsys):
+@pytest.fixture
+def paper_weights(monkeypatch, tmp_path):
+    """The paper preset's base model variable set (a directory with a config.json; nothing loads it here)."""
+    weights = tmp_path / "qwen"
+    weights.mkdir()
+    (weights / "config.json").write_text("{}")
+    monkeypatch.setenv("EXECCRITIC_QWEN_WEIGHTS", str(weights))
+    monkeypatch.delenv("EXECCRITIC_RAY_ADDRESS", raising=False)
+    return weights
+
+
+def test_paper_training_prints_its_cost_and_refuses_past_the_allowance(no_training, paper_weights, monkeypatch,
+                                                                        capsys):
     """Before a verl launch: the roles, steps, GPUs and estimated GPU-hours are printed, and without
-    allow_gpu_hours covering the estimate nothing starts (checked with GPUs present: nothing is launched)."""
-    monkeypatch.setattr(training, "gpus_available", lambda: True)
+    allow_gpu_hours covering the estimate nothing starts (checked with 8 GPUs present: nothing is launched); past
+    it, training starts (the `no_training` fixture stops it there)."""
+    monkeypatch.setattr(training, "cluster_gpus", lambda address: 8)
     p = parameters("table3", preset="paper")
     plans = _plans(p)
     out = capsys.readouterr().out
@@ -66,16 +79,29 @@ def test_paper_training_prints_its_cost_and_refuses_past_the_allowance(no_traini
     for x in plans.values():
         assert not x.runnable and "launch refused before it started" in x.reason
         assert f"pass allow_gpu_hours={int(-(-total // 1))}" in x.reason
-    allowed = _plans(parameters("table3", preset="paper", allow_gpu_hours=total + 1))
-    for x in allowed.values():                                      # past the gate: the launch is not wired yet
-        assert "launch refused" not in x.reason and "not wired yet" in x.reason
+    with pytest.raises(AssertionError, match="training of repair_standard was started"):
+        _plans(parameters("table3", preset="paper", allow_gpu_hours=total + 1))
 
 
-def test_paper_training_on_a_machine_without_gpus_says_so(no_training, monkeypatch, capsys):
-    monkeypatch.setattr(training, "gpus_available", lambda: False)
+def test_paper_training_says_what_it_lacks(no_training, paper_weights, monkeypatch, capsys):
+    """Past the gate, a role is not launched on fewer GPUs than its layout (this machine, or the named Ray
+    cluster), without the base model's directory, or (SFT) without its teacher; each says so."""
+    monkeypatch.setattr(training, "cluster_gpus", lambda address: 0)
     plans = _plans(parameters("table3", preset="paper", allow_gpu_hours=1e9))
-    assert all("this machine has no GPU" in x.reason for x in plans.values())
+    assert all("trains with verl on 8 GPUs; this machine has no GPU" in x.reason for x in plans.values())
     assert "Training this run needs (verl" in capsys.readouterr().out
+    monkeypatch.setenv("EXECCRITIC_RAY_ADDRESS", "10.0.0.1:6379")
+    monkeypatch.setattr(training, "cluster_gpus", lambda address: 4 if address == "10.0.0.1:6379" else 0)
+    plans = _plans(parameters("table3", preset="paper", allow_gpu_hours=1e9))
+    assert all("the Ray cluster at 10.0.0.1:6379 has 4 GPUs" in x.reason for x in plans.values())
+    monkeypatch.delenv("EXECCRITIC_QWEN_WEIGHTS")
+    plans = _plans(parameters("table3", preset="paper", allow_gpu_hours=1e9))
+    assert all("needs $EXECCRITIC_QWEN_WEIGHTS" in x.reason for x in plans.values())
+    monkeypatch.setenv("EXECCRITIC_QWEN_WEIGHTS", str(paper_weights))
+    monkeypatch.setattr(training, "cluster_gpus", lambda address: 8)
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    row = _plans(parameters("table1", preset="paper", allow_gpu_hours=1e9, test_sources=["Qwen3.5-35B-A3B + SFT"]))
+    assert "the SFT teacher role test_deepseek is not bound" in row["Qwen3.5-35B-A3B + SFT"].reason
 
 
 def test_the_estimate_is_documented_arithmetic():
