@@ -192,7 +192,7 @@ class Trainer:
         self.plan: list[dict[str, Any]] = []
         self.refused = ""
         self._tasks: tuple[Any, list[Any]] | None = None
-        self._gpus: int | str | None = None
+        self._gpus: dict[str | None, int | str] = {}     # GPUs (or why unknown) by Ray address
         if self.preset.training == "verl" and self.roles:
             self.plan = launch_plan(self.roles)
             total = sum(p["gpu_hours"] for p in self.plan)
@@ -242,17 +242,19 @@ class Trainer:
         if setup.unset:
             return (f"train_recipe of preset {self.preset.name} needs ${', $'.join(setup.unset)} (the base model's "
                     "Hugging Face directory)")
-        if self._gpus is None:
+        address = None if recipe.kind == "sft" else setup.ray_address    # verl's SFT trainer runs on this node
+        if address not in self._gpus:
             try:
-                self._gpus = cluster_gpus(setup.ray_address)
+                self._gpus[address] = cluster_gpus(address)
             except InputError as exc:
-                self._gpus = str(exc)
-        if isinstance(self._gpus, str):
-            return self._gpus
+                self._gpus[address] = str(exc)
+        gpus = self._gpus[address]
+        if isinstance(gpus, str):
+            return gpus
         need = gpus_needed(recipe.kind)
-        if self._gpus < need:
-            where = f"the Ray cluster at {setup.ray_address}" if setup.ray_address else "this machine"
-            have = "no GPU" if not self._gpus else f"{self._gpus} GPU{'s' if self._gpus > 1 else ''}"
+        if gpus < need:
+            where = f"the Ray cluster at {address}" if address else "this machine"
+            have = "no GPU" if not gpus else f"{gpus} GPU{'s' if gpus > 1 else ''}"
             return (f"{REASONS['train:gpu']} (preset {self.preset.name} trains with verl on {need} GPUs; {where} "
                     f"has {have})")
         if recipe.kind == "sft" and not self.params.binding(recipe.teacher_role).bound:

@@ -6,8 +6,9 @@ A `TrainRun` (the same one the TRL path trains on CPU) becomes one `VerlJob`:
   `verl_configs/<role>_rl.yaml`; a recipe's own knobs, e.g. Table 3's standard objective, change it), the rows of
   `run.rl_rows` as verl's dataset (`verl_adapter.verl_record`), the protocol every Ray process reads
   (`$EXECCRITIC_PROTOCOL`), and the Ray cluster to join (`ray_kwargs.ray_init.address`; unset: a local one).
-- SFT: `verl.trainer.sft_trainer` under `torch.distributed.run` on the admitted trajectories (`build_sft_set`) as
-  verl's multi-turn `messages`/`tools` rows, with Table 7a's knobs.
+- SFT: `verl.trainer.sft_trainer` under `torch.distributed.run` on this node (verl's SFT trainer does not use Ray)
+  on the admitted trajectories (`build_sft_set`) as verl's multi-turn `messages`/`tools` rows, with Table 7a's
+  knobs.
 
 Its homes are the TRL path's: `runs/train/<run_id>/` (launch file, data, verl's checkpoints, `final/`) and
 `results/<training|sft>/<run_id>/` (`launch.log`: every line verl printed, also streamed to the caller;
@@ -145,18 +146,19 @@ def sft_job(*, run_id: str, model: str, rows: Sequence[Mapping[str, Any]], proto
     """The verl job of an SFT run on admitted trajectories (`build_sft_set` rows: `messages`, `tools`)."""
     import pandas as pd  # lazy: only for writing datasets
 
+    s, g = protocol.sft, protocol.grpo
     if not rows:
         raise InputError("no admitted SFT trajectory to train on", field="sft_data")
+    if s.epochs != int(s.epochs):
+        raise InputError(f"verl's SFT trainer runs whole epochs; sft.epochs is {s.epochs}", field="sft.epochs")
     overrides, env = _common(run_id, home, results, protocol, _attempt(results))
     data = home / "sft.parquet"
-    pd.DataFrame([{"messages": json.loads(json.dumps(r["messages"])), "tools": r["tools"]} for r in rows]
-                 ).to_parquet(data, index=False)
-    s, g = protocol.sft, protocol.grpo
+    pd.DataFrame([{"messages": r["messages"], "tools": r["tools"]} for r in rows]).to_parquet(data, index=False)
     gpus = gpus_needed("sft")
     overrides += [f"data.train_files={data}", "data.messages_key=messages", "data.tools_key=tools",
                   f"data.max_length={s.max_length}", "data.truncation=right", f"data.train_batch_size={s.batch_size}",
                   f"model.path={model}", f"optim.lr={s.learning_rate}", f"optim.betas=[{g.adam_beta1},{g.adam_beta2}]",
-                  f"optim.weight_decay={g.weight_decay}", f"trainer.total_epochs={max(1, round(s.epochs))}",
+                  f"optim.weight_decay={g.weight_decay}", f"trainer.total_epochs={int(s.epochs)}",
                   f"trainer.save_freq={protocol.test_rl.save_interval}",   # SFT states none: the RL interval
                   "checkpoint.save_contents=[model,optimizer,extra,hf_model]"]
     argv = (python, "-m", "torch.distributed.run", "--standalone", "--nnodes=1", f"--nproc_per_node={gpus}",
