@@ -40,6 +40,7 @@ def make(sock, key, config, guard_factory, watched_modules, refusals=()):
     _dict, _list, _tuple, _sorted, _getattr, _hasattr = dict, list, tuple, sorted, getattr, hasattr
     _BaseException, _Exception, _KeyboardInterrupt, _SystemExit = BaseException, Exception, KeyboardInterrupt, SystemExit
     _inf, _ValueError, _OSError = _float("inf"), ValueError, OSError
+    _WARN_REGISTRY = "__warningregistry__"
     _enc_str = _json_encoder.encode_basestring_ascii
     _sha256 = hashlib.sha256
     _send = sock.sendall
@@ -110,7 +111,13 @@ def make(sock, key, config, guard_factory, watched_modules, refusals=()):
 
     def integrity():
         for where, ns, before in baseline:
-            if _len(ns) != _len(before):
+            n = _len(ns)
+            # the warnings machinery files a plain dict under this one name in the globals of whatever frame a
+            # warning is attributed to - a reporter frame too (stacklevel, a ResourceWarning at collection): not
+            # tampering, and nothing here reads it
+            if n != _len(before) and _WARN_REGISTRY not in before and _type(ns.get(_WARN_REGISTRY)) is _dict:
+                n -= 1
+            if n != _len(before):
                 added = [k for k in ns if k not in before][:3]
                 return "%s gained or lost names (%s)" % (where, ", ".join(_str(k) for k in added) or "deleted")
             for k, v in before.items():
