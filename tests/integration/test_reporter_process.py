@@ -119,18 +119,94 @@ def test_the_signal_guard_keeps_the_standard_library_semantics(python):
     assert report.problem is None and not report.tampers, report.summary()
 
 
-def test_a_signal_handler_from_the_candidates_code_is_tampering(tmp_path):
-    work = tmp_path / "repo"
-    (work / "pkg").mkdir(parents=True)
-    (work / "pkg" / "__init__.py").write_text("import signal\nsignal.signal(signal.SIGUSR1, lambda *a: None)\n")
+def run_candidate(work: Path, files: dict[str, str], changed: list[str], code: str, *, python: str = sys.executable,
+                  path: tuple[Path, ...] = ()):
+    """`code` run in checkout `work` whose `files` are written first; `changed`: those the candidate changed (every
+    line of them its own). `path`: directories put on sys.path after the checkout (a library's site-packages)."""
+    for rel, text in files.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_text(textwrap.dedent(text))
+    lines = {rel: [[1, len(files[rel].splitlines()) + 1]] for rel in changed}
     with tempfile.TemporaryDirectory() as tmp:
-        channel = ReporterChannel(tmp, {"workdir": str(work), "runner": "unittest", "changed": ["pkg/__init__.py"],
-                                        "changed_lines": {"pkg/__init__.py": [[2, 2]]}, "test_files": []})
+        channel = ReporterChannel(tmp, {"workdir": str(work), "runner": "unittest", "changed": changed,
+                                        "changed_lines": lines, "test_files": []})
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-        env["PYTHONPATH"] = f"{INSIDE}:{work}"
+        env["PYTHONPATH"] = ":".join(map(str, (INSIDE, work, *path)))
         env.update({k: v.replace(os.path.dirname(channel.sandbox_path), tmp) for k, v in channel.env.items()})
-        proc = subprocess.run([sys.executable, "-c", "import pkg"], cwd=work, env=env, capture_output=True,
+        proc = subprocess.run([python, "-c", textwrap.dedent(code)], cwd=work, env=env, capture_output=True,
                               text=True, timeout=120)
-        report = channel.finish()
+        return proc, channel.finish()
+
+
+def test_a_signal_handler_from_the_candidates_code_is_tampering(tmp_path):
+    proc, report = run_candidate(tmp_path / "repo", {
+        "pkg/__init__.py": "import signal\nsignal.signal(signal.SIGUSR1, lambda *a: None)\n"}, ["pkg/__init__.py"],
+        "import pkg")
     assert proc.returncode == 0, proc.stderr
     assert [t["what"] for t in report.tampers] == ["signal_handler"], report.tampers
+
+
+# numpy 1.22-1.24's overrides.array_function_dispatch, as it renames each wrapper it makes
+RENAMER = """
+    import functools
+
+    def dispatch(implementation):
+        @functools.wraps(implementation)
+        def public_api(*args, **kwargs):
+            return implementation(*args, **kwargs)
+        public_api.__code__ = public_api.__code__.replace(
+            co_name=implementation.__name__, co_filename="<__array_function__ internals>")
+        return public_api
+"""
+
+
+@pytest.mark.parametrize("python", _interpreters())
+def test_a_library_renaming_its_own_wrappers_is_not_a_code_swap(python, tmp_path):
+    """numpy 1.22-1.24 renames the code of each function it wraps at import: every Django 4.0 run that imported
+    numpy was refused as code_swap (313 renames) until a library's rename of its own code was told apart."""
+    site = tmp_path / "venv" / "lib" / "python3" / "site-packages"
+    (site / "npstyle.py").parent.mkdir(parents=True)
+    (site / "npstyle.py").write_text(textwrap.dedent(RENAMER))
+    proc, report = run_candidate(tmp_path / "repo", {"pkg/__init__.py": """
+        import npstyle
+
+        @npstyle.dispatch
+        def empty_like(a):
+            return [0] * len(a)
+
+        assert empty_like([1, 2]) == [0, 0] and empty_like.__code__.co_name == "empty_like"
+        """}, [], "import pkg", python=python, path=(site,))
+    assert proc.returncode == 0, proc.stderr
+    assert report.problem is None and not report.tampers, report.summary()
+
+
+@pytest.mark.parametrize("where", ["candidate", "checkout"])
+def test_the_same_rename_from_the_checkout_is_a_code_swap(where, tmp_path):
+    """The rename is library code renaming its own functions; the same code in the checkout (changed by the
+    candidate or not: the library's exemption is for read-only site-packages) is a code swap."""
+    proc, report = run_candidate(tmp_path / "repo", {"pkg/renamer.py": RENAMER, "pkg/__init__.py": """
+        from pkg import renamer
+
+        @renamer.dispatch
+        def empty_like(a):
+            return [0] * len(a)
+        """}, ["pkg/renamer.py", "pkg/__init__.py"] if where == "candidate" else [], "import pkg")
+    assert proc.returncode == 0, proc.stderr
+    assert "code_swap" in {t["what"] for t in report.tampers}, report.tampers
+
+
+def test_a_code_swap_that_changes_only_the_file_name_is_a_code_swap(tmp_path):
+    """Code equality ignores co_filename, and the file name is what says whose code a function is: the
+    candidate's no-op renamed to the standard library's unittest would pass as trusted (a flags-only swap was
+    accepted without comparing file names)."""
+    proc, report = run_candidate(tmp_path / "repo", {"pkg/__init__.py": """
+        import unittest.case
+
+        def noop(self, *args, **kwargs):
+            return None
+
+        noop.__code__ = noop.__code__.replace(co_filename=unittest.case.__file__)
+        unittest.case.TestCase.assertCountEqual = noop
+        """}, ["pkg/__init__.py"], "import pkg")
+    assert proc.returncode == 0, proc.stderr
+    assert "code_swap" in {t["what"] for t in report.tampers}, report.tampers

@@ -129,6 +129,9 @@ def _build():
     _FRAME_ATTRS = {"tb_frame", "gi_frame", "cr_frame", "ag_frame"}
     _RUNNER_PACKAGES = {"pytest", "_pytest", "py", "pluggy"}
     _CASE_MACHINERY = {"run", "debug", "__call__", "subTest", "skipTest", "doCleanups"}
+    # wrapper classes (module, qualname) whose call runs the callable held in an attribute (`_held_callee`)
+    _CALLEE_ATTRS = {("asgiref.sync", "AsyncToSync"): "awaitable", ("asgiref.sync", "SyncToAsync"): "func"}
+    _type_qualname = vars(type)["__qualname__"].__get__     # not through a metaclass the candidate may define
     _SENSITIVE_SETATTR = {"__defaults__", "__kwdefaults__", "__bases__", "__closure__", "__globals__"}
     # standard-library functions that only hand a frame on to their caller: the caller is the one who asked
     _FRAME_HELPERS = {"currentframe", "stack", "trace", "getouterframes", "getinnerframes", "walk_stack", "walk_tb",
@@ -339,6 +342,18 @@ def _build():
             return type(want) is types.FunctionType and want.__code__ == fn.__code__ and \
                 want.__defaults__ == fn.__defaults__ and want.__kwdefaults__ == fn.__kwdefaults__
 
+        def _library_renames_own(fn, new, frame):
+            """numpy 1.22-1.24's `array_function_dispatch` renames the code of each wrapper it makes (`co_name`, and
+            `co_filename` '<__array_function__ internals>'): the same instructions under another name, set by
+            read-only library code on a function of its own file, to a name that is no file of the checkout.
+            (Measured: every Django 4.0 run that imports numpy was refused for 313 such renames.)"""
+            if not _renamed_only(fn, new):
+                return False
+            path = frame.f_code.co_filename
+            return path == fn.__code__.co_filename and "site-packages" in path and \
+                not _abs(path).startswith(S.workdir) and trusted_file(_abs(path)) and \
+                new.co_filename.startswith("<") and not new.co_filename.startswith("<frozen")
+
         def _stdlib(path):
             return not path.startswith(S.workdir) and "site-packages" not in path and not path.startswith("<")
 
@@ -352,7 +367,9 @@ def _build():
             if event == "object.__setattr__":
                 if len(args) >= 3 and args[1] == "__code__" and not _flags_only(args[0], args[2]):
                     frame = _caller(3)
-                    if frame is None or not frame.f_code.co_filename.startswith(S.here):
+                    if frame is not None and _library_renames_own(args[0], args[2], frame):
+                        _note_runtime(args[2], frame)      # its new "<...>" name: code trusted code made
+                    elif frame is None or not frame.f_code.co_filename.startswith(S.here):
                         _fire("code_swap", "a function's __code__ was replaced: %s" % _name(args[0]))
                 elif len(args) >= 2 and args[1] in _SENSITIVE_SETATTR:
                     _by_candidate(_caller(3), "attribute_swap", "%s.%s was replaced" % (_name(args[0]), args[1]))
@@ -916,7 +933,11 @@ def _build():
                 cur = cur.__func__ if isinstance(cur, types.MethodType) else cur
                 code = cur.__code__ if isinstance(cur, types.FunctionType) else None
                 if code is None:
-                    return "%s is %s, not a function" % (name, type(cur).__name__)
+                    held = _held_callee(cur)
+                    if held is None:
+                        return "%s is %s, not a function" % (name, type(cur).__name__)
+                    cur = held
+                    continue
                 if _abs(code.co_filename) == _abs(path) and any(code == c for c in expected):
                     if compiler is not None and S.product_runner:
                         problem = _same_handlers(code, path, name)
@@ -932,6 +953,20 @@ def _build():
                             "from a compile of the file)" % (name, _name(cur), code.co_filename, path))
                 cur = wrapped
             return "%s is wrapped more than %d times" % (name, max_wrappers)
+
+        def _held_callee(obj):
+            """The function a trusted wrapper object calls (`_CALLEE_ATTRS`): Django runs each `async def` test
+            through asgiref's `AsyncToSync`, which calls the coroutine function it holds. The class must be the one
+            its module defines, that module outside the checkout, and no function of the class the candidate's."""
+            cls = type(obj)
+            qualname = _type_qualname(cls)
+            attr = _CALLEE_ATTRS.get((_module_name(cls), qualname))
+            module = _modules.get(_module_name(cls))
+            path = _module_file(module)
+            if attr is None or path is None or vars(module).get(qualname) is not cls or \
+                    _abs(path).startswith(S.workdir) or not trusted_file(_abs(path)) or _untrusted_class(cls, 0):
+                return None
+            return vars(obj).get(attr) if hasattr(obj, "__dict__") else None
 
         S.tamper = tamper
         S.workdir = _abspath(config.get("workdir", "/testbed")) + "/"
@@ -1010,12 +1045,21 @@ def _build():
 
     def _flags_only(fn, new):
         """A code swap that changes nothing but the flags (the standard library's `types.coroutine` marks a
-        generator function as an iterable coroutine this way) runs the same instructions."""
+        generator function as an iterable coroutine this way) runs the same instructions. The file name must stay:
+        code equality ignores it, and a file name is what says whose code a function is."""
+        return _same_code(fn, new, "co_flags") and fn.__code__.co_filename == new.co_filename
+
+    def _renamed_only(fn, new):
+        """The same instructions under another name and file name (`_library_renames_own`)."""
+        return _same_code(fn, new, "co_flags", "co_name", "co_qualname")
+
+    def _same_code(fn, new, *fields):
+        """`new` equals `fn`'s code once `fields` are copied from it (code equality ignores co_filename)."""
         old = fn.__code__ if isinstance(fn, types.FunctionType) else None
         if not isinstance(old, types.CodeType) or not isinstance(new, types.CodeType):
             return False
         try:
-            return old.replace(co_flags=new.co_flags) == new
+            return old.replace(**{f: getattr(new, f) for f in fields if hasattr(new, f)}) == new
         except Exception:
             return False
 
