@@ -31,7 +31,8 @@ P=(-c "$PROFILE")
 TRAIN=(psf__requests-2931 psf__requests-5414)                              # SFT data order = these, first n
 HELDOUT=(psf__requests-6028 sympy__sympy-24562 pytest-dev__pytest-7571)
 POOLS=results/candidates/$STUDY-test-pools
-export HF_HUB_OFFLINE=1 TRL_EXPERIMENTAL_SILENCE=1
+# the study is committed: its SFT and GRPO runs go to the committed store (results/), not runs/results
+export EXECCRITIC_RESULTS=${EXECCRITIC_RESULTS:-results} HF_HUB_OFFLINE=1 TRL_EXPERIMENTAL_SILENCE=1
 mkdir -p "$RUNS" "$EVAL"
 
 step() { echo "== $(date -u +%H:%M:%S) $*  (load: $(cut -d' ' -f1-3 /proc/loadavg))"; }
@@ -67,13 +68,13 @@ chain() {   # chain AGENT: teacher data, SFT x 2, evaluations, GRPO, evaluation
     if [ ! -f "$data" ] || [ "$(wc -l < "$data")" -lt ${#TRAIN[@]} ]; then
       step "test: Oracle-test teacher (scripted stand-in) through the real generation stage"
       # shellcheck disable=SC2046
-      timed teacher-test $X generate-tests verified-sdist $(inst "${TRAIN[@]}") --out "$RUNS/teacher-test" \
+      timed teacher-test $X generate-tests -d verified-sdist $(inst "${TRAIN[@]}") --out "$RUNS/teacher-test" \
         --no-progress --test-source scripted:execcritic.training.teachers:oracle_test_teacher "${P[@]}" > /dev/null
     fi
     if [ ! -f "$POOLS/pools.json" ]; then
       step "test: labeled candidate pools (Gold + Gold mutants, each labeled by a real official run)"
       # shellcheck disable=SC2046
-      timed pools $X candidates build verified-sdist $(inst "${TRAIN[@]}") --run-id "$STUDY-test-pools" --workers 1 \
+      timed pools $X candidates build -d verified-sdist $(inst "${TRAIN[@]}") --run-id "$STUDY-test-pools" --workers 1 \
         --no-progress "${P[@]}" > /dev/null
     fi
   else
@@ -81,7 +82,7 @@ chain() {   # chain AGENT: teacher data, SFT x 2, evaluations, GRPO, evaluation
     if [ ! -f "$data" ] || [ "$(wc -l < "$data")" -lt ${#TRAIN[@]} ]; then
       step "repair: Gold-patch teacher (scripted stand-in) through the real Repair controller"
       # shellcheck disable=SC2046
-      timed teacher-repair $X run verified-sdist $(inst "${TRAIN[@]}") --out "$RUNS/teacher-repair" --no-progress \
+      timed teacher-repair $X run -d verified-sdist $(inst "${TRAIN[@]}") --out "$RUNS/teacher-repair" --no-progress \
         --test-source oracle --repair-model scripted:execcritic.training.teachers:gold_patch_teacher --runs 1 \
         "${P[@]}" > /dev/null
     fi
@@ -103,7 +104,7 @@ chain() {   # chain AGENT: teacher data, SFT x 2, evaluations, GRPO, evaluation
     local extra=()
     [ "$agent" = test ] && extra=(--candidates "$POOLS")
     # shellcheck disable=SC2046
-    timed "grpo-$agent" $X train "$agent-rl" verified-sdist $(inst "${TRAIN[@]}") "${extra[@]}" \
+    timed "grpo-$agent" $X train "$agent-rl" -d verified-sdist $(inst "${TRAIN[@]}") "${extra[@]}" \
       --model "runs/train/$STUDY-sft-$agent-n2/final" --init sft --preset "$STUDY" --run-id "$rl" --workers 2 \
       --official always --label "$LABEL" "${P[@]}" $(resume "$rl") --json > "$RUNS/$rl.json"
   fi
