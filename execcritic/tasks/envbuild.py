@@ -433,6 +433,12 @@ class VenvResult:
     host_steps: list[str]
 
 
+def _pip_has_uploaded_prior_to(host: list[str], py: str) -> bool:
+    """Whether the venv's pip takes a date cutoff (`--uploaded-prior-to`; older pips have none)."""
+    res = subprocess.run(host + [py, "-m", "pip", "install", "--help"], capture_output=True, text=True, check=False)
+    return "--uploaded-prior-to" in res.stdout
+
+
 def build_venv(plan: VenvPlan, steps: StepLog, *, staging: Path, final: Path, checkout: str = "checkout",
                resolve: bool, progress: bool = False, log=None) -> VenvResult:
     """venv at `final/venv` (built in `staging`, seen at `final`), the spec's packages (resolved, or the lock),
@@ -480,9 +486,19 @@ def build_venv(plan: VenvPlan, steps: StepLog, *, staging: Path, final: Path, ch
     if install != spec["install"]:
         skipped[f"install: {spec['install']}"] = f"run as `{install}`: the sandbox mounts the venv read-only, so " \
             "the checkout must be importable in place (editable) for patches to take effect"
+    install_env, what = build_environ(venv, plan.version), "install"
+    if resolve and plan.exclude_newer:
+        # the install command's own pip resolves what the spec leaves open (sphinx 3.x's `pip install -e .[test]`
+        # took docutils 0.23, which dropped `docutils.utils.roman`): the same date cutoff as uv's steps
+        if _pip_has_uploaded_prior_to(host, py):
+            install_env["PIP_UPLOADED_PRIOR_TO"] = plan.exclude_newer
+            what = f"install (pip: uploaded before {plan.exclude_newer})"
+        else:
+            skipped["install: date cutoff"] = "this venv's pip has no --uploaded-prior-to: what the install " \
+                "command resolves is not held to the date cutoff"
     steps.run(bwrap_prefix(staging / checkout, [], mapped=seen)
               + ["bash", "-c", f"source {venv}/bin/activate && {install}"],
-              what="install", env=build_environ(venv, plan.version), log=log)
+              what=what, env=install_env, log=log)
     more = plan.post_install(staging / checkout) if resolve and plan.post_install else []
     if more:
         skipped.update(uv_install(steps, host + [uv], py, more, plan.exclude_newer, uv_env, log,

@@ -34,7 +34,9 @@ pytestmark = [pytest.mark.integration]
 
 REPO = "demo/calc"
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
-SPEC = {"python": PYTHON, "packages": "pytest", "install": "python -m pip install --no-build-isolation -e .",
+# the install asserts that its pip is held to the date cutoff (what the spec leaves open resolves as of the cutoff)
+SPEC = {"python": PYTHON, "packages": "pytest",
+        "install": 'python -m pip install --no-build-isolation -e . && test "$PIP_UPLOADED_PRIOR_TO" = 2100-01-01T00:00:00Z',
         "pre_install": ["sed -i 's/^# marker$/# marker: pre_install ran/' setup.cfg"], "test_cmd": "pytest -rA"}
 GIT = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t.invalid", "GIT_COMMITTER_NAME": "t",
        "GIT_COMMITTER_EMAIL": "t@t.invalid", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
