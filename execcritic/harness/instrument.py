@@ -19,7 +19,7 @@ from typing import Any, Iterable
 from execcritic.bundle.command import ParsedCommand
 from execcritic.bundle.diff import parse_patch
 from execcritic.harness.prestart import Prestarted
-from execcritic.harness.reporter.channel import ReporterChannel, sandbox_facts
+from execcritic.harness.reporter.channel import ENV_SOCKET, ReporterChannel, sandbox_facts
 from execcritic.harness.reporter.stream import ReporterReport
 from execcritic.runners.base import Runner
 from execcritic.sandbox.base import HARNESS_MOUNT, CommandResult, Sandbox
@@ -89,9 +89,16 @@ def instrumented_command(runner: Runner, cmd: ParsedCommand, hashseed: int) -> s
     PYTHONPATH (after the environment's own activation, which may set PYTHONPATH), the recorded seed."""
     cmd = runner.in_process_command(cmd)
     parts = [f"cd {shlex.quote(cmd.cd)} &&"] if cmd.cd else []
-    parts.append(f"PYTHONPATH={HARNESS_MOUNT}${{PYTHONPATH:+:$PYTHONPATH}}")
-    if not any(k == "PYTHONHASHSEED" for k, _ in cmd.env):
-        parts.append(f"PYTHONHASHSEED={int(hashseed)}")
+    seed = next((v for k, v in cmd.env if k == "PYTHONHASHSEED"), str(int(hashseed)))
+    # a launcher (tox) that makes the tests' environment itself gets the reporter's variables for that
+    # interpreter only: the launcher's own interpreter must not start a second reporter on the channel
+    launched = runner.launched_command(cmd, {"PYTHONPATH": HARNESS_MOUNT, "PYTHONHASHSEED": seed}, [ENV_SOCKET])
+    if launched is not None:
+        cmd = launched
+    else:
+        parts.append(f"PYTHONPATH={HARNESS_MOUNT}${{PYTHONPATH:+:$PYTHONPATH}}")
+        if not any(k == "PYTHONHASHSEED" for k, _ in cmd.env):
+            parts.append(f"PYTHONHASHSEED={int(hashseed)}")
     parts.extend(f"{k}={shlex.quote(v)}" for k, v in cmd.env)
     parts.extend(shlex.quote(a) for a in cmd.argv)
     return " ".join(parts)

@@ -80,6 +80,13 @@ class Runner(ABC):
         (no worker processes). Must not change which nodes are selected."""
         return cmd
 
+    def launched_command(self, cmd: ParsedCommand, set_env: dict[str, str],
+                         pass_env: Sequence[str]) -> ParsedCommand | None:
+        """For a command whose launcher starts the tests' interpreter with an environment of its own making
+        (tox), the command that sets `set_env` and passes `pass_env` in that interpreter only, the launcher's
+        own process left as it is; None when the command's environment reaches the tests unchanged."""
+        return None
+
     def parse_results(self, log: str) -> dict[str, str]:
         """Per-test statuses from the run's output, keyed as the runner prints test ids."""
         return parser_for(self.log_parser)(log)

@@ -263,6 +263,20 @@ class PytestRunner(Runner):
     def recognizes(self, cmd: ParsedCommand) -> bool:
         return self._pytest_args(cmd) is not None
 
+    def launched_command(self, cmd: ParsedCommand, set_env: dict[str, str],
+                         pass_env: Sequence[str]) -> ParsedCommand | None:
+        """tox (SWE-bench's sphinx command: `tox --current-env -epy39 -v --`) starts pytest with the environment
+        its config makes, not its own: the variables go in as overrides of the base `[testenv]` section (tox 4's
+        `-x section.key+=value` appends). An env section of its own that sets `set_env` would hide them; the
+        reporter is then missing from the run, an operational failure, never a verdict."""
+        argv = list(cmd.argv)
+        if not argv or _basename(argv[0]) not in _TOX or "--" not in argv:
+            return None
+        i = argv.index("--")
+        extra = [a for k, v in set_env.items() for a in ("-x", f"testenv.set_env+={k}={v}")]
+        extra += [a for name in pass_env for a in ("-x", f"testenv.pass_env+={name}")]
+        return cmd.with_argv(argv[:i] + extra + argv[i:])
+
     # ---- selection -------------------------------------------------------------------------------
     def _walk(self, args: list[str]) -> tuple[list[str], list[tuple[str, str | None]], list[Problem]]:
         """Split pytest args into positionals and (option, value) pairs, with option problems."""

@@ -719,3 +719,19 @@ def test_every_verified_task_has_a_python_runner():
 
     names = {runner_for_task(t).name for t in load_tasks(str(DATA))}
     assert names == {"pytest", "django", "sympy"}
+
+
+def test_tox_hands_the_reporter_variables_to_pytest_only():
+    """tox makes pytest's environment from its config: the reporter's variables go in as `[testenv]` overrides,
+    and tox's own interpreter (no PYTHONPATH of the reporter) starts no second reporter on the channel.
+    Measured for real on sphinx-doc__sphinx-7440/7454 (qualified at their base commits, tox 4.16)."""
+    import shlex
+
+    from execcritic.harness.instrument import instrumented_command
+
+    argv = shlex.split(instrumented_command(pytest_runner, parse_command("tox --current-env -epy39 -v -- t.py::test_a"), 7))
+    assert argv[0] == "tox" and argv[argv.index("--"):] == ["--", "t.py::test_a"]
+    assert {"testenv.set_env+=PYTHONPATH=/.execcritic/reporter", "testenv.set_env+=PYTHONHASHSEED=7",
+            "testenv.pass_env+=EXECCRITIC_REPORT"} <= set(argv)
+    plain = shlex.split(instrumented_command(pytest_runner, parse_command("pytest t.py::test_a"), 7))
+    assert plain[:2] == ["PYTHONPATH=/.execcritic/reporter${PYTHONPATH:+:$PYTHONPATH}", "PYTHONHASHSEED=7"]
