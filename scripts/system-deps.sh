@@ -23,6 +23,8 @@ command -v g++ >/dev/null 2>&1 || need+=(g++)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 [ -f /usr/include/freetype2/ft2build.h ] || need+=(libfreetype-dev)
 [ -f /usr/include/libqhull_r/libqhull_r.h ] || need+=(libqhull-dev)
+# xarray's tests import cfgrib/eccodes (SWE-bench's conda env has the ecCodes library from conda-forge)
+ldconfig -p 2>/dev/null | grep -q 'libeccodes\.so' || need+=(libeccodes0)
 # Django's eval commands export LANG=en_US.UTF-8; without the locale its tests change behaviour
 locale_missing=0
 locale -a 2>/dev/null | grep -qi '^en_US\.utf-\?8$' || locale_missing=1

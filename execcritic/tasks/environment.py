@@ -136,4 +136,6 @@ def git_environment(task: "Task", root: Path | None = None) -> TaskEnvironment:
                            meta={"task_set": "verified-git", "env": info["env"], "version": info["version"],
                                  "python": info["python"], "env_root": str(d), "checkout_root": str(c),
                                  "ready_files": [str(d / "env.json"), str(git_build.checkout_record(c))],
-                                 "build_command": "execcritic tasks build-git"})
+                                 "build_command": "execcritic tasks build-git",
+                                 **({"ffi": info["ffi"]} if info.get("ffi") else {})},
+                           ffi=bool(info.get("ffi")))

@@ -123,3 +123,28 @@ def test_build_steps_see_a_tool_of_a_clone_under_tmp():
         write = subprocess.run(bwrap_prefix(None, [], readable=[tool]) + ["sh", "-c", f"echo x > {tool}"],
                                capture_output=True, text=True, check=False)
         assert write.returncode != 0 and "Read-only" in write.stderr and tool.read_text().endswith("seen\n")
+
+
+def test_ffi_is_recorded_per_environment_and_reaches_the_sandbox(tmp_path):
+    """An env whose tests need the real ctypes says why (`ffi`); its tasks' sandboxes leave the foreign-function
+    modules visible; the env's digest (what decides a rebuild) does not change with it."""
+    import dataclasses
+
+    from execcritic.tasks.environment import git_environment
+    from execcritic.tasks.git import git_task
+    from execcritic.tasks.git.plan import FFI
+    from execcritic.tasks.git.recipe import digest
+    from execcritic.tasks.model import Task
+
+    assert "scipy" in FFI["pydata/xarray"] and "django/django" not in FFI and "sympy/sympy" not in FFI
+    data = copy.deepcopy(RECIPE)
+    data["envs"]["calc-0.1"]["ffi"] = "scipy imports ctypes"
+    env = parse_recipe(data).envs["calc-0.1"]
+    plain = parse_recipe(RECIPE).envs["calc-0.1"]
+    assert env.ffi == "scipy imports ctypes" and env.to_dict()["ffi"] == env.ffi and "ffi" not in plain.to_dict()
+    assert digest(env.digest_payload()) == digest(plain.digest_payload())
+    row = Task(instance_id="demo__calc-1", repo="demo/calc", base_commit="b" * 40, patch="", test_patch="",
+               problem_statement="", fail_to_pass=("t.py::test_a",), pass_to_pass=(), version="0.1")
+    assert git_environment(git_task(row, env), tmp_path).ffi is True
+    assert git_environment(git_task(row, plain), tmp_path).ffi is False
+    assert dataclasses.replace(env, ffi="").to_dict() == plain.to_dict()

@@ -29,7 +29,8 @@ def git_task(task: Task, env, inst=None) -> Task:
     excluded = dict(inst.p2p_excluded) if inst is not None else {}
     extra = dict(task.extra or {})
     extra["verified_git"] = {"env": env.key, "version": env.version, "python": env.python,
-                             "setup_commit": env.setup_commit, "p2p_excluded": excluded}
+                             "setup_commit": env.setup_commit, "p2p_excluded": excluded,
+                             **({"ffi": env.ffi} if env.ffi else {})}
     extra["flaky_nodes"] = sorted(inst.flaky_nodes) if inst is not None else []
     return dataclasses.replace(task, pass_to_pass=tuple(t for t in task.pass_to_pass if t not in excluded),
                                extra=extra)

@@ -29,6 +29,16 @@ ADAPTATIONS = {
             "comparisons",
     },
 }
+# Repositories whose tests need the real ctypes (the sandbox otherwise leaves an inert one: sandbox/confine.py),
+# decided by measurement and recorded in each env (`ffi`: why), as verified-sdist's recipe does for seaborn. What it
+# costs is in docs/failure_kinds.md ("What is not protected").
+FFI = {
+    "pydata/xarray": "scipy's _ccallback_c imports ctypes when it is imported (xarray's tests reach it through dask, "
+                     "sparse and numba): with the inert ctypes every Base and Gold run fails to collect (measured: "
+                     "pydata__xarray-3305, 3677, 3993 and 8 more, all refused as runner_tampered)",
+    "mwaskom/seaborn": "scipy builds ctypes function types when it is imported (measured on verified-sdist's "
+                       "seaborn env, whose recipe says ffi)",
+}
 PYTHON_EOL = {"2.7": "2020-01-01T00:00:00Z", "3.5": "2020-09-13T00:00:00Z", "3.6": "2021-12-23T00:00:00Z",
               "3.7": "2023-06-27T00:00:00Z", "3.8": "2024-10-07T00:00:00Z"}
 
@@ -76,7 +86,7 @@ def plan_envs(tasks: Sequence[Task], specs: Mapping[str, Mapping[str, dict]], *,
         plan.envs[key] = GitEnvRecipe(
             key=key, repo=repo, version=version, python=spec["python"], spec=dict(spec), setup_commit=setup,
             project_version=scm_version(describe(source, setup), f"{version}.0"),
-            exclude_newer=env_cutoff(cutoff, spec["python"]), adaptations=dict(ADAPTATIONS.get(repo, {})),
+            exclude_newer=env_cutoff(cutoff, spec["python"]), adaptations=dict(ADAPTATIONS.get(repo, {})), ffi=FFI.get(repo, ""),
             setup_note=note)
         for t in rows:
             plan.env_of[t.instance_id] = key

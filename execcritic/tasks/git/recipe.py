@@ -52,6 +52,9 @@ class GitEnvRecipe:
     setup_note: str = ""              # why setup_commit is not the row's environment_setup_commit
     # local adaptations: shell steps run after the spec's pre_install (env and every checkout) -> why
     adaptations: Mapping[str, str] = field(default_factory=dict)
+    # non-empty: why this env's tests need the real ctypes (plan.FFI); the sandbox then leaves the foreign-function
+    # modules visible. A property of the runs, not of the build: not in the digest
+    ffi: str = ""
 
     @property
     def label(self) -> str:
@@ -77,7 +80,8 @@ class GitEnvRecipe:
                 "exclude_newer": self.exclude_newer, "requirements": list(self.requirements),
                 "lock": list(self.lock), "skipped": dict(self.skipped),
                 **({"setup_note": self.setup_note} if self.setup_note else {}),
-                **({"adaptations": dict(self.adaptations)} if self.adaptations else {})}
+                **({"adaptations": dict(self.adaptations)} if self.adaptations else {}),
+                **({"ffi": self.ffi} if self.ffi else {})}
 
 
 def digest(payload: Mapping[str, Any]) -> str:
@@ -103,7 +107,8 @@ def parse_env(key: str, e: Mapping[str, Any], *, path: str) -> GitEnvRecipe:
         exclude_newer=required(e, "exclude_newer", str, file=path, where=where),
         requirements=tuple(required(e, "requirements", list, file=path, where=where)),
         lock=tuple(required(e, "lock", list, file=path, where=where)), skipped=dict(e.get("skipped") or {}),
-        setup_note=str(e.get("setup_note") or ""), adaptations=dict(e.get("adaptations") or {}))
+        setup_note=str(e.get("setup_note") or ""), adaptations=dict(e.get("adaptations") or {}),
+        ffi=str(e.get("ffi") or ""))
 
 
 def parse_recipe(data: Mapping[str, Any], *, path: str = "<recipe>") -> Recipe:
