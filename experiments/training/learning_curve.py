@@ -69,6 +69,38 @@ def window_rise(rewards_by_step: dict[int, list[float]], k: int, n_boot: int = 1
             "ci_high": float(np.quantile(d, 0.975)), "n_boot": n_boot, "seed": seed}
 
 
+def instance_rise(recs: list[dict], value, n_boot: int = 10000, seed: int = 0) -> dict:
+    """POST HOC (chosen after the run, because DAPO's sampler alternates instances so the step windows of
+    `window_rise` mix an easy and a hard instance): for each training instance, `value` over its scored rollouts
+    in the second half of the steps that sampled it minus the first half; the mean over instances, with a
+    bootstrap that resamples steps within each instance's halves."""
+    per: dict[str, dict[int, list[float]]] = {}
+    for r in recs:
+        if not r["masked"] and not r["aborted"]:
+            per.setdefault(r["instance_id"], {}).setdefault(int(r["step"]), []).append(float(value(r)))
+    halves = {}
+    for iid, by in sorted(per.items()):
+        steps = sorted(by)
+        h = len(steps) // 2
+        if h:
+            halves[iid] = ([by[x] for x in steps[:h]], [by[x] for x in steps[h:]])
+    if not halves:
+        return {"delta": None, "why": "no instance was sampled in two or more steps"}
+    rng = np.random.default_rng(seed)
+    mean = lambda w: float(np.mean(np.concatenate(w)))
+    boots = []
+    for first, last in halves.values():
+        pick = lambda w: np.array([np.mean(np.concatenate([w[i] for i in row]))
+                                   for row in rng.integers(0, len(w), size=(n_boot, len(w)))])
+        boots.append(pick(last) - pick(first))
+    d = np.mean(boots, axis=0)
+    return {"label": "post hoc", "delta": float(np.mean([mean(b) - mean(a) for a, b in halves.values()])),
+            "ci_low": float(np.quantile(d, 0.025)), "ci_high": float(np.quantile(d, 0.975)), "n_boot": n_boot,
+            "seed": seed, "per_instance": {i: {"first_steps": len(a), "last_steps": len(b), "first": mean(a),
+                                               "last": mean(b), "n_first": sum(map(len, a)),
+                                               "n_last": sum(map(len, b))} for i, (a, b) in halves.items()}}
+
+
 def rollouts(path: Path) -> list[dict]:
     with gzip.open(path, "rt") as fh:
         recs = [json.loads(line) for line in fh if line.strip()]
@@ -179,7 +211,7 @@ def plot_grpo(runs: dict, path: Path) -> None:
         bx.set_xlabel("GRPO step")
         bx.legend(fontsize=7, ncol=3)
         bx.grid(alpha=0.3)
-    fig.suptitle(f"Measured on CPU with {STAND_IN}; real verified-sdist episodes, real harness and official "
+    fig.suptitle(f"Measured on CPU with {STAND_IN};\nreal verified-sdist episodes, real harness and official "
                  "evaluator", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=130, metadata={"Software": None})
@@ -207,7 +239,7 @@ def plot_sft(sft: dict, path: Path) -> None:
 
 
 def plot_evals(allev: dict, path: Path) -> None:
-    panels = [(a, m) for a in allev for m in METRICS[a]]
+    panels = [(a, m) for a in allev if allev[a] for m in METRICS[a]]      # agents whose study has run
     fig, axes = plt.subplots(1, len(panels), figsize=(3.0 * len(panels), 3.6), squeeze=False)
     for ax, (agent, metric) in zip(axes[0], panels):
         for j, split in enumerate(("train", "heldout")):
@@ -227,7 +259,8 @@ def plot_evals(allev: dict, path: Path) -> None:
         ax.set_title(f"{agent}: {metric}", fontsize=8)
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=6)
-    fig.suptitle(f"Checkpoints of {STAND_IN}; 2 episodes per training instance, 1 per held-out instance; 95% bootstrap CI over instances", fontsize=9)
+    fig.suptitle(f"Checkpoints of {STAND_IN};\n2 episodes per training instance, 1 per held-out instance; 95% "
+                 "bootstrap CI over instances", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=130, metadata={"Software": None})
     plt.close(fig)
@@ -235,6 +268,13 @@ def plot_evals(allev: dict, path: Path) -> None:
 
 def _f(v, d=3) -> str:
     return "-" if v is None else f"{v:.{d}f}" if isinstance(v, float) else str(v)
+
+
+def _cell(col: str, v) -> str:
+    """A per-step value: learning rates and KLs are far below 1e-3, so in scientific notation."""
+    if not isinstance(v, float):
+        return _f(v)
+    return f"{v:.2e}" if col in ("lr", "kl_sampling") else _f(v, 2 if col.endswith("_s") else 3)
 
 
 def _ci(s: dict) -> str:
@@ -274,14 +314,20 @@ def tables(summary: dict) -> str:
                            f"**{r['delta']:+.3f}** [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}] (95% bootstrap CI, steps "
                            f"resampled within each window). Steps with a non-zero gradient: {g['nonzero_grad_steps']} "
                            f"of {len(g['per_step'])}.\n")
+            for metric, ir in (g.get("instance_rise") or {}).items():
+                if ir.get("delta") is None:
+                    continue
+                each = "; ".join(f"{i}: {v['first']:.3f} ({v['n_first']} rollouts, {v['first_steps']} steps) -> "
+                                 f"{v['last']:.3f} ({v['n_last']}, {v['last_steps']})" for i, v in ir["per_instance"].items())
+                out.append(f"POST HOC, per training instance (second half of the steps that sampled it minus the first "
+                           f"half; mean over instances; steps resampled within each half): {metric} "
+                           f"**{ir['delta']:+.3f}** [{ir['ci_low']:+.3f}, {ir['ci_high']:+.3f}] (95% CI). {each}.\n")
             cols = ["step", "reward_mean", "reward_std", "offered_groups", "kept_groups", "dropped_groups",
                     "masked_share", "stop_reason", "loss", "grad_norm", "entropy", "kl_sampling", "clip_ratio",
                     "optimizer_steps_skipped", "lr", "rollout_s", "train_s", "wall_s"]
             out.append("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
             for row in g["per_step"]:
-                out.append("| " + " | ".join(_f(row.get(c), 2 if c.endswith("_s") else 4 if c in ("lr", "kl_sampling")
-                                                else 3) if isinstance(row.get(c), float) else _f(row.get(c))
-                                                for c in cols) + " |")
+                out.append("| " + " | ".join(_cell(c, row.get(c)) for c in cols) + " |")
             x = g["extrapolation"]
             m, gp = x["measured_cpu"], x["gpu_1node"]
             out.append(f"\nEXTRAPOLATION to one GPU node ({x['assumed_gpu']['why']}): measured here {m['wall_s']:.0f} s "
@@ -342,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
                            "metrics": {"step": list(m["step"]), "kept_groups": list(m["kept_groups"]),
                                        "dropped_groups": list(m["dropped_groups"]), "masked": masked}}
             a["grpo"] = {"run": f"training/{rid}", "rise": rise, "per_step": per_step,
+                         "instance_rise": {"reward": instance_rise(recs, lambda r: r["reward"]),
+                                           "resolved": instance_rise(recs, lambda r: r["level"].startswith("resolved"))},
                          "extrapolation": extrapolate(agent, recs, per_step),
                          "nonzero_grad_steps": int(sum(1 for r in per_step if (r["grad_norm"] or 0) > 0)),
                          "wall_s": float(m["wall_s"].sum()), "git_sha": run.manifest["git"]["sha"],
