@@ -302,8 +302,10 @@ def tables(summary: dict) -> str:
         out.append("\n### Changes (paired over instances; delta [95% CI], exact/sign-flip p)\n\n| from -> to | split | "
                    "metric | delta | p | instances |\n|---|---|---|---|---|---|")
         for c in a["changes"]:
-            out.append(f"| {c['from']} -> {c['to']} | {c['split']} | {c['metric']} | {c['delta']:+.2f} "
-                       f"[{c['ci_low']:+.2f}, {c['ci_high']:+.2f}] | {c['p_value']:.3f} | {c['n_instances']} |")
+            ci = (f"[{c['ci_low']:+.2f}, {c['ci_high']:+.2f}]" if c["ci_low"] == c["ci_low"]      # NaN: too few
+                  else f"[no CI: {c['n_instances']} instances are too few to bootstrap]")
+            out.append(f"| {c['from']} -> {c['to']} | {c['split']} | {c['metric']} | {c['delta']:+.2f} {ci} | "
+                       f"{c['p_value']:.3f} | {c['n_instances']} |")
         g = a.get("grpo")
         if g:
             r = g["rise"]
