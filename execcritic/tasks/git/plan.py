@@ -86,8 +86,8 @@ def plan_envs(tasks: Sequence[Task], specs: Mapping[str, Mapping[str, dict]], *,
         plan.envs[key] = GitEnvRecipe(
             key=key, repo=repo, version=version, python=spec["python"], spec=dict(spec), setup_commit=setup,
             project_version=scm_version(describe(source, setup), f"{version}.0"),
-            exclude_newer=env_cutoff(cutoff, spec["python"]), adaptations=dict(ADAPTATIONS.get(repo, {})), ffi=FFI.get(repo, ""),
-            setup_note=note)
+            exclude_newer=env_cutoff(cutoff, spec["python"]), adaptations=dict(ADAPTATIONS.get(repo, {})),
+            ffi=FFI.get(repo, ""), setup_note=note)
         for t in rows:
             plan.env_of[t.instance_id] = key
     return plan
