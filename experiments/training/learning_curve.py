@@ -119,6 +119,7 @@ def evals(study_eval: Path, agent: str) -> dict:
             if summ.is_file():
                 doc = json.loads(summ.read_text())
                 out[(ck, split)] = {"summary": doc["summary"], "records": read_records(path),
+                                    "made_by": _made_by(doc["manifest"]),
                                     "instances": doc["manifest"]["instances"],
                                     "wall_s": doc["manifest"]["timings"].get("wall_s")}
     return out
@@ -200,6 +201,7 @@ def plot_grpo(runs: dict, path: Path) -> None:
                 ax.hlines(m, win[0] - 0.3, win[-1] + 0.3, color="#d62728", linewidth=2)
             ax.set_title(f"{agent} agent GRPO from SFT: last {rise['k']} - first {rise['k']} steps = "
                          f"{rise['delta']:+.3f} [{rise['ci_low']:+.3f}, {rise['ci_high']:+.3f}] (95% CI)", fontsize=9)
+        ax.set_xlabel(f"made by {r['made_by']}", fontsize=7)
         ax.set_ylabel("Eq. 5 reward" if agent == "test" else "Eq. 6 reward")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower right")
@@ -261,9 +263,18 @@ def plot_evals(allev: dict, path: Path) -> None:
     axes[0][0].legend(fontsize=6)
     fig.suptitle(f"Checkpoints of {STAND_IN};\n2 episodes per training instance, 1 per held-out instance; 95% "
                  "bootstrap CI over instances", fontsize=9)
-    fig.tight_layout()
+    made = sorted({e["made_by"] for ev in allev.values() for e in ev.values()})
+    fig.text(0.5, 0.01, "evaluations made by: " + "; ".join(made), ha="center", fontsize=6)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.savefig(path, dpi=130, metadata={"Software": None})
     plt.close(fig)
+
+
+def _made_by(manifest: dict) -> str:
+    """The code a run was made by, as its manifest records it (a figure says so: the study may predate HEAD)."""
+    git = manifest.get("git") or {}
+    return (f"git {str(git.get('sha'))[:7]}{' (dirty)' if git.get('dirty') else ''}, "
+            f"harness {manifest.get('harness_digest')}")
 
 
 def _f(v, d=3) -> str:
@@ -386,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
                     "masked_share", "loss", "grad_norm", "entropy", "kl_sampling", "clip_ratio",
                     "optimizer_steps_skipped", "stop_reason", "tokens_per_s", "rollout_s", "train_s", "wall_s", "lr"]
             per_step = [{c: (None if stats.is_null(r.get(c)) else r.get(c)) for c in cols} for r in m.to_dict("records")]
-            grpo[agent] = {"by_step": by_step, "rise": rise,
+            grpo[agent] = {"by_step": by_step, "rise": rise, "made_by": _made_by(run.manifest),
                            "metrics": {"step": list(m["step"]), "kept_groups": list(m["kept_groups"]),
                                        "dropped_groups": list(m["dropped_groups"]), "masked": masked}}
             a["grpo"] = {"run": f"training/{rid}", "rise": rise, "per_step": per_step,
@@ -399,7 +410,8 @@ def main(argv: list[str] | None = None) -> int:
             datasets += run.manifest.get("datasets") or []
         ev = evals(out / "eval", agent)
         allev[agent] = ev
-        a["evals"] = {f"{ck}/{split}": {**e["summary"], "wall_s": e["wall_s"]} for (ck, split), e in ev.items()}
+        a["evals"] = {f"{ck}/{split}": {**e["summary"], "wall_s": e["wall_s"], "made_by": e["made_by"]}
+                      for (ck, split), e in ev.items()}
         for split in ("train", "heldout"):
             for x, y in (("base", "sft-n1"), ("base", "sft-n2"), ("sft-n2", "grpo"), ("base", "grpo")):
                 for metric in METRICS[agent]:
