@@ -145,3 +145,13 @@ def test_deviations_cover_every_section():
         changed[f"{section.name}.{f.name}"] = (not value) if isinstance(value, bool) else value + 1
     cfg = apply_overrides(PAPER, changed)
     assert set(cfg.deviations()) == set(changed)
+
+
+@pytest.mark.parametrize("command", ["generate-tests", "repair", "score", "run"])
+def test_pipeline_commands_parse_every_option_type(command, tmp_path):
+    """Options reach the command's own input checks, whatever typer version parses them: `generate-tests` and
+    `score` borrow a signature, whose string annotations a newer typer could not resolve (an internal error)."""
+    result = CliRunner().invoke(app, [command, "-d", "no-such-dataset", "--instance", "a", "--instance", "b",
+                                      "--out", str(tmp_path / "run"), "--workers", "1"])
+    assert result.exit_code == 2, result.output
+    assert "internal error" not in result.output and "no-such-dataset" in result.output
