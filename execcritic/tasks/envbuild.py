@@ -423,6 +423,9 @@ class VenvPlan:
     # requirements to add after the install, from the installed checkout (resolving builds only): what a
     # rebuild in the tree needs without build isolation
     post_install: Callable[[Path], list[str]] | None = None
+    # the venv made its own prefix at the end of the build (`make_own_prefix`): for test commands that reach the
+    # interpreter through a symlink elsewhere (tox-current-env's `.tox/<env>/bin/python`)
+    own_prefix: bool = False
 
 
 @dataclass
@@ -508,4 +511,65 @@ def build_venv(plan: VenvPlan, steps: StepLog, *, staging: Path, final: Path, ch
     lock = sorted(line for line in freeze.stdout.splitlines()
                   if line.strip() and not line.startswith("-e ") and "file:///testbed" not in line
                   and "/testbed" not in line)
+    if plan.own_prefix:
+        make_own_prefix(staging / "venv", interp)
+        check_own_prefix(steps, host, staging, venv, log=log)
     return VenvResult(interp, lock, skipped, host_steps)
+
+
+def make_own_prefix(venv: Path, interp: Path) -> None:
+    """Turn a venv into a Python prefix of its own, as a conda env is: a copy of the interpreter binary, the
+    base's standard library and headers hard-linked in (copied across file systems), and no pyvenv.cfg.
+
+    Why: CPython (3.9 at least) looks for pyvenv.cfg beside the path it was started by, but finds its prefix
+    from the resolved binary. tox-current-env starts tests through `.tox/<env>/bin/python`, a symlink to the
+    venv's python: no pyvenv.cfg there, so a venv's interpreter starts as the bare base (no site-packages). A
+    prefix of its own is found from the binary wherever the symlink lives. Links, not symlinks: the sandbox
+    hides files inside the standard library (lib-dynload's foreign-function modules), which it cannot do
+    through a symlinked directory. site-packages, scripts and `bin/activate` stay the venv's own."""
+    xy = interp.name.removeprefix("python")               # interp is the real binary: .../bin/python3.9
+    base = interp.resolve().parent.parent
+    bindir = venv / "bin"
+    for name in ("python", "python3", interp.name):
+        if (bindir / name).is_symlink() or (bindir / name).exists():
+            (bindir / name).unlink()
+    shutil.copy2(interp.resolve(), bindir / interp.name)
+    for name in ("python", "python3"):
+        (bindir / name).symlink_to(interp.name)
+    for sub in (f"lib/python{xy}", f"include/python{xy}"):
+        src, dst = base / sub, venv / sub
+        if not src.is_dir():
+            continue
+        dst.mkdir(parents=True, exist_ok=True)
+        for entry in src.iterdir():
+            if entry.name == "site-packages" or (dst / entry.name).exists():
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.copytree(entry, dst / entry.name, symlinks=True, copy_function=_link_or_copy)
+            else:
+                _link_or_copy(str(entry), str(dst / entry.name))
+    (venv / "pyvenv.cfg").unlink(missing_ok=True)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    if os.path.islink(src):
+        os.symlink(os.readlink(src), dst)
+        return
+    try:
+        os.link(src, dst)
+    except OSError:                                       # another file system
+        shutil.copy2(src, dst)
+
+
+def check_own_prefix(steps: StepLog, host: list[str], staging: Path, venv: Path, *, log=None) -> None:
+    """Start the interpreter as tox-current-env does, through a symlink in another directory: it must come up
+    as the env's prefix, with the env's packages (else the build fails here, not every test run later)."""
+    probe = staging / "own-prefix-probe" / "bin"
+    probe.mkdir(parents=True)
+    try:
+        (probe / "python").symlink_to(venv / "bin" / "python")
+        seen = venv.parent / "own-prefix-probe" / "bin" / "python"
+        steps.run(host + [str(seen), "-c", f"import sys, pip; assert sys.prefix == {str(venv)!r}, sys.prefix"],
+                  what="own prefix: started through a symlink elsewhere, the interpreter is the env's", log=log)
+    finally:
+        shutil.rmtree(probe.parent, ignore_errors=True)

@@ -13,6 +13,8 @@ backends are imported lazily so that choosing one never imports the other's depe
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -80,7 +82,7 @@ class TaskEnvironment:
                 opts.setdefault("env", self.env)
             binds = list(opts.pop("binds", ()))
             if self.venv is not None:
-                binds.insert(0, self.venv)
+                binds[:0] = [self.venv, *own_prefix_base(self.meta.get("env_root"))]
             warm_checkout(self.checkout, activate=self.activation, binds=binds)   # once per environment
             box = LocalSandbox(self.checkout, binds=binds, **opts)
         except BaseException:
@@ -95,6 +97,21 @@ class TaskEnvironment:
         return {"kind": self.kind, "image": self.image, "checkout": str(self.checkout or ""), "ffi": self.ffi,
                 "venv": str(self.venv or ""), "base_commit": self.base_commit,
                 "upstream_base_commit": self.upstream_base_commit, **self.meta}
+
+
+def own_prefix_base(env_root: str | None) -> list[Path]:
+    """The base interpreter of an env built as a prefix of its own (`envbuild.make_own_prefix`): its copied binary
+    loads the base's libpython, and it has no pyvenv.cfg from which the sandbox would learn the base - the env's
+    record names it."""
+    if not env_root:
+        return []
+    try:
+        record = json.loads((Path(env_root) / "env.json").read_text())
+    except (OSError, ValueError):
+        return []
+    if not record.get("own_prefix") or not record.get("interpreter"):
+        return []
+    return [Path(record["interpreter"]).resolve().parent.parent]
 
 
 def docker_environment(task: "Task", image: str | None = None) -> TaskEnvironment:

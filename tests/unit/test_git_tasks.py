@@ -148,3 +148,54 @@ def test_ffi_is_recorded_per_environment_and_reaches_the_sandbox(tmp_path):
     assert git_environment(git_task(row, env), tmp_path).ffi is True
     assert git_environment(git_task(row, plain), tmp_path).ffi is False
     assert dataclasses.replace(env, ffi="").to_dict() == plain.to_dict()
+
+
+@pytest.mark.slow
+def test_own_prefix_survives_tox_current_envs_symlink(tmp_path):
+    """tox-current-env starts tests through `.tox/<env>/bin/python`, a symlink to the env's interpreter. A venv
+    started that way is the bare base interpreter (CPython looks for pyvenv.cfg beside the symlink): sphinx >= 3.4
+    found no pytest. The env made its own prefix comes up with its own packages; a spec that uses
+    `--current-env` asks for one, and the digest then says so."""
+    from execcritic.tasks.envbuild import StepLog, check_own_prefix, find_interpreter, make_own_prefix
+
+    interp = find_interpreter("3.9")
+    venv = tmp_path / "venv"
+    subprocess.run([str(interp), "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = venv / "lib" / "python3.9" / "site-packages"
+    (site / "marker_pkg.py").write_text("VALUE = 1\n")
+    tox = tmp_path / "checkout" / ".tox" / "py39" / "bin"
+    tox.mkdir(parents=True)
+    (tox / "python").symlink_to(venv / "bin" / "python")
+    probe = [str(tox / "python"), "-c", "import sys, marker_pkg; print(sys.prefix)"]
+    before = subprocess.run(probe, capture_output=True, text=True, check=False)
+    assert before.returncode != 0 and "No module named 'marker_pkg'" in before.stderr   # the defect, measured
+
+    make_own_prefix(venv, interp)
+    after = subprocess.run(probe, capture_output=True, text=True, check=False)
+    assert (after.returncode, after.stdout.strip()) == (0, str(venv)), after.stderr
+    direct = subprocess.run([str(venv / "bin" / "python"), "-c", "import marker_pkg, sys; print(sys.prefix)"],
+                            capture_output=True, text=True, check=True)
+    assert direct.stdout.strip() == str(venv) and not (venv / "pyvenv.cfg").exists()
+    assert not (venv / "lib" / "python3.9" / "site-packages").is_symlink()     # the env's own, not the base's
+    dynload = venv / "lib" / "python3.9" / "lib-dynload"    # real files: the sandbox hides some of them
+    assert not dynload.is_symlink() and not any(p.is_symlink() for p in dynload.iterdir())
+    (site / "pip").mkdir()                      # the build's check imports pip, which a real env has
+    (site / "pip" / "__init__.py").write_text("")
+    if bwrap_available():
+        check_own_prefix(StepLog(), bwrap_prefix(None, [], mapped=[(tmp_path, tmp_path)]), tmp_path, venv)
+    # the copied binary loads the base's libpython: with no pyvenv.cfg left, the env record names the base the
+    # sandbox must bind
+    from execcritic.tasks.environment import own_prefix_base
+
+    (tmp_path / "env.json").write_text(json.dumps({"own_prefix": True, "interpreter": str(interp)}))
+    assert own_prefix_base(str(tmp_path)) == [interp.resolve().parent.parent]
+    (tmp_path / "env.json").write_text(json.dumps({"own_prefix": False, "interpreter": str(interp)}))
+    assert own_prefix_base(str(tmp_path)) == [] == own_prefix_base(None)
+
+    data = copy.deepcopy(RECIPE)
+    spec = data["envs"]["calc-0.1"].setdefault("spec", {})
+    plain = parse_recipe(RECIPE).envs["calc-0.1"]
+    spec["test_cmd"] = "tox --current-env -epy39 -v --"
+    tox_env = parse_recipe(data).envs["calc-0.1"]
+    assert tox_env.own_prefix and not plain.own_prefix
+    assert tox_env.digest_payload()["own_prefix"] is True and "own_prefix" not in plain.digest_payload()

@@ -170,7 +170,8 @@ def _build_into(env: GitEnvRecipe, staging: Path, d: Path, *, source: str, resol
     plan = VenvPlan(python=env.python, spec=env.spec, requirements=requirements, exclude_newer=env.exclude_newer,
                     version=env.project_version, lock=env.lock, skipped={**env.skipped, **skipped},
                     install=install_command(env.spec), exempt=EXEMPT, extra_pre_install=tuple(env.adaptations),
-                    post_install=lambda co: build_requirements(co) if has_extensions(install_products(co)) else [])
+                    post_install=lambda co: build_requirements(co) if has_extensions(install_products(co)) else [],
+                    own_prefix=env.own_prefix)
     venv = build_venv(plan, steps, staging=staging, final=d, checkout="setup", resolve=resolve,
                       progress=progress, log=log)
     skipped_all = {**(skipped if resolve else {}), **venv.skipped}
@@ -181,7 +182,7 @@ def _build_into(env: GitEnvRecipe, staging: Path, d: Path, *, source: str, resol
               "recipe_digest": digest(env.digest_payload()), "digest": digest(resolved.digest_payload()),
               "resolved_from": digest(env.resolve_payload()), "setup_commit": env.setup_commit,
               "project_version": env.project_version, "python": env.python,
-              "interpreter": str(venv.interpreter), "lock": venv.lock, "requirements": requirements,
+              "interpreter": str(venv.interpreter), "own_prefix": env.own_prefix, "lock": venv.lock, "requirements": requirements,
               "skipped": skipped_all, "host_steps": venv.host_steps, "products": products,
               "compiled": compiled_sources(staging / "setup") if has_extensions(products) else {},
               "steps": steps.steps, "build_seconds": round(time.monotonic() - t0, 1),

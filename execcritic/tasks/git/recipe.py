@@ -60,12 +60,19 @@ class GitEnvRecipe:
     def label(self) -> str:
         return self.version
 
+    @property
+    def own_prefix(self) -> bool:
+        """tox-current-env (`tox --current-env`, sphinx >= 3.4) starts tests through a symlink to the env's
+        interpreter, which a venv does not survive: the env is built as a prefix of its own (`make_own_prefix`)."""
+        return "--current-env" in str(self.spec.get("test_cmd", ""))
+
     def digest_payload(self) -> dict[str, Any]:
         """What determines the built env: a change here means a rebuild (and new instance checkouts)."""
         return {"repo": self.repo, "version": self.version, "python": self.python, "spec": dict(self.spec),
                 "setup_commit": self.setup_commit, "project_version": self.project_version,
                 "exclude_newer": self.exclude_newer, "requirements": list(self.requirements),
-                "lock": list(self.lock), **({"adaptations": dict(self.adaptations)} if self.adaptations else {})}
+                "lock": list(self.lock), **({"adaptations": dict(self.adaptations)} if self.adaptations else {}),
+                **({"own_prefix": True} if self.own_prefix else {})}
 
     def resolve_payload(self) -> dict[str, Any]:
         """What a resolving build starts from (the lock and the requirements are what it finds)."""
