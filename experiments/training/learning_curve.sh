@@ -30,7 +30,7 @@ PROFILE=${PROFILE:-cpu-curve}        # gpu-curve: the same recipe at a larger si
 P=(-c "$PROFILE")
 TRAIN=(psf__requests-2931 psf__requests-5414)                              # SFT data order = these, first n
 HELDOUT=(psf__requests-6028 sympy__sympy-24562 pytest-dev__pytest-7571)
-POOLS=results/candidates/$STUDY-test-pools
+POOLS=results/candidates/$STUDY-test-pools   # committed with the study: the Test GRPO run reads them
 # the study is committed: its SFT and GRPO runs go to the committed store (results/), not runs/results
 export EXECCRITIC_RESULTS=${EXECCRITIC_RESULTS:-results} HF_HUB_OFFLINE=1 TRL_EXPERIMENTAL_SILENCE=1
 mkdir -p "$RUNS" "$EVAL"
@@ -74,7 +74,8 @@ chain() {   # chain AGENT: teacher data, SFT x 2, evaluations, GRPO, evaluation
     if [ ! -f "$POOLS/pools.json" ]; then
       step "test: labeled candidate pools (Gold + Gold mutants, each labeled by a real official run)"
       # shellcheck disable=SC2046
-      timed pools $X candidates build -d verified-sdist $(inst "${TRAIN[@]}") --run-id "$STUDY-test-pools" --workers 1 \
+      timed pools $X candidates build -d verified-sdist $(inst "${TRAIN[@]}") --run-id "$STUDY-test-pools" \
+        --root "$(dirname "$POOLS")" --workers 1 \
         --no-progress "${P[@]}" > /dev/null
     fi
   else
