@@ -65,6 +65,10 @@ class OfficialResult:
     # targeted nodes swebench's parser has no line for that the runner's own parse shows failing (a unittest
     # subTest failure prints only its FAIL block): swebench grades them as failures; they ran, so not missing
     failed_unparsed: list[str] = field(default_factory=list)
+    # targeted nodes with no result in a run that another targeted node fails outright: swebench grades them as
+    # failures and nothing they did could make the run resolved, so the verdict (unresolved) stands. Django prints
+    # a test whose subTests fail with no status, and the next test's line joins it: its result is lost
+    unreported: list[str] = field(default_factory=list)
     load_errors: list[str] = field(default_factory=list)   # collection/import errors the runner saw
     backend: str = ""
     apply_command: str = ""          # which of GIT_APPLY_CMDS applied the candidate ("" for an empty patch)
@@ -92,6 +96,23 @@ class OfficialResult:
 
 
 # ---- pure parts ----------------------------------------------------------------------------------
+
+BEHAVIORAL_ERROR_PARSERS = {"parse_log_django", "parse_log_sympy"}  # ERROR = the test body raised
+
+
+def _fails_outright(task: Task, res: OfficialResult) -> bool:
+    """A targeted node with a result that fails it (FAILED; ERROR where the parser's ERROR is the test body
+    raising): the run is unresolved whatever its targeted nodes without a result did."""
+    failing = ("FAILED", "ERROR") if task.log_parser in BEHAVIORAL_ERROR_PARSERS else ("FAILED",)
+    g = grading()
+    for t in (*task.fail_to_pass, *task.pass_to_pass):
+        if t in res.missing:
+            continue
+        key = g._resolve_case(t, res.status_map)
+        if key is not None and res.status_map[key] in failing:
+            return True
+    return False
+
 
 def _script_lines(eval_script: str) -> list[str]:
     lines = eval_script.splitlines()
@@ -247,6 +268,8 @@ def grade_log(task: Task, log_text: str, *, patch: str | None, log_path: str | N
                 res.status_map[t] = status
     res.missing = [t for t in unparsed if t not in res.failed_unparsed]
     res.load_errors = _runner_load_errors(task, status_map, log_text)
+    if res.missing and not res.load_errors and _fails_outright(task, res):
+        res.unreported, res.missing = res.missing, []
     if res.missing:
         shown = ", ".join(res.missing[:5]) + (f" (+{len(res.missing) - 5} more)" if len(res.missing) > 5 else "")
         res.error = f"{len(res.missing)} targeted test(s) produced no result: {shown}"

@@ -27,7 +27,7 @@ from rich.progress import track
 
 from execcritic.config import PAPER, HarnessConfig
 from execcritic.errors import ExecCriticError
-from execcritic.evaluation.official import OfficialResult, evaluate_local, grade_log
+from execcritic.evaluation.official import BEHAVIORAL_ERROR_PARSERS, OfficialResult, evaluate_local, grade_log
 from execcritic.results.manifest import build_manifest
 from execcritic.sandbox.base import Limits
 from execcritic.swebench_compat import grading
@@ -47,7 +47,6 @@ from execcritic.tasks.sdist.select import PYPI_PROJECT, fetch_releases, releases
 from execcritic.tasks.sdist.specs import SPEC_SOURCE, load_specs
 
 PASSING = ("PASSED", "XFAIL")
-BEHAVIORAL_ERROR_PARSERS = {"parse_log_django", "parse_log_sympy"}  # ERROR = the test body raised
 
 
 def max_excluded(n_p2p: int) -> int:
@@ -63,6 +62,9 @@ class Decision:
     p2p_excluded: dict[str, str] = field(default_factory=dict)
     stage: str = "qualify"
     flaky_nodes: dict[str, str] = field(default_factory=dict)   # node -> the statuses seen across repetitions
+    # F2P nodes with no result on Base in a Base run another F2P node fails outright (`OfficialResult.unreported`):
+    # failing there as swebench grades them, and passing on Gold
+    f2p_unreported_on_base: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -96,15 +98,18 @@ def decide(task: Task, base: OfficialResult, gold: OfficialResult) -> Decision:
         if problem:
             return Decision(iid, False, f"{name} run invalid: {problem}")
     behavioral_error = task.log_parser in BEHAVIORAL_ERROR_PARSERS
+    unreported = []
     for node in task.fail_to_pass:
         b = _status(base.status_map, node)
-        if b is None:
+        if b is None and node in base.unreported:
+            unreported.append(node)
+        elif b is None:
             return Decision(iid, False, f"F2P {node} has no result on Base")
-        if b in PASSING:
+        elif b in PASSING:
             return Decision(iid, False, f"F2P {node} passes on Base (the release already behaves like Gold)")
-        if b == "SKIPPED":
+        elif b == "SKIPPED":
             return Decision(iid, False, f"F2P {node} is skipped on Base")
-        if b == "ERROR" and not behavioral_error:
+        elif b == "ERROR" and not behavioral_error:
             return Decision(iid, False, f"F2P {node} errors outside the test body on Base (not a valid fail)")
         g = _status(gold.status_map, node)
         if g not in PASSING:
@@ -125,8 +130,11 @@ def decide(task: Task, base: OfficialResult, gold: OfficialResult) -> Decision:
         return Decision(iid, False, f"{len(excluded)} of {len(task.pass_to_pass)} P2P cannot run here "
                         f"(limit {max_excluded(len(task.pass_to_pass))})", excluded)
     note = f"; {len(excluded)} P2P excluded" if excluded else ""
+    if unreported:
+        note += f"; {len(unreported)} F2P with no result on Base, where another F2P fails (as swebench grades them)"
     return Decision(iid, True, f"F2P {len(task.fail_to_pass)} fail on Base and pass on Gold; "
-                    f"P2P {len(task.pass_to_pass) - len(excluded)} pass on Gold{note}", excluded)
+                    f"P2P {len(task.pass_to_pass) - len(excluded)} pass on Gold{note}", excluded,
+                    f2p_unreported_on_base=unreported)
 
 
 # Every hunk's context is wrong, so no strategy can apply it: the evaluator must say so, not grade.
@@ -223,7 +231,8 @@ def decide_repeated(task: Task, runs: Sequence[tuple[OfficialResult, OfficialRes
         return Decision(iid, False, f"{len(excluded)} of {len(task.pass_to_pass)} P2P cannot run here "
                         f"(limit {max_excluded(len(task.pass_to_pass))})", excluded, flaky_nodes=unstable)
     reason = d.reason + (f"; {len(unstable)} flaky P2P excluded" if d.kept else "")
-    return Decision(iid, d.kept, reason, excluded, flaky_nodes=unstable)
+    return Decision(iid, d.kept, reason, excluded, flaky_nodes=unstable,
+                    f2p_unreported_on_base=d.f2p_unreported_on_base)
 
 
 def _regrade(task: Task, run: OfficialResult, patch: str, p2p: list[str]) -> OfficialResult:

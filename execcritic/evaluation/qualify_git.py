@@ -61,7 +61,8 @@ def _row(task: Task, env_key: str | None, d: Decision, facts: Mapping[str, Any],
     return {"instance_id": task.instance_id, "repo": task.repo, "version": task.version, "env": env_key,
             "base_commit": task.base_commit, "kept": d.kept, "stage": stage or d.stage, "reason": d.reason,
             "reason_class": None if d.kept else reason_class(d), "p2p_excluded": d.p2p_excluded,
-            "flaky_nodes": d.flaky_nodes, **facts}
+            "flaky_nodes": d.flaky_nodes,
+            **({"f2p_unreported_on_base": d.f2p_unreported_on_base} if d.f2p_unreported_on_base else {}), **facts}
 
 
 def run_qualification(tasks: Sequence[Task], *, results_dir: Path, recipe_out: Path | None,

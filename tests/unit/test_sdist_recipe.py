@@ -197,6 +197,38 @@ def test_grading_uses_swebench_and_fails_closed(verified_rows):
         OfficialResult("x", resolved=True, valid=False, patch_applied=True)
 
 
+def _django_log(lines: list[str], exit_code: int) -> str:
+    body = "\n".join(lines)
+    return (f"+ : '>>>>> Start Test Output'\n+ ./tests/runtests.py --verbosity 2 aggregation.tests\n{body}\n"
+            f"+ SWEBENCH_TEST_EXIT_CODE={exit_code}\n+ : '>>>>> End Test Output'\n>>>>> Test Exit Code: {exit_code}\n")
+
+
+@needs_verified
+def test_a_result_lost_beside_an_outright_failure_leaves_the_run_decided(verified_rows):
+    """django-11603 on Base, as measured here: test_distinct_on_aggregate's subTests fail, so its line gets no
+    status and test_empty_aggregate's joins it - swebench's parser sees no result for test_empty_aggregate. The
+    run is unresolved whatever that test did (the other F2P errors outright), so it is a valid unresolved run
+    and the instance qualifies, the node named; with no outright failure, a lost result still makes it invalid."""
+    from execcritic.evaluation.qualify import decide
+
+    task = verified_rows.get("django__django-11603")
+    (distinct, empty), p2p = task.fail_to_pass, list(task.pass_to_pass)
+    ok = [f"{n} ... ok" for n in p2p]
+    base_lines = ok + [f"{distinct} ... {empty} ... ok", "", "=" * 70, f"ERROR: {distinct} (aggregate='Avg')",
+                       "-" * 70, "Traceback (most recent call last):", "TypeError: Avg does not allow distinct.", "",
+                       "-" * 70, "Ran 60 tests in 0.164s", "", "FAILED (errors=2)"]
+    base = grade_log(task, _django_log(base_lines, 1), patch="", p2p=p2p)
+    assert base.valid and not base.resolved and base.missing == [] and base.unreported == [empty]
+    gold = grade_log(task, _django_log(ok + [f"{distinct} ... ok", f"{empty} ... ok"], 0), patch="x", p2p=p2p)
+    assert gold.valid and gold.resolved and gold.unreported == []
+    d = decide(task, base, gold)
+    assert d.kept and d.f2p_unreported_on_base == [empty], d
+    # the same lost result with nothing failing outright: the run did not reach a verdict
+    lost = grade_log(task, _django_log(ok + [f"{distinct} ... {empty} ... ok"], 0), patch="x", p2p=p2p)
+    assert (lost.valid, lost.missing, lost.unreported) == (False, [distinct, empty], [])
+    assert not decide(task, lost, gold).kept
+
+
 # ---- qualification decision ----------------------------------------------------------------------
 
 def _run(status: dict[str, str]) -> OfficialResult:
