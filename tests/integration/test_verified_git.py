@@ -131,6 +131,38 @@ def test_fetch_from_the_mirror_holds_exactly_the_base(mirror, tmp_path):
         fetch_commit(str(tmp_path / "nowhere"), mirror["base"], tmp_path / "x")
 
 
+def test_submodules_come_at_the_recorded_commit_from_their_own_source(tmp_path, monkeypatch):
+    """astropy < 4 builds from its `astropy_helpers` submodule: the checkout gets it at the commit the Base
+    records (not the helper's newest), from the source configured for the helper's repository."""
+    helpers = tmp_path / "mirrors" / "demo+helpers" / "repo"
+    helpers.mkdir(parents=True)
+    git(helpers, "init", "-q", "-b", "main")
+    write(helpers, {"helpers.py": "VERSION = 1\n"})
+    git(helpers, "add", "-A")
+    git(helpers, "commit", "-q", "-m", "v1")
+    pinned = git(helpers, "rev-parse", "HEAD")
+    write(helpers, {"helpers.py": "VERSION = 2\n"})
+    git(helpers, "commit", "-qam", "v2")
+    app = tmp_path / "mirrors" / "demo+app" / "repo"
+    app.mkdir(parents=True)
+    git(app, "init", "-q", "-b", "main")
+    write(app, {".gitmodules": '[submodule "helpers"]\n\tpath = vendor/helpers\n'
+                               "\turl = https://github.com/demo/helpers.git\n", "app.py": "x = 1\n"})
+    git(app, "add", "-A")
+    git(app, "update-index", "--add", "--cacheinfo", f"160000,{pinned},vendor/helpers")   # the gitlink
+    git(app, "commit", "-q", "-m", "app with helpers at v1")
+    base = git(app, "rev-parse", "HEAD")
+    monkeypatch.setenv("EXECCRITIC_GIT_SOURCES", str(tmp_path / "mirrors" / "{owner}+{name}" / "repo"))
+    dest = tmp_path / "co"
+    fetch_commit(str(app), base, dest)
+    assert (dest / "vendor" / "helpers" / "helpers.py").read_text() == "VERSION = 1\n"
+    assert git(dest / "vendor" / "helpers", "rev-parse", "HEAD") == pinned
+    assert git(dest, "status", "--porcelain") == ""                          # the Base, clean
+    monkeypatch.setenv("EXECCRITIC_GIT_SOURCES", str(tmp_path / "nowhere" / "{name}"))
+    with pytest.raises(InputError, match="neither a URL nor an existing local path"):
+        fetch_commit(str(app), base, tmp_path / "co2")
+
+
 def test_plan_follows_the_spec_and_stands_in_for_a_missing_setup_commit(mirror):
     src = {REPO: str(mirror["path"])}
     assert has_commit(src[REPO], mirror["base"]) and not has_commit(src[REPO], "0" * 40)

@@ -7,12 +7,15 @@ template for every other repository (`{repo}`, `{owner}`, `{name}` are filled in
 source is `https://github.com/{repo}.git`.
 
 `fetch_commit` puts exactly one commit into a fresh repository (`git fetch --depth 1 <source> <sha>`): the
-checkout has no history beyond its Base, no remote and no refs but its branch.
+checkout has no history beyond its Base, no remote and no refs but its branch. Submodules (astropy < 4 builds
+from its `astropy_helpers`) are fetched the same way, each at the commit the Base records, from the source
+configured for their own repository.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -113,6 +116,48 @@ def fetch_commit(source: str, commit: str, dest: Path, *, steps: StepLog | None 
         raise BuildError(f"{source}: fetching {commit} gave {got}")
     steps.run(["git", "-C", str(dest), "checkout", "-q", "-B", BRANCH, commit], what="checkout", env=env, log=log)
     (dest / ".git" / "FETCH_HEAD").unlink(missing_ok=True)    # names the source; the Base needs no route back
+    fetch_submodules(dest, steps=steps, log=log, timeout=timeout)
+
+
+_GITHUB = re.compile(r"^(?:https?://github\.com/|git@github\.com:|git://github\.com/)([^/]+/[^/]+?)(?:\.git)?/?$")
+
+
+def submodules(dest: Path) -> list[tuple[str, str, str]]:
+    """(path, url, recorded commit) of each submodule the checkout's `.gitmodules` names and its tree records."""
+    if not (dest / ".gitmodules").is_file():
+        return []
+    res = subprocess.run(["git", "-C", str(dest), "config", "-f", ".gitmodules", "--get-regexp",
+                          r"^submodule\..*\.(path|url)$"], capture_output=True, text=True, env=git_env(), check=False)
+    entries: dict[str, dict[str, str]] = {}
+    for line in res.stdout.splitlines():
+        key, _, value = line.partition(" ")
+        name, _, field = key[len("submodule."):].rpartition(".")
+        entries.setdefault(name, {})[field] = value.strip()
+    out = []
+    for e in entries.values():
+        if "path" not in e or "url" not in e:
+            continue
+        tree = subprocess.run(["git", "-C", str(dest), "ls-tree", "HEAD", "--", e["path"]], capture_output=True,
+                              text=True, env=git_env(), check=False).stdout.split()
+        if len(tree) >= 3 and tree[1] == "commit":          # a gitlink: the commit the Base pins
+            out.append((e["path"], e["url"], tree[2]))
+    return out
+
+
+def fetch_submodules(dest: Path, *, steps: StepLog, log=None, timeout: float = FETCH_TIMEOUT_S) -> list[str]:
+    """Each submodule at its recorded commit, as `git submodule update --init` would leave it (a repository at
+    its path), from the configured source of its repository (`source_for`); its path names the failure."""
+    done = []
+    for path, url, commit in submodules(dest):
+        m = _GITHUB.match(url)
+        if m is None:
+            raise BuildError(f"submodule {path}: cannot tell which repository {url!r} is, so no configured source "
+                             "can serve it")
+        if (dest / path).is_dir() and any((dest / path).iterdir()):
+            continue
+        fetch_commit(source_for(m.group(1)), commit, dest / path, steps=steps, log=log, timeout=timeout)
+        done.append(path)
+    return done
 
 
 def has_commit(source: str, commit: str) -> bool | None:
