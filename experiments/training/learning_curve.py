@@ -69,9 +69,21 @@ def window_rise(rewards_by_step: dict[int, list[float]], k: int, n_boot: int = 1
             "ci_high": float(np.quantile(d, 0.975)), "n_boot": n_boot, "seed": seed}
 
 
-def instance_rise(recs: list[dict], value, n_boot: int = 10000, seed: int = 0) -> dict:
-    """POST HOC (chosen after the run, because DAPO's sampler alternates instances so the step windows of
-    `window_rise` mix an easy and a hard instance): for each training instance, `value` over its scored rollouts
+# The per-instance rise was chosen after the Repair GRPO run (commit abac6c7, 2026-12-04T13:48Z), because DAPO's
+# sampler alternates instances so the step windows of `window_rise` mix an easy and a hard instance. For a run that
+# started after it was committed it was declared in advance; for an earlier run it is post hoc, and says so.
+INSTANCE_RISE_DECLARED_AT = "2026-12-04T13:48:06Z"
+# the second per-instance measure: the agent's success (Repair: resolved; Test: Q=1, a Base-to-Gold test)
+SUCCESS = {"repair": ("resolved", lambda r: r["level"].startswith("resolved")),
+           "test": ("B2G (Q=1)", lambda r: r["level"].startswith("q_"))}
+
+
+def instance_rise_label(created_at: str) -> str:
+    return "declared before the run" if created_at > INSTANCE_RISE_DECLARED_AT else "post hoc"
+
+
+def instance_rise(recs: list[dict], value, n_boot: int = 10000, seed: int = 0, label: str = "post hoc") -> dict:
+    """For each training instance, `value` over its scored rollouts
     in the second half of the steps that sampled it minus the first half; the mean over instances, with a
     bootstrap that resamples steps within each instance's halves."""
     per: dict[str, dict[int, list[float]]] = {}
@@ -94,7 +106,7 @@ def instance_rise(recs: list[dict], value, n_boot: int = 10000, seed: int = 0) -
                                    for row in rng.integers(0, len(w), size=(n_boot, len(w)))])
         boots.append(pick(last) - pick(first))
     d = np.mean(boots, axis=0)
-    return {"label": "post hoc", "delta": float(np.mean([mean(b) - mean(a) for a, b in halves.values()])),
+    return {"label": label, "delta": float(np.mean([mean(b) - mean(a) for a, b in halves.values()])),
             "ci_low": float(np.quantile(d, 0.025)), "ci_high": float(np.quantile(d, 0.975)), "n_boot": n_boot,
             "seed": seed, "per_instance": {i: {"first_steps": len(a), "last_steps": len(b), "first": mean(a),
                                                "last": mean(b), "n_first": sum(map(len, a)),
@@ -332,7 +344,7 @@ def tables(summary: dict) -> str:
                     continue
                 each = "; ".join(f"{i}: {v['first']:.3f} ({v['n_first']} rollouts, {v['first_steps']} steps) -> "
                                  f"{v['last']:.3f} ({v['n_last']}, {v['last_steps']})" for i, v in ir["per_instance"].items())
-                out.append(f"POST HOC, per training instance (second half of the steps that sampled it minus the first "
+                out.append(f"{ir['label'].upper()}, per training instance (second half of the steps that sampled it minus the first "
                            f"half; mean over instances; steps resampled within each half): {metric} "
                            f"**{ir['delta']:+.3f}** [{ir['ci_low']:+.3f}, {ir['ci_high']:+.3f}] (95% CI). {each}.\n")
             cols = ["step", "reward_mean", "reward_std", "offered_groups", "kept_groups", "dropped_groups",
@@ -393,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
                     by_step.setdefault(int(r["step"]), []).append(float(r["reward"]))
             masked = [sum(1 for r in recs if r["step"] == s and r["masked"]) for s in m["step"]]
             rise = window_rise(by_step, args.window)
+            label = instance_rise_label(run.manifest["created_at"])
             cols = ["step", "reward_mean", "reward_std", "kept_groups", "dropped_groups", "offered_groups",
                     "masked_share", "loss", "grad_norm", "entropy", "kl_sampling", "clip_ratio",
                     "optimizer_steps_skipped", "stop_reason", "tokens_per_s", "rollout_s", "train_s", "wall_s", "lr"]
@@ -401,8 +414,8 @@ def main(argv: list[str] | None = None) -> int:
                            "metrics": {"step": list(m["step"]), "kept_groups": list(m["kept_groups"]),
                                        "dropped_groups": list(m["dropped_groups"]), "masked": masked}}
             a["grpo"] = {"run": f"training/{rid}", "rise": rise, "per_step": per_step,
-                         "instance_rise": {"reward": instance_rise(recs, lambda r: r["reward"]),
-                                           "resolved": instance_rise(recs, lambda r: r["level"].startswith("resolved"))},
+                         "instance_rise": {"reward": instance_rise(recs, lambda r: r["reward"], label=label),
+                                           SUCCESS[agent][0]: instance_rise(recs, SUCCESS[agent][1], label=label)},
                          "extrapolation": extrapolate(agent, recs, per_step),
                          "nonzero_grad_steps": int(sum(1 for r in per_step if (r["grad_norm"] or 0) > 0)),
                          "wall_s": float(m["wall_s"].sum()), "git_sha": run.manifest["git"]["sha"],
