@@ -64,7 +64,8 @@ def _without(fn, name: str):
     # annotations resolved here: the strings `from __future__ import annotations` leaves in a borrowed signature
     # cannot be resolved from the wrapper, and typer >= 0.29 then fails on the first option it coerces
     sig, hints = inspect.signature(fn), typing.get_type_hints(fn)
-    params = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in sig.parameters.values() if p.name != name]
+    params = [p.replace(annotation=hints.get(p.name, p.annotation))
+              for p in sig.parameters.values() if p.name != name]
 
     def wrapper(**kwargs):
         return fn(**kwargs, **{name: None})

@@ -14,7 +14,6 @@ backends are imported lazily so that choosing one never imports the other's depe
 from __future__ import annotations
 
 import json
-
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
