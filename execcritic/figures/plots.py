@@ -282,7 +282,7 @@ def _curve_panel(ax, runs: Sequence[Run], role: str, panel: str, xmax: int, ylim
                                   markeredgecolor="#555555", label="hollow: no group kept; mean of the offered "
                                   "rollouts (trained nothing)"))
         for h in handles:
-            h.set_label(textwrap.fill(h.get_label(), 62))
+            h.set_label(textwrap.fill(h.get_label(), 62, break_on_hyphens=False))
         ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.66), frameon=False, fontsize=6.0)
     ax.set_xlabel("Training step (GRPO)")
     ax.set_ylabel("Training reward")
