@@ -34,6 +34,7 @@ from execcritic.tasks.stats import task_stats
 
 app = typer.Typer(no_args_is_help=True, help="Task sets: load, list and summarize SWE-bench-style rows; build the "
                                              "verified-sdist and verified-git environments; qualify verified-git.")
+GIT_RESULTS = Path("results/verified_git")
 RECIPES = {NAME: load_recipe, git_tasks.NAME: git_recipe.load_recipe}
 
 
@@ -180,6 +181,14 @@ GIT_SOURCE = typer.Option(None, "--git-source", metavar="REPO=SOURCE|TEMPLATE",
                                f"added to ${SOURCES_ENV}; default https://github.com/<repo>.git")
 
 
+def git_recipe_out(results: Path, recipe_out: Optional[Path] = None) -> Path:
+    """Where qualify-git writes its recipe: the committed one only from the committed results; a scratch results dir
+    (one row tried elsewhere) writes beside itself, never over the committed recipe with its few rows."""
+    if recipe_out is not None:
+        return recipe_out
+    return git_recipe.RECIPE_PATH if results.resolve() == GIT_RESULTS.resolve() else results / "recipe.json"
+
+
 @app.command("qualify-git")
 @protocol_options("harness")
 def qualify_git(instance: Optional[List[str]] = INSTANCES,
@@ -188,10 +197,11 @@ def qualify_git(instance: Optional[List[str]] = INSTANCES,
                 git_source: Optional[List[str]] = GIT_SOURCE,
                 repeat: int = typer.Option(2, "--repeat", min=1, help="runs of Base and Gold per instance (flaky "
                                            "nodes are those whose status changes)"),
-                results: Path = typer.Option(Path("results/verified_git"), "--results",
+                results: Path = typer.Option(GIT_RESULTS, "--results",
                                              help="results dir (instances.jsonl is the resumable state)"),
-                recipe_out: Optional[Path] = typer.Option(None, "--recipe-out", help="recipe file to write; "
-                                                          "default the committed one"),
+                recipe_out: Optional[Path] = typer.Option(None, "--recipe-out", help="recipe file to write; default "
+                                                          "the committed one for the committed --results, else "
+                                                          "<results>/recipe.json"),
                 limit: Optional[int] = typer.Option(None, "--limit", min=1, help="stop after N undecided rows"),
                 redo: bool = typer.Option(False, "--redo", metavar="", help="decide again rows already in "
                                           "the results"),
@@ -208,7 +218,7 @@ def qualify_git(instance: Optional[List[str]] = INSTANCES,
     _known(instance, {t.instance_id for t in all_rows}, "--instance", "the Verified rows")
     _known(repo, {t.repo for t in all_rows}, "--repo", "the Verified rows")
     tasks = [t for t in all_rows if (not repo or t.repo in repo) and (not instance or t.instance_id in instance)]
-    summary = run_qualification(tasks, results_dir=results, recipe_out=recipe_out or git_recipe.RECIPE_PATH,
+    summary = run_qualification(tasks, results_dir=results, recipe_out=git_recipe_out(results, recipe_out),
                                 sources=configured_sources(git_source), repeat=repeat,
                                 keep_checkouts=keep_checkouts, redo=redo, cutoff=cutoff, harness=protocol.harness,
                                 dataset_manifest=all_rows.manifest(), all_rows=list(all_rows), limit=limit,

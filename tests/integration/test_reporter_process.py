@@ -120,16 +120,17 @@ def test_the_signal_guard_keeps_the_standard_library_semantics(python):
 
 
 def run_candidate(work: Path, files: dict[str, str], changed: list[str], code: str, *, python: str = sys.executable,
-                  path: tuple[Path, ...] = ()):
+                  path: tuple[Path, ...] = (), ffi: bool = False, runner: str = "unittest"):
     """`code` run in checkout `work` whose `files` are written first; `changed`: those the candidate changed (every
-    line of them its own). `path`: directories put on sys.path after the checkout (a library's site-packages)."""
+    line of them its own). `path`: directories put on sys.path after the checkout (a library's site-packages).
+    `ffi`: the env's recipe says a library needs the real ctypes; `runner`: the reporter's runner hooks."""
     for rel, text in files.items():
         (work / rel).parent.mkdir(parents=True, exist_ok=True)
         (work / rel).write_text(textwrap.dedent(text))
     lines = {rel: [[1, len(files[rel].splitlines()) + 1]] for rel in changed}
     with tempfile.TemporaryDirectory() as tmp:
-        channel = ReporterChannel(tmp, {"workdir": str(work), "runner": "unittest", "changed": changed,
-                                        "changed_lines": lines, "test_files": []})
+        channel = ReporterChannel(tmp, {"workdir": str(work), "runner": runner, "changed": changed,
+                                        "changed_lines": lines, "test_files": [], "ffi": ffi})
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         env["PYTHONPATH"] = ":".join(map(str, (INSIDE, work, *path)))
         env.update({k: v.replace(os.path.dirname(channel.sandbox_path), tmp) for k, v in channel.env.items()})
@@ -195,6 +196,152 @@ def test_the_same_rename_from_the_checkout_is_a_code_swap(where, tmp_path):
     assert "code_swap" in {t["what"] for t in report.tampers}, report.tampers
 
 
+# Hypothesis's internal.reflection.impersonate, as its `defines_strategy` wrappers use it
+IMPERSONATOR = {"hyp/__init__.py": "", "hyp/reflection.py": """
+    def impersonate(target):
+        def accept(f):
+            f.__code__ = f.__code__.replace(co_filename=target.__code__.co_filename,
+                                            co_firstlineno=target.__code__.co_firstlineno)
+            f.__name__ = target.__name__
+            return f
+        return accept
+""", "hyp/utils.py": """
+    from hyp.reflection import impersonate
+
+    def defines_strategy(strategy):
+        @impersonate(strategy)
+        def accept(*args, **kwargs):
+            return ("lazy", strategy(*args, **kwargs))
+        return accept
+
+    def proxies(target):
+        scope = {}
+        exec("def accept(f):\\n    def proxy(*a):\\n        return f(*a)\\n    return proxy\\n", scope)
+        return lambda f: impersonate(target)(scope["accept"](f))
+""", "hyp/core.py": """
+    from hyp.utils import defines_strategy
+
+    from hyp.utils import proxies
+
+    @defines_strategy
+    def integers(lo, hi):
+        return list(range(lo, hi))
+
+    def _floats(lo):
+        return float(lo)
+
+    @proxies(_floats)
+    def floats(lo):
+        return _floats(lo)
+"""}
+
+
+def _site(tmp_path, files):
+    site = tmp_path / "venv" / "lib" / "python3" / "site-packages"
+    for rel, text in files.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(textwrap.dedent(text))
+    return site
+
+
+def test_a_library_relabelling_its_functions_to_another_of_its_files_is_not_a_code_swap(tmp_path):
+    """Hypothesis gives each strategy function the file name and first line of the function it stands for, in
+    another of its own files: astropy 4.3's Base runs were refused as code_swap (74 renames) until a library's
+    relabelling of library code to another library file was told apart."""
+    site = _site(tmp_path, IMPERSONATOR)
+    proc, report = run_candidate(tmp_path / "repo", {"pkg/__init__.py": """
+        from hyp.core import integers, floats
+
+        assert integers(0, 2) == ("lazy", [0, 1]) and integers.__code__.co_filename.endswith("core.py")
+        assert floats(1) == 1.0 and floats.__code__.co_filename.endswith("core.py")
+        """}, [], "import pkg", path=(site,))
+    assert proc.returncode == 0, proc.stderr
+    assert report.problem is None and not report.tampers, report.summary()
+
+
+@pytest.mark.parametrize("target", ["the candidate's function", "code the candidate compiled", "to a checkout file"])
+def test_the_library_relabelling_the_candidates_code_or_to_a_checkout_file_is_a_code_swap(target, tmp_path):
+    """The same library call is a code swap when what it relabels is the candidate's code (it would then pass
+    as the library's) or when the new name is a file of the checkout."""
+    site = _site(tmp_path, IMPERSONATOR)
+    if target == "the candidate's function":
+        code = """
+            import hyp.core
+            from hyp.reflection import impersonate
+
+            def forged(*args, **kwargs):
+                return None
+
+            impersonate(hyp.core.integers)(forged)
+            """
+    elif target == "code the candidate compiled":
+        code = """
+            import hyp.core
+            from hyp.reflection import impersonate
+
+            scope = {}
+            exec("def forged(*args, **kwargs):\\n    return None\\n", scope)
+            impersonate(hyp.core.integers)(scope["forged"])
+            """
+    else:
+        code = """
+            import hyp.core, pkg.base
+            from hyp.reflection import impersonate
+
+            impersonate(pkg.base.target)(hyp.core.integers)
+            """
+    proc, report = run_candidate(tmp_path / "repo", {"pkg/__init__.py": code, "pkg/base.py": "def target():\n    pass\n"},
+                                 ["pkg/__init__.py"], "import pkg", path=(site,))
+    assert proc.returncode == 0, proc.stderr
+    assert "code_swap" in {t["what"] for t in report.tampers}, report.tampers
+
+
+# llvmlite's ExecutionEngine reads the object code numba's JIT made, as xarray's tests reach it
+JIT_READER = {"jitlib.py": """
+    import ctypes
+
+    _buf = ctypes.create_string_buffer(b"object code")
+
+    def object_code():
+        return ctypes.string_at(ctypes.addressof(_buf), 11)
+
+    def read(address, size):
+        return ctypes.string_at(address, size)
+"""}
+
+
+@pytest.mark.parametrize("python", _interpreters())
+def test_a_librarys_own_memory_read_in_an_ffi_env_is_not_tampering(python, tmp_path):
+    """In an env whose recipe says ffi (xarray: scipy needs the real ctypes), llvmlite reads the object code of
+    numba's JIT with ctypes.string_at: xarray 0.12's Base and Gold runs were refused as memory_access."""
+    site = _site(tmp_path, JIT_READER)
+    proc, report = run_candidate(tmp_path / "repo", {"pkg/__init__.py": """
+        import jitlib
+
+        def compiled():
+            return jitlib.object_code()
+
+        assert compiled() == b"object code"
+        """}, [], "import pkg", python=python, path=(site,), ffi=True)
+    assert proc.returncode == 0, proc.stderr
+    assert report.problem is None and not report.tampers, report.summary()
+
+
+@pytest.mark.parametrize("how", ["ctypes directly", "through the library", "through the library, later"])
+def test_a_memory_read_the_candidate_drives_is_memory_access_even_in_an_ffi_env(how, tmp_path):
+    """The library's exemption is for its own reads: the candidate's line reading memory - itself, through the
+    library, or in the library's code that the candidate's line called - is memory_access."""
+    site = _site(tmp_path, JIT_READER)
+    code = {"ctypes directly": "import ctypes\nctypes.string_at(id(object()), 8)\n",
+            "through the library": "import jitlib\njitlib.read(id(object()), 8)\n",
+            "through the library, later": "import jitlib\n\ndef later():\n    return jitlib.read(id(object()), 8)\n"
+                                          "\n\nlater()\n"}[how]
+    proc, report = run_candidate(tmp_path / "repo", {"pkg/__init__.py": code}, ["pkg/__init__.py"], "import pkg",
+                                 path=(site,), ffi=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "memory_access" in {t["what"] for t in report.tampers}, report.tampers
+
+
 def test_a_code_swap_that_changes_only_the_file_name_is_a_code_swap(tmp_path):
     """Code equality ignores co_filename, and the file name is what says whose code a function is: the
     candidate's no-op renamed to the standard library's unittest would pass as trusted (a flags-only swap was
@@ -210,3 +357,38 @@ def test_a_code_swap_that_changes_only_the_file_name_is_a_code_swap(tmp_path):
         """}, ["pkg/__init__.py"], "import pkg")
     assert proc.returncode == 0, proc.stderr
     assert "code_swap" in {t["what"] for t in report.tampers}, report.tampers
+
+
+# pytest-mock's plugin, as it wraps unittest.mock's assertions when it configures (`mock_traceback_monkeypatch`)
+MOCK_PLUGIN = {"mockish.py": """
+    import unittest.mock
+
+    def wrap_assert_not_called(*args, **kwargs):
+        return _original(*args, **kwargs)
+
+    def pytest_configure(config):
+        global _original
+        _original = unittest.mock.NonCallableMock.assert_not_called
+        unittest.mock.NonCallableMock.assert_not_called = wrap_assert_not_called
+"""}
+PYTEST_MAIN = "import sys, pytest\nsys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-p', 'mockish', 'test_x.py']))"
+TEST_X = "from unittest import mock\n\ndef test_x():\n    mock.Mock().assert_not_called()\n"
+
+
+def test_a_plugin_that_wraps_the_runner_when_it_configures_is_not_tampering(tmp_path):
+    """pytest-mock wraps unittest.mock's assertions in its `pytest_configure`, after the reporter's first
+    snapshot: every astropy 4.3 run (pytest-astropy brings pytest-mock) was refused as runner_tampered."""
+    site = _site(tmp_path, MOCK_PLUGIN)
+    proc, report = run_candidate(tmp_path / "repo", {"test_x.py": TEST_X}, [], PYTEST_MAIN, path=(site,),
+                                 runner="pytest")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert report.problem is None and not report.tampers, report.summary()
+
+
+def test_the_candidates_conftest_wrapping_the_runner_when_it_configures_is_tampering(tmp_path):
+    """The same wrap from the candidate's conftest: its function is not the runner's own code."""
+    site = _site(tmp_path, MOCK_PLUGIN)
+    conftest = MOCK_PLUGIN["mockish.py"].replace("return _original(*args, **kwargs)", "return None")
+    proc, report = run_candidate(tmp_path / "repo", {"test_x.py": TEST_X, "conftest.py": conftest}, ["conftest.py"],
+                                 PYTEST_MAIN.replace("'-p', 'mockish', ", ""), path=(site,), runner="pytest")
+    assert "runner_tampered" in {t["what"] for t in report.tampers}, (report.tampers, proc.stdout)

@@ -199,3 +199,13 @@ def test_own_prefix_survives_tox_current_envs_symlink(tmp_path):
     tox_env = parse_recipe(data).envs["calc-0.1"]
     assert tox_env.own_prefix and not plain.own_prefix
     assert tox_env.digest_payload()["own_prefix"] is True and "own_prefix" not in plain.digest_payload()
+
+
+def test_a_scratch_results_dir_never_rewrites_the_committed_recipe(tmp_path, monkeypatch):
+    """qualify-git on one row into a scratch dir rewrote the committed recipe with that row's env alone (measured:
+    recipe.json lost 4,862 lines); only the committed results dir writes the committed recipe."""
+    from execcritic.cli.tasks import git_recipe_out
+    monkeypatch.chdir(RECIPE_PATH.parents[3])
+    assert git_recipe_out(Path("results/verified_git")) == RECIPE_PATH
+    assert git_recipe_out(tmp_path / "vg") == tmp_path / "vg" / "recipe.json"
+    assert git_recipe_out(tmp_path / "vg", tmp_path / "r.json") == tmp_path / "r.json"

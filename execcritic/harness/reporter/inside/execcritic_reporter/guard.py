@@ -342,17 +342,48 @@ def _build():
             return type(want) is types.FunctionType and want.__code__ == fn.__code__ and \
                 want.__defaults__ == fn.__defaults__ and want.__kwdefaults__ == fn.__kwdefaults__
 
-        def _library_renames_own(fn, new, frame):
-            """numpy 1.22-1.24's `array_function_dispatch` renames the code of each wrapper it makes (`co_name`, and
-            `co_filename` '<__array_function__ internals>'): the same instructions under another name, set by
-            read-only library code on a function of its own file, to a name that is no file of the checkout.
-            (Measured: every Django 4.0 run that imports numpy was refused for 313 such renames.)"""
+        def _library_relabels(fn, new, frame):
+            """Read-only library code gives a function of a read-only library another name: the same instructions,
+            set by a library on library code, never under the name of a file of the checkout.
+            - numpy 1.22-1.24's `array_function_dispatch` renames each wrapper of its own file (`co_name`, and
+              `co_filename` '<__array_function__ internals>'). Measured: every Django 4.0 run that imports numpy
+              was refused for 313 such renames.
+            - Hypothesis's `reflection.impersonate` gives each strategy function (some of them code its own
+              `exec` made) the `co_filename` and first line of the function it stands for, in another of its files
+              ("to hide the hypothesis internals from pytest"). Measured: astropy 4.3's Base runs were refused for
+              74 such renames."""
             if not _renamed_only(fn, new):
                 return False
-            path = frame.f_code.co_filename
-            return path == fn.__code__.co_filename and "site-packages" in path and \
-                not _abs(path).startswith(S.workdir) and trusted_file(_abs(path)) and \
-                new.co_filename.startswith("<") and not new.co_filename.startswith("<frozen")
+            path, old = frame.f_code.co_filename, fn.__code__.co_filename
+            made = _library(old) or (old.startswith("<") and not runtime_untrusted(fn.__code__))
+            if not (_library(path) and made):
+                return False
+            if new.co_filename.startswith("<"):
+                return path == old and not new.co_filename.startswith("<frozen")
+            return _library(new.co_filename)
+
+        def _library(path):
+            """A file of an installed library: read-only, outside the checkout."""
+            return "site-packages" in path and not _abs(path).startswith(S.workdir) and trusted_file(_abs(path))
+
+        def _memory_read(frame, detail):
+            """Raw memory read through ctypes. With no `ffi` there is no ctypes to read with: tampering. In an `ffi`
+            env (its recipe says a library needs the real ctypes) libraries read memory of their own: llvmlite reads
+            the object code numba's JIT made (`ctypes.string_at`; measured: xarray 0.12's Base and Gold runs). Such a
+            read is the library's when the code that asked, past ctypes' own wrappers, is a library file and no
+            line the candidate wrote is on the stack; a read the candidate's line drives is `memory_access`."""
+            while frame is not None and _stdlib(frame.f_code.co_filename) and \
+                    "/ctypes/" in frame.f_code.co_filename:
+                frame = frame.f_back
+            where = "%s:%d" % (frame.f_code.co_filename, frame.f_lineno) if frame is not None else "no Python caller"
+            if S.ffi and frame is not None and _library(frame.f_code.co_filename):
+                up = frame
+                while up is not None and not candidate_line(up.f_code, up.f_lineno):
+                    up = up.f_back
+                if up is None:
+                    return
+                where += ", driven by %s:%d" % (up.f_code.co_filename, up.f_lineno)
+            _fire("memory_access", "%s, from %s" % (detail, where))
 
         def _stdlib(path):
             return not path.startswith(S.workdir) and "site-packages" not in path and not path.startswith("<")
@@ -367,7 +398,7 @@ def _build():
             if event == "object.__setattr__":
                 if len(args) >= 3 and args[1] == "__code__" and not _flags_only(args[0], args[2]):
                     frame = _caller(3)
-                    if frame is not None and _library_renames_own(args[0], args[2], frame):
+                    if frame is not None and _library_relabels(args[0], args[2], frame):
                         _note_runtime(args[2], frame)      # its new "<...>" name: code trusted code made
                     elif frame is None or not frame.f_code.co_filename.startswith(S.here):
                         _fire("code_swap", "a function's __code__ was replaced: %s" % _name(args[0]))
@@ -415,7 +446,7 @@ def _build():
                                         "audit hook")
                 raise RefusedHook("subinterpreters are not available to the code under test")
             elif event in _MEMORY_EVENTS:
-                _fire("memory_access", "%s: raw memory read through ctypes" % event)
+                _memory_read(_caller(3), "%s: raw memory read through ctypes" % event)
             elif event in _INTROSPECTION_EVENTS:
                 detail = "%s: the process walked the garbage collector or other threads' frames" % event
                 if S.product_runner:             # pytest's own tests walk the gc; the candidate's lines may not
@@ -1050,8 +1081,8 @@ def _build():
         return _same_code(fn, new, "co_flags") and fn.__code__.co_filename == new.co_filename
 
     def _renamed_only(fn, new):
-        """The same instructions under another name and file name (`_library_renames_own`)."""
-        return _same_code(fn, new, "co_flags", "co_name", "co_qualname")
+        """The same instructions under another name, file name and first line (`_library_relabels`)."""
+        return _same_code(fn, new, "co_flags", "co_name", "co_qualname", "co_firstlineno")
 
     def _same_code(fn, new, *fields):
         """`new` equals `fn`'s code once `fields` are copied from it (code equality ignores co_filename)."""

@@ -82,7 +82,15 @@ def pytest_configure(config):
     if not box:
         return
     _OUTER["config"] = config
-    "\0audit"(EVENT, "watch", _WATCH)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    """The runner's snapshot is taken once every plugin has configured: pytest-mock wraps unittest.mock's
+    assertions in its `pytest_configure` (a hook cannot wrap the historic `pytest_configure` to run after the rest).
+    What the configure hooks bound is judged as the checkout's conftest files are: by provenance."""
+    if _ours(session.config):
+        "\0audit"(EVENT, "watch", _WATCH)
 
 
 def pytest_collectreport(report):
