@@ -328,7 +328,9 @@ def uv_install(steps: StepLog, uv: list[str], py: str, reqs: list[str], cutoff: 
                what: str, exempt: Sequence[str] = BUILD_TOOLS) -> dict[str, str]:
     """Install `reqs` into the venv; pins SWE-bench chose (and the `exempt` build tools) are exempt from the
     date cutoff. If the set fails as a whole, install one by one and return {requirement: why it was left
-    out}."""
+    out}; then the ones that installed go in again as one set, so that what a later one pulled in cannot move an
+    earlier pin (measured: astropy 1.3's exceptiongroup==0.0.0a0 pulled trio, whose outcome needs attrs >= 19.2,
+    over SWE-bench's attrs==17.3.0, and pytest 3.3.1 then failed to import)."""
     def cmd(items: list[str], dated: bool = True) -> list[str]:
         c = [*uv, "pip", "install", "--python", py]
         if dated:
@@ -357,6 +359,13 @@ def uv_install(steps: StepLog, uv: list[str], py: str, reqs: list[str], cutoff: 
             skipped[f"cutoff: {r}"] = f"resolved without --exclude-newer (dated resolution failed: {dated_error})"
         except BuildError as exc:
             skipped[r] = "install failed: " + str(exc).strip().splitlines()[-1][:300]
+    kept = [r for r in reqs if r not in skipped]
+    if len(kept) > 1:
+        try:
+            steps.run(cmd(kept), what=f"uv install {what} (together, without the ones left out)", env=env, log=log)
+        except BuildError as exc:
+            skipped[f"together: {what}"] = ("installed one by one only (together: " +
+                                            str(exc).strip().splitlines()[-1][:300] + ")")
     return skipped
 
 

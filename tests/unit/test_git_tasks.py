@@ -8,6 +8,7 @@ import copy
 import json
 import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -209,3 +210,50 @@ def test_a_scratch_results_dir_never_rewrites_the_committed_recipe(tmp_path, mon
     assert git_recipe_out(Path("results/verified_git")) == RECIPE_PATH
     assert git_recipe_out(tmp_path / "vg") == tmp_path / "vg" / "recipe.json"
     assert git_recipe_out(tmp_path / "vg", tmp_path / "r.json") == tmp_path / "r.json"
+
+
+def _wheel(where: Path, name: str, version: str, requires: tuple[str, ...] = (), broken: bool = False) -> None:
+    """A pure-Python wheel (or, `broken`, an sdist whose build fails) in a local find-links dir."""
+    import zipfile
+    if broken:
+        import tarfile
+        src = where / f"{name}-{version}"
+        src.mkdir()
+        (src / "setup.py").write_text("raise SystemExit('this package does not build')\n")
+        with tarfile.open(where / f"{name}-{version}.tar.gz", "w:gz") as tar:
+            tar.add(src, arcname=src.name)
+        return
+    dist = f"{name}-{version}.dist-info"
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    files = {f"{name}/__init__.py": f"VERSION = {version!r}\n", f"{dist}/METADATA": meta,
+             f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files[f"{dist}/RECORD"] = "".join(f"{p},,\n" for p in files) + f"{dist}/RECORD,,\n"
+    with zipfile.ZipFile(where / f"{name}-{version}-py3-none-any.whl", "w") as zf:
+        for path, text in files.items():
+            zf.writestr(path, text)
+
+
+def test_a_package_installed_alone_cannot_move_an_earlier_pin(tmp_path):
+    """When a pinned set fails as a whole (one member does not build), its members go in one by one; a later one
+    then pulls the newest of an unpinned dependency over an earlier pin (astropy 1.3: exceptiongroup's trio needs
+    attrs >= 19.2 over SWE-bench's attrs==17.3.0, and pytest 3.3.1 no longer imports). The members that installed
+    go in again together, and the pin holds."""
+    from execcritic.tasks.envbuild import StepLog, uv_binary, uv_install
+    links = tmp_path / "links"
+    links.mkdir()
+    _wheel(links, "ecx_pinned", "1.0")
+    _wheel(links, "ecx_pinned", "2.0")
+    _wheel(links, "ecx_helper", "1.0", ("ecx_pinned",))
+    _wheel(links, "ecx_helper", "2.0", ("ecx_pinned>=2",))
+    _wheel(links, "ecx_later", "1.0", ("ecx_helper",))
+    _wheel(links, "ecx_nobuild", "1.0", broken=True)
+    uv = uv_binary()
+    subprocess.run([uv, "venv", "--no-project", "-q", "--python", sys.executable, str(tmp_path / "venv")], check=True)
+    py = str(tmp_path / "venv" / "bin" / "python")
+    env = {**os.environ, "UV_OFFLINE": "1", "UV_FIND_LINKS": str(links), "UV_CACHE_DIR": str(tmp_path / "cache")}
+    skipped = uv_install(StepLog(), [uv], py, ["ecx_pinned==1.0", "ecx_later==1.0", "ecx_nobuild==1.0"],
+                         "2100-01-01T00:00:00Z", env, None, what="pip_packages")
+    assert set(skipped) == {"ecx_nobuild==1.0"}, skipped
+    out = subprocess.run([py, "-c", "import ecx_pinned, ecx_helper; print(ecx_pinned.VERSION, ecx_helper.VERSION)"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["1.0", "1.0"], out
