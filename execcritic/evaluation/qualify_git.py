@@ -145,6 +145,9 @@ def run_qualification(tasks: Sequence[Task], *, results_dir: Path, recipe_out: P
             if not keep_checkouts:
                 prune_checkout(task.instance_id, root)
             bar.advance(job)
+    if not todo:     # the derived files follow instances.jsonl even when nothing was left to decide
+        with locked(results_dir / ".qualify.lock"):
+            _write(results_dir, rows, envs, recipe_out, dataset_manifest or {}, all_rows or tasks)
     summary = summarize(rows, envs, all_rows or tasks)
     log(f"qualify-git: {summary['qualified']} of {summary['decided']} decided rows qualified "
         f"({summary['verified_rows']} Verified rows)")
