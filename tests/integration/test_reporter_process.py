@@ -165,9 +165,7 @@ RENAMER = """
 def test_a_library_renaming_its_own_wrappers_is_not_a_code_swap(python, tmp_path):
     """numpy 1.22-1.24 renames the code of each function it wraps at import: every Django 4.0 run that imported
     numpy was refused as code_swap (313 renames) until a library's rename of its own code was told apart."""
-    site = tmp_path / "venv" / "lib" / "python3" / "site-packages"
-    (site / "npstyle.py").parent.mkdir(parents=True)
-    (site / "npstyle.py").write_text(textwrap.dedent(RENAMER))
+    site = _site(tmp_path, {"npstyle.py": RENAMER})
     proc, report = run_candidate(tmp_path / "repo", {"pkg/__init__.py": """
         import npstyle
 
