@@ -31,6 +31,9 @@ P=(-c "$PROFILE")
 TRAIN=(psf__requests-2931 psf__requests-5414)                              # SFT data order = these, first n
 HELDOUT=(psf__requests-6028 sympy__sympy-24562 pytest-dev__pytest-7571)
 POOLS=results/candidates/$STUDY-test-pools   # committed with the study: the Test GRPO run reads them
+# GRPO's sampling seed per agent. Repair uses 1: its per-instance rise was chosen after looking at the seed-0 run
+# (learning_curve.py, INSTANCE_RISE_DECLARED_AT), so the committed run is a fresh seed on which it is declared ahead.
+declare -A GRPO_SEED=([test]=${TEST_GRPO_SEED:-0} [repair]=${REPAIR_GRPO_SEED:-1})
 # the study is committed: its SFT and GRPO runs go to the committed store (results/), not runs/results
 export EXECCRITIC_RESULTS=${EXECCRITIC_RESULTS:-results} HF_HUB_OFFLINE=1 TRL_EXPERIMENTAL_SILENCE=1
 mkdir -p "$RUNS" "$EVAL"
@@ -106,7 +109,7 @@ chain() {   # chain AGENT: teacher data, SFT x 2, evaluations, GRPO, evaluation
     [ "$agent" = test ] && extra=(--candidates "$POOLS")
     # shellcheck disable=SC2046
     timed "grpo-$agent" $X train "$agent-rl" -d verified-sdist $(inst "${TRAIN[@]}") "${extra[@]}" \
-      --model "runs/train/$STUDY-sft-$agent-n2/final" --init sft --preset "$STUDY" --run-id "$rl" --workers 2 \
+      --model "runs/train/$STUDY-sft-$agent-n2/final" --init sft --preset "$STUDY" --run-id "$rl" --workers 2 --seed "${GRPO_SEED[$agent]}" \
       --official always --label "$LABEL" "${P[@]}" $(resume "$rl") --json > "$RUNS/$rl.json"
   fi
   mkdir -p "$OUT/rollouts"
