@@ -31,6 +31,10 @@ WORKDIR = "/testbed"
 PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv")))
 FAR_FUTURE = "2100-01-01T00:00:00Z"
 SEED_SETUPTOOLS = "setuptools<81"
+# pip's answer when a project's build backend cannot install it editable (PEP 660), and the last pip that then
+# falls back to `setup.py develop`
+NO_EDITABLE_HOOK = "missing the 'build_editable' hook"
+LEGACY_EDITABLE_PIP = "pip<25.3"
 BUILD_TOOLS = ("setuptools", "wheel", "pip", "setuptools-scm", "flit-core", "hatchling", "hatch-vcs", "cython",
                "poetry-core", "pdm-backend", "versioneer", "extension-helpers")
 _APT = ("apt-get", "apt ")
@@ -508,9 +512,24 @@ def build_venv(plan: VenvPlan, steps: StepLog, *, staging: Path, final: Path, ch
         else:
             skipped["install: date cutoff"] = "this venv's pip has no --uploaded-prior-to: what the install " \
                 "command resolves is not held to the date cutoff"
-    steps.run(bwrap_prefix(staging / checkout, [], mapped=seen)
-              + ["bash", "-c", f"source {venv}/bin/activate && {install}"],
-              what=what, env=install_env, log=log)
+    install_cmd = bwrap_prefix(staging / checkout, [], mapped=seen) + [
+        "bash", "-c", f"source {venv}/bin/activate && {install}"]
+    try:
+        steps.run(install_cmd, what=what, env=install_env, log=log)
+    except BuildError as e:
+        if NO_EDITABLE_HOOK not in str(e):
+            raise
+        # SWE-bench's conda envs (built 2024) carry a pip that installs a setuptools<64 project (no PEP 660 hook:
+        # pylint 2.15 pins setuptools~=62.6) in editable mode by `setup.py develop`; pip 25.3 dropped that
+        # fallback, and only pip 26 has the date cutoff, so no pip does both
+        cutoff = ["--exclude-newer", plan.exclude_newer] if plan.exclude_newer else []
+        steps.run(host + [uv, "pip", "install", "--python", py, *cutoff, LEGACY_EDITABLE_PIP],
+                  what=f"pip with the legacy editable install ({LEGACY_EDITABLE_PIP})", env=uv_env, log=log)
+        install_env.pop("PIP_UPLOADED_PRIOR_TO", None)
+        skipped["install: editable"] = f"the project's build backend has no PEP 660 hook: installed by " \
+            f"{LEGACY_EDITABLE_PIP}'s `setup.py develop` fallback, as SWE-bench's 2024 pip did; what that install " \
+            "resolves is not held to the date cutoff (that pip has no --uploaded-prior-to)"
+        steps.run(install_cmd, what="install (legacy editable)", env=install_env, log=log)
     more = plan.post_install(staging / checkout) if resolve and plan.post_install else []
     if more:
         skipped.update(uv_install(steps, host + [uv], py, more, plan.exclude_newer, uv_env, log,

@@ -257,3 +257,51 @@ def test_a_package_installed_alone_cannot_move_an_earlier_pin(tmp_path):
     out = subprocess.run([py, "-c", "import ecx_pinned, ecx_helper; print(ecx_pinned.VERSION, ecx_helper.VERSION)"],
                          capture_output=True, text=True, check=True).stdout.split()
     assert out == ["1.0", "1.0"], out
+
+
+class ScriptedSteps:
+    """A scripted stand-in for StepLog (control flow only, no subprocess): records each step, and fails the project
+    install as pip >= 25.3 does on a setuptools<64 project (no PEP 660 hook) until a pip with the legacy
+    `setup.py develop` fallback has been installed. The real run is measured in results/verified_git (pylint 2.15's
+    env record lists these steps)."""
+
+    def __init__(self, failure: str):
+        self.steps, self.failure, self.legacy_pip = [], failure, False
+
+    def run(self, cmd, *, what, env=None, cwd=None, timeout=3600, log=None):
+        from execcritic.tasks.envbuild import LEGACY_EDITABLE_PIP, BuildError
+        self.steps.append({"what": what, "cmd": list(cmd), "env": dict(env or {})})
+        if LEGACY_EDITABLE_PIP in cmd:
+            self.legacy_pip = True
+        if what.startswith("install") and not self.legacy_pip:
+            raise BuildError(f"{what} failed (exit 1): pip install -e .\n{self.failure}")
+        return ""
+
+
+@pytest.mark.parametrize("hook_missing", [True, False])
+def test_a_project_without_an_editable_hook_installs_by_setup_py_develop(tmp_path, hook_missing):
+    """pylint 2.15 pins setuptools~=62.6 (no PEP 660 hook). SWE-bench's 2024 pip installed it editable by `setup.py
+    develop`; pip 25.3 dropped that fallback. The build installs the last pip that has it (held to the env's date
+    cutoff) and runs the install again, and says so in the env record; any other install failure still fails."""
+    from execcritic.tasks.envbuild import LEGACY_EDITABLE_PIP, NO_EDITABLE_HOOK, BuildError, VenvPlan, build_venv
+    failure = (f"ERROR: Project file:///testbed uses a build backend that is {NO_EDITABLE_HOOK}, so it cannot be "
+               "installed in editable mode." if hook_missing else "ERROR: No matching distribution found for x")
+    (tmp_path / "staging" / "checkout").mkdir(parents=True)
+    plan = VenvPlan(python=f"{sys.version_info.major}.{sys.version_info.minor}",
+                    spec={"install": "python -m pip install -e ."}, requirements=(), version="2.15.0",
+                    exclude_newer="2024-08-13T00:00:00Z")
+    steps = ScriptedSteps(failure)
+    if not hook_missing:
+        with pytest.raises(BuildError, match="No matching distribution"):
+            build_venv(plan, steps, staging=tmp_path / "staging", final=tmp_path / "final", resolve=False)
+        assert not any(LEGACY_EDITABLE_PIP in s["cmd"] for s in steps.steps)
+        return
+    res = build_venv(plan, steps, staging=tmp_path / "staging", final=tmp_path / "final", resolve=False)
+    whats = [s["what"] for s in steps.steps]
+    assert whats[-3:] == ["install", f"pip with the legacy editable install ({LEGACY_EDITABLE_PIP})",
+                          "install (legacy editable)"], whats
+    pip_step = steps.steps[-2]["cmd"]
+    assert pip_step[pip_step.index("--exclude-newer") + 1] == "2024-08-13T00:00:00Z"
+    assert steps.steps[-1]["cmd"] == steps.steps[-3]["cmd"]
+    assert "PIP_UPLOADED_PRIOR_TO" not in steps.steps[-1]["env"]
+    assert "setup.py develop" in res.skipped["install: editable"]

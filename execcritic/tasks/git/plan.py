@@ -36,6 +36,9 @@ FFI = {
     "pydata/xarray": "scipy's _ccallback_c imports ctypes when it is imported (xarray's tests reach it through dask, "
                      "sparse and numba): with the inert ctypes every Base and Gold run fails to collect (measured: "
                      "pydata__xarray-3305, 3677, 3993 and 8 more, all refused as runner_tampered)",
+    "pylint-dev/pylint": "dill, which pylint.lint.parallel imports (pylint >= 2.13; tests/conftest.py imports "
+                         "pylint.lint), reads ctypes.pythonapi when it is imported: with the inert ctypes every Base "
+                         "and Gold run fails to collect (measured: pylint-dev__pylint-7080, pytest exit code 4)",
     "mwaskom/seaborn": "scipy builds ctypes function types when it is imported (measured on verified-sdist's "
                        "seaborn env, whose recipe says ffi)",
 }
