@@ -28,6 +28,16 @@ ADAPTATIONS = {
             "libqhull-dev are used (scripts/system-deps.sh); FreeType's version changes text rendering in image "
             "comparisons",
     },
+    "pylint-dev/pylint": {
+        "f=\"$(python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')/testbed.pth\"; "
+        "[ -f \"$f\" ] || echo /testbed > \"$f\"":
+            "pylint loads its checkers by file path (astroid's modpath_from_file), which needs the checkout on "
+            "sys.path; setuptools >= 64 installs a flat-layout project editable through an import hook that puts "
+            "nothing there, so every checker is skipped and each test that names a message fails (measured: "
+            "pylint-dev__pylint-6386 on Gold, `No such message id or symbol 'c-extension-no-member'`). A .pth line "
+            "puts /testbed on sys.path, as `setup.py develop` (SWE-bench's 2024 pip) does; written once, by the env build (each "
+            "instance checkout runs pre_install again, with the venv read-only)",
+    },
 }
 # Repositories whose tests need the real ctypes (the sandbox otherwise leaves an inert one: sandbox/confine.py),
 # decided by measurement and recorded in each env (`ffi`: why), as verified-sdist's recipe does for seaborn. What it
