@@ -332,7 +332,7 @@ def tables(summary: dict) -> str:
         g = a.get("grpo")
         if g:
             r = g["rise"]
-            out.append(f"\n### GRPO from SFT (`{g['run']}`)\n")
+            out.append(f"\n### GRPO from SFT (`{g['run']}`, sampling seed {g.get('seed')})\n")
             if r.get("delta") is not None:
                 out.append(f"Mean training reward, last {r['k']} steps ({r['n_last']} scored rollouts) minus first "
                            f"{r['k']} ({r['n_first']}): {r['last_mean']:.3f} - {r['first_mean']:.3f} = "
@@ -419,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
                          "extrapolation": extrapolate(agent, recs, per_step),
                          "nonzero_grad_steps": int(sum(1 for r in per_step if (r["grad_norm"] or 0) > 0)),
                          "wall_s": float(m["wall_s"].sum()), "git_sha": run.manifest["git"]["sha"],
-                         "command": run.manifest["command"]}
+                         "seed": (run.manifest.get("seeds") or [None])[0], "command": run.manifest["command"]}
             datasets += run.manifest.get("datasets") or []
         ev = evals(out / "eval", agent)
         allev[agent] = ev
