@@ -39,9 +39,9 @@ ADAPTATIONS = {
             "instance checkout runs pre_install again, with the venv read-only)",
     },
 }
-# Repositories whose tests need the real ctypes (the sandbox otherwise leaves an inert one: sandbox/confine.py),
-# decided by measurement and recorded in each env (`ffi`: why), as verified-sdist's recipe does for seaborn. What it
-# costs is in docs/failure_kinds.md ("What is not protected").
+# Repositories (or "repo version") whose tests need the real ctypes (the sandbox otherwise leaves an inert one:
+# sandbox/confine.py), decided by measurement and recorded in each env (`ffi`: why), as verified-sdist's recipe
+# does for seaborn. What it costs is in docs/failure_kinds.md ("What is not protected").
 FFI = {
     "pydata/xarray": "scipy's _ccallback_c imports ctypes when it is imported (xarray's tests reach it through dask, "
                      "sparse and numba): with the inert ctypes every Base and Gold run fails to collect (measured: "
@@ -49,6 +49,9 @@ FFI = {
     "pylint-dev/pylint": "dill, which pylint.lint.parallel imports (pylint >= 2.13; tests/conftest.py imports "
                          "pylint.lint), reads ctypes.pythonapi when it is imported: with the inert ctypes every Base "
                          "and Gold run fails to collect (measured: pylint-dev__pylint-7080, pytest exit code 4)",
+    **{f"astropy/astropy {v}": "attrs 17.3.0 (SWE-bench's pin for pytest 3.3.1) reads ctypes.pythonapi when it is "
+                                "imported: with the inert ctypes pytest does not start (measured: "
+                                "astropy__astropy-7166)" for v in ("1.3", "3.1")},
     "mwaskom/seaborn": "scipy builds ctypes function types when it is imported (measured on verified-sdist's "
                        "seaborn env, whose recipe says ffi)",
 }
@@ -100,7 +103,7 @@ def plan_envs(tasks: Sequence[Task], specs: Mapping[str, Mapping[str, dict]], *,
             key=key, repo=repo, version=version, python=spec["python"], spec=dict(spec), setup_commit=setup,
             project_version=scm_version(describe(source, setup), f"{version}.0"),
             exclude_newer=env_cutoff(cutoff, spec["python"]), adaptations=dict(ADAPTATIONS.get(repo, {})),
-            ffi=FFI.get(repo, ""), setup_note=note)
+            ffi=FFI.get(f"{repo} {version}", FFI.get(repo, "")), setup_note=note)
         for t in rows:
             plan.env_of[t.instance_id] = key
     return plan
