@@ -109,8 +109,8 @@ chain() {   # chain AGENT: teacher data, SFT x 2, evaluations, GRPO, evaluation
     [ "$agent" = test ] && extra=(--candidates "$POOLS")
     # shellcheck disable=SC2046
     timed "grpo-$agent" $X train "$agent-rl" -d verified-sdist $(inst "${TRAIN[@]}") "${extra[@]}" \
-      --model "runs/train/$STUDY-sft-$agent-n2/final" --init sft --preset "$STUDY" --run-id "$rl" --workers 2 --seed "${GRPO_SEED[$agent]}" \
-      --official always --label "$LABEL" "${P[@]}" $(resume "$rl") --json > "$RUNS/$rl.json"
+      --model "runs/train/$STUDY-sft-$agent-n2/final" --init sft --preset "$STUDY" --run-id "$rl" --workers 2 \
+      --seed "${GRPO_SEED[$agent]}" --official always --label "$LABEL" "${P[@]}" $(resume "$rl") --json > "$RUNS/$rl.json"
   fi
   mkdir -p "$OUT/rollouts"
   gzip -nc "runs/train/$rl/rollouts.jsonl" > "$OUT/rollouts/$rl.jsonl.gz"

@@ -35,8 +35,8 @@ ADAPTATIONS = {
             "sys.path; setuptools >= 64 installs a flat-layout project editable through an import hook that puts "
             "nothing there, so every checker is skipped and each test that names a message fails (measured: "
             "pylint-dev__pylint-6386 on Gold, `No such message id or symbol 'c-extension-no-member'`). A .pth line "
-            "puts /testbed on sys.path, as `setup.py develop` (SWE-bench's 2024 pip) does; written once, by the env build (each "
-            "instance checkout runs pre_install again, with the venv read-only)",
+            "puts /testbed on sys.path, as `setup.py develop` (SWE-bench's 2024 pip) does; written once, by the env "
+            "build (each instance checkout runs pre_install again, with the venv read-only)",
     },
 }
 # Repositories (or "repo version") whose tests need the real ctypes (the sandbox otherwise leaves an inert one:
