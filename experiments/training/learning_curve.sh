@@ -61,6 +61,21 @@ evaluate() {   # evaluate AGENT NAME MODEL: training instances (2 fresh seeds ea
   done
 }
 
+grpo() {   # grpo AGENT SEED RUN_ID: GRPO from the SFT (n=2) checkpoint, its rollouts kept with the study
+  local agent=$1 seed=$2 rl=$3
+  if ! done_rl "$rl"; then
+    step "$agent: GRPO from the SFT (n=2) checkpoint, sampling seed $seed"
+    local extra=()
+    [ "$agent" = test ] && extra=(--candidates "$POOLS")
+    # shellcheck disable=SC2046
+    timed "grpo-$agent${rl##*-rl-from-sft}" $X train "$agent-rl" -d verified-sdist $(inst "${TRAIN[@]}") "${extra[@]}" \
+      --model "runs/train/$STUDY-sft-$agent-n2/final" --init sft --preset "$STUDY" --run-id "$rl" --workers 2 \
+      --seed "$seed" --official always --label "$LABEL" "${P[@]}" $(resume "$rl") --json > "$RUNS/$rl.json"
+  fi
+  mkdir -p "$OUT/rollouts"
+  gzip -nc "runs/train/$rl/rollouts.jsonl" > "$OUT/rollouts/$rl.jsonl.gz"
+}
+
 chain() {   # chain AGENT: teacher data, SFT x 2, evaluations, GRPO, evaluation
   local agent=$1 data
   step "$agent: environments"
@@ -102,21 +117,10 @@ chain() {   # chain AGENT: teacher data, SFT x 2, evaluations, GRPO, evaluation
         --json > "$RUNS/$id.json"
     fi
   done
-  local rl=$STUDY-$agent-rl-from-sft
-  if ! done_rl "$rl"; then
-    step "$agent: GRPO from the SFT (n=2) checkpoint"
-    local extra=()
-    [ "$agent" = test ] && extra=(--candidates "$POOLS")
-    # shellcheck disable=SC2046
-    timed "grpo-$agent" $X train "$agent-rl" -d verified-sdist $(inst "${TRAIN[@]}") "${extra[@]}" \
-      --model "runs/train/$STUDY-sft-$agent-n2/final" --init sft --preset "$STUDY" --run-id "$rl" --workers 2 \
-      --seed "${GRPO_SEED[$agent]}" --official always --label "$LABEL" "${P[@]}" $(resume "$rl") --json > "$RUNS/$rl.json"
-  fi
-  mkdir -p "$OUT/rollouts"
-  gzip -nc "runs/train/$rl/rollouts.jsonl" > "$OUT/rollouts/$rl.jsonl.gz"
+  grpo "$agent" "${GRPO_SEED[$agent]}" "$STUDY-$agent-rl-from-sft"
   # GRPO's before/after first, then the SFT data sizes against the base model
   evaluate "$agent" sft-n2 "runs/train/$STUDY-sft-$agent-n2/final"
-  evaluate "$agent" grpo "runs/train/$rl/final"
+  evaluate "$agent" grpo "runs/train/$STUDY-$agent-rl-from-sft/final"
   evaluate "$agent" base smollm2
   evaluate "$agent" sft-n1 "runs/train/$STUDY-sft-$agent-n1/final"
   step "$agent: done"
@@ -125,5 +129,9 @@ chain() {   # chain AGENT: teacher data, SFT x 2, evaluations, GRPO, evaluation
 case "$AGENT" in
   test|repair) chain "$AGENT" ;;
   all) chain test; chain repair ;;
-  *) echo "usage: $0 [test|repair|all]" >&2; exit 2 ;;
+  # a replication: the same GRPO recipe from the same SFT checkpoint on another sampling seed (no evaluations);
+  # learning_curve.py reports its rise beside the pinned run's (REPLICATIONS there says which were declared ahead)
+  replicate) [ "${2:-}" = test ] || [ "${2:-}" = repair ] && [ -n "${3:-}" ] || { echo "usage: $0 replicate test|repair SEED" >&2; exit 2; }
+    grpo "$2" "$3" "$STUDY-$2-rl-from-sft-seed$3" ;;
+  *) echo "usage: $0 [test|repair|all] | replicate test|repair SEED" >&2; exit 2 ;;
 esac
