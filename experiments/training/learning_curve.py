@@ -218,7 +218,12 @@ def plot_grpo(runs: dict, path: Path) -> None:
         for s in steps:
             ax.scatter([s] * len(by[s]), by[s], s=14, alpha=0.35, color="#1f77b4", linewidths=0)
         means = [np.mean(by[s]) if by[s] else np.nan for s in steps]
-        ax.plot(steps, means, marker="o", color="#1f77b4", label="mean reward of the step's scored rollouts")
+        ax.plot(steps, means, marker="o", color="#1f77b4",
+                label=f"mean reward of the step's scored rollouts (sampling seed {r['seed']})")
+        for (seed, rby), color in zip(r["replications"], ("#9467bd", "#8c564b", "#e377c2")):
+            rs = sorted(rby)
+            ax.plot(rs, [np.mean(rby[s]) if rby[s] else np.nan for s in rs], marker="s", linestyle="--",
+                    color=color, alpha=0.8, label=f"replication, sampling seed {seed}: mean reward")
         rise = r["rise"]
         if rise.get("delta") is not None:
             for win, m in ((rise["first_steps"], rise["first_mean"]), (rise["last_steps"], rise["last_mean"])):
@@ -438,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
                     "masked_share", "loss", "grad_norm", "entropy", "kl_sampling", "clip_ratio",
                     "optimizer_steps_skipped", "stop_reason", "tokens_per_s", "rollout_s", "train_s", "wall_s", "lr"]
             per_step = [{c: (None if stats.is_null(r.get(c)) else r.get(c)) for c in cols} for r in m.to_dict("records")]
-            grpo[agent] = {"by_step": by_step, "rise": rise, "made_by": _made_by(run.manifest),
+            grpo[agent] = {"by_step": by_step, "rise": rise, "made_by": _made_by(run.manifest), "replications": [],
+                           "seed": (run.manifest.get("seeds") or [None])[0],
                            "metrics": {"step": list(m["step"]), "kept_groups": list(m["kept_groups"]),
                                        "dropped_groups": list(m["dropped_groups"]), "masked": masked}}
             a["grpo"] = {"run": f"training/{rid}", "rise": rise, "per_step": per_step,
@@ -457,10 +463,11 @@ def main(argv: list[str] | None = None) -> int:
                 seed = (rep.manifest.get("seeds") or [None])[0]
                 rrecs = rollouts(out / "rollouts" / f"{rdir.name}.jsonl.gz")
                 rm = rep.records
+                rby = {int(s): [float(r["reward"]) for r in rrecs if r["step"] == s and not r["masked"]
+                                and not r["aborted"]] for s in rm["step"]}
+                grpo[agent]["replications"].append((seed, rby))
                 reps.append({"run": f"training/{rdir.name}", "seed": seed, "made_by": _made_by(rep.manifest),
-                             "rise": window_rise({int(s): [float(r["reward"]) for r in rrecs if r["step"] == s
-                                                           and not r["masked"] and not r["aborted"]] for s in rm["step"]},
-                                                 args.window),
+                             "rise": window_rise(rby, args.window),
                              "instance_rise": instance_rises(rrecs, agent, instance_rise_label(
                                  rep.manifest["created_at"], REPLICATION_DECLARED_AT)),
                              "steps": len(rm), "nonzero_grad_steps": int((rm["grad_norm"].fillna(0) > 0).sum()),
