@@ -503,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(allev.values()):
         plot_evals(allev, out / "checkpoints.png")
         figures.append("checkpoints.png")
-    timings = REPO / "runs" / args.study / "timings.jsonl"
+    timings = out / "timings.jsonl"   # written by learning_curve.sh, committed with the study
     if timings.is_file():
         summary["timings"] = [json.loads(x) for x in timings.read_text().splitlines() if x.strip()]
     summary["figures"] = figures

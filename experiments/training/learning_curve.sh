@@ -40,10 +40,10 @@ mkdir -p "$RUNS" "$EVAL"
 
 step() { echo "== $(date -u +%H:%M:%S) $*  (load: $(cut -d' ' -f1-3 /proc/loadavg))"; }
 inst() { for i in "$@"; do printf -- '--instance %s ' "$i"; done; }
-timed() {   # timed NAME CMD...: wall seconds of each step in $RUNS/timings.jsonl
+timed() {   # timed NAME CMD...: wall seconds of each step in $OUT/timings.jsonl (committed with the study)
   local name=$1; shift; local t0; t0=$(date +%s)
   "$@"
-  echo "{\"step\": \"$name\", \"wall_s\": $(( $(date +%s) - t0 )), \"ended\": \"$(date -u +%FT%TZ)\"}" >> "$RUNS/timings.jsonl"
+  echo "{\"step\": \"$name\", \"wall_s\": $(( $(date +%s) - t0 )), \"ended\": \"$(date -u +%FT%TZ)\"}" >> "$OUT/timings.jsonl"
 }
 done_sft() { [ -f "results/sft/$1/manifest.json" ] && grep -q '"status": "complete"' "results/sft/$1/manifest.json"; }
 done_rl() { [ -f "results/training/$1/manifest.json" ] && grep -q '"status": "complete"' "results/training/$1/manifest.json"; }
