@@ -15,7 +15,7 @@ from rich.table import Table
 
 from execcritic.cli.common import (DATASET, DATASET_REQUIRED, INSTANCES, JSON_OPTION, NO_PROGRESS, SPLIT,
                                    WORKERS, ExitCode, emit_json, progress_on, protocol_options,
-                                   stderr_console)
+                                   stderr_console, unit_failures)
 from execcritic.config import ProtocolConfig
 from execcritic.errors import InputError
 from execcritic.evaluation.official import evaluate_official
@@ -229,6 +229,9 @@ def qualify_git(instance: Optional[List[str]] = INSTANCES,
     else:
         typer.echo(f"qualified {summary['qualified']} of {summary['verified_rows']} ({summary['decided']} decided); "
                    f"table: {results / 'table.md'}")
+    code = unit_failures([summary], console, as_json=as_json)       # rows their git source could not serve
+    if code:
+        raise typer.Exit(code)
 
 
 @app.command("build-git")

@@ -4,7 +4,9 @@ For each row, in the order of the issue's priorities (Django and SymPy first, th
 last): plan its (repository, version) environment from SWE-bench's spec, build it once (a failure drops the
 version's rows with the build log's tail), prepare the row's checkout from the named git source, and run Base
 and Gold through the official evaluator `repeat` times (`qualify.qualify_instance`: same decision rule as
-verified-sdist, flaky nodes measured by repetition). Every decision is appended to `instances.jsonl` at once;
+verified-sdist, flaky nodes measured by repetition). A git source that cannot serve a commit (missing, corrupt,
+unreachable) decides nothing: the row stays undecided and is listed in the summary's `failures`, and the
+command exits 4. Every decision is appended to `instances.jsonl` at once;
 `envs.json`, `summary.json`, `table.md`, the manifest and the recipe are rewritten from those rows after each
 instance (merged under a lock: runs on different repositories may share one results dir), so a killed run
 loses at most the instance it was on and a rerun continues where it stopped.
@@ -31,7 +33,7 @@ from execcritic.tasks.git import git_task
 from execcritic.tasks.git.build import BuildError, build_env, cache_root, prepare_checkout, prune_checkout
 from execcritic.tasks.git.plan import DEFAULT_CUTOFF, plan_envs
 from execcritic.tasks.git.recipe import GitEnvRecipe, parse_env, recipe_to_dict
-from execcritic.tasks.git.source import source_for
+from execcritic.tasks.git.source import SourceUnavailable, source_for
 from execcritic.tasks.model import Task
 from execcritic.tasks.sdist.recipe import InstanceRecipe
 from execcritic.tasks.sdist.specs import SPEC_SOURCE, load_specs
@@ -89,6 +91,13 @@ def run_qualification(tasks: Sequence[Task], *, results_dir: Path, recipe_out: P
         f"repeat {repeat}")
     failed_envs: dict[str, str] = {k: v["error"] for k, v in envs.items() if v.get("error") and not redo}
     built: dict[str, Any] = {}
+    unserved: dict[str, str] = {}              # env key -> why its source could not serve the setup commit
+    failures: list[dict[str, str]] = []        # rows left undecided by their source
+
+    def undecided(task: Task, stage: str, why: str) -> None:
+        failures.append({"key": task.instance_id, "stage": stage, "error": why.splitlines()[0][:300],
+                         "record": "none: the row stays undecided; fix the git source and run the same command"})
+        log(f"  {task.instance_id}: UNDECIDED ({stage}) - {why.splitlines()[0][:300]}")
 
     mine: dict[str, dict] = {}                 # env records this process made
 
@@ -116,7 +125,7 @@ def run_qualification(tasks: Sequence[Task], *, results_dir: Path, recipe_out: P
                 continue
             env = plan.envs[key]
             source = source_for(task.repo, sources)
-            if key not in built and key not in failed_envs:
+            if key not in built and key not in failed_envs and key not in unserved:
                 try:
                     b, resolved = build_env(env, source=source, root=root, resolve=True,
                                             reqs_paths=specs["reqs_paths"].get(task.repo, []),
@@ -127,10 +136,16 @@ def run_qualification(tasks: Sequence[Task], *, results_dir: Path, recipe_out: P
                                  "disk_bytes": b.record.get("disk_bytes"), "products": len(b.record["products"]),
                                  "compiled": bool(b.record.get("compiled")), "interpreter": b.record["interpreter"],
                                  "built_at": b.record.get("built_at")}
+                except SourceUnavailable as exc:
+                    unserved[key] = str(exc)
                 except (BuildError, ExecCriticError, OSError) as exc:
                     failed_envs[key] = str(exc)
                     mine[key] = {"recipe": env.to_dict(), "error": str(exc)[-6000:]}
                     log(f"  {key}: BUILD FAILED: {str(exc).splitlines()[0][:300]}")
+            if key in unserved:
+                undecided(task, "fetch setup commit", unserved[key])
+                bar.advance(job)
+                continue
             if key in failed_envs:
                 first = failed_envs[key].strip().splitlines()[0][:300]
                 save(task, _row(task, key, Decision(task.instance_id, False, f"env build failed: {first}",
@@ -138,7 +153,13 @@ def run_qualification(tasks: Sequence[Task], *, results_dir: Path, recipe_out: P
                 bar.advance(job)
                 continue
             b, resolved = built[key]
-            row = _qualify_one(task, b, resolved, source=source, root=root, repeat=repeat, harness=harness, log=log)
+            try:
+                row = _qualify_one(task, b, resolved, source=source, root=root, repeat=repeat, harness=harness,
+                                   log=log)
+            except SourceUnavailable as exc:
+                undecided(task, "fetch base commit", str(exc))
+                bar.advance(job)
+                continue
             save(task, row)
             log(f"  {task.instance_id}: {'KEPT' if row['kept'] else 'dropped'} - {row['reason'][:200]} "
                 f"({row.get('seconds', '?')}s)")
@@ -151,7 +172,7 @@ def run_qualification(tasks: Sequence[Task], *, results_dir: Path, recipe_out: P
     summary = summarize(rows, envs, all_rows or tasks)
     log(f"qualify-git: {summary['qualified']} of {summary['decided']} decided rows qualified "
         f"({summary['verified_rows']} Verified rows)")
-    return summary
+    return {**summary, "failures": failures}
 
 
 def _qualify_one(task: Task, b, env: GitEnvRecipe, *, source: str, root: Path, repeat: int,
@@ -163,6 +184,8 @@ def _qualify_one(task: Task, b, env: GitEnvRecipe, *, source: str, root: Path, r
         facts.update({"checkout_seconds": co.record.get("seconds"), "fetch_seconds": co.record.get("fetch_seconds"),
                       "checkout_bytes": co.record.get("disk_bytes"), "rebuilt": co.record.get("rebuilt", []),
                       "checkout_reused": co.reused})
+    except SourceUnavailable:
+        raise                                  # the source's fault: the caller leaves the row undecided
     except (BuildError, ExecCriticError, OSError) as exc:
         text = str(exc)
         return _row(task, env.key, Decision(task.instance_id, False, f"checkout failed: {text.splitlines()[0][:300]}",

@@ -27,7 +27,7 @@ from execcritic.tasks.git import build as git_build
 from execcritic.tasks.git import load_verified_git
 from execcritic.tasks.git.plan import plan_envs
 from execcritic.tasks.git.recipe import load_recipe
-from execcritic.tasks.git.source import CommitUnavailable, fetch_commit, has_commit
+from execcritic.tasks.git.source import CommitUnavailable, SourceUnavailable, fetch_commit, has_commit
 from execcritic.tasks.model import Task
 
 pytestmark = [pytest.mark.integration]
@@ -129,6 +129,10 @@ def test_fetch_from_the_mirror_holds_exactly_the_base(mirror, tmp_path):
         fetch_commit(str(mirror["path"]), "1" * 40, tmp_path / "missing")
     with pytest.raises(InputError, match="neither a URL nor an existing local path"):
         fetch_commit(str(tmp_path / "nowhere"), mirror["base"], tmp_path / "x")
+    # a source that is not a repository at all (as a corrupt or unreachable one): the source's fault, named
+    with pytest.raises(SourceUnavailable, match="could not serve commit") as exc:
+        fetch_commit((tmp_path / "nowhere.git").as_uri(), mirror["base"], tmp_path / "y")
+    assert not isinstance(exc.value, CommitUnavailable)
 
 
 def test_submodules_come_at_the_recorded_commit_from_their_own_source(tmp_path, monkeypatch):
@@ -184,10 +188,20 @@ def test_qualification_builds_caches_qualifies_and_resumes(mirror, tmp_path):
     good = row(mirror)
     passing = dataclasses.replace(row(mirror, "demo__calc-2", base=mirror["fixed"]), patch=mirror["comment"])
     specs = {"specs": {REPO: {"0.1": SPEC}}, "reqs_paths": {}}
+    # rows the source cannot serve: a Base it lacks (its env builds from the other rows' newest Base), and a version
+    # whose only row's Base (so its env's setup commit) it lacks - undecided, never dropped or recorded
+    unserved = dataclasses.replace(row(mirror, "demo__calc-3", base="1" * 40), created_at="2023-01-01T00:00:00Z")
+    orphan = dataclasses.replace(row(mirror, "demo__calc-4", base="2" * 40), version="0.2")
+    specs = {"specs": {REPO: {"0.1": SPEC, "0.2": SPEC}}, "reqs_paths": {}}
+    everything = [good, passing, unserved, orphan]
     kw = dict(results_dir=results, recipe_out=recipe, sources=src, root=root, repeat=2, specs=specs,
-              all_rows=[good, passing], progress=False, log=lambda m: None, cutoff="2100-01-01T00:00:00Z")
-    summary = run_qualification([good, passing], keep_checkouts=True, **kw)
+              all_rows=everything, progress=False, log=lambda m: None, cutoff="2100-01-01T00:00:00Z")
+    summary = run_qualification(everything, keep_checkouts=True, **kw)
+    assert [(f["key"], f["stage"]) for f in summary["failures"]] == [("demo__calc-3", "fetch base commit"),
+                                                                      ("demo__calc-4", "fetch setup commit")]
+    assert all("does not have commit" in f["error"] for f in summary["failures"])
     rows = {r["instance_id"]: r for r in map(json.loads, (results / "instances.jsonl").read_text().splitlines())}
+    assert sorted(rows) == ["demo__calc-1", "demo__calc-2"]
     assert rows["demo__calc-1"]["kept"], rows["demo__calc-1"]["reason"]
     assert rows["demo__calc-1"]["runs"] == 2 and rows["demo__calc-1"]["flaky_nodes"] == {}
     assert rows["demo__calc-1"]["official_checks"] == {"empty": ["unresolved"] * 2, "gold": ["resolved"] * 2,
@@ -204,8 +218,9 @@ def test_qualification_builds_caches_qualifies_and_resumes(mirror, tmp_path):
     assert git(co, "status", "--porcelain", "--untracked-files=all") == "M setup.cfg"   # as SWE-bench's images
 
     # resumable: a second run decides nothing again
-    again = run_qualification([good, passing], keep_checkouts=True, **kw)
+    again = run_qualification(everything, keep_checkouts=True, **kw)
     assert again["decided"] == 2 and (results / "instances.jsonl").read_text().count("\n") == 2
+    assert [f["key"] for f in again["failures"]] == ["demo__calc-3", "demo__calc-4"]     # tried again, not remembered
 
     # the recipe loads as the verified-git task set, and everything is reused from the cache
     rec = load_recipe(recipe)

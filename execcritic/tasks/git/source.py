@@ -32,7 +32,12 @@ GIT_ENV = {"GIT_AUTHOR_NAME": "execcritic", "GIT_AUTHOR_EMAIL": "execcritic@loca
            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0"}
 
 
-class CommitUnavailable(BuildError):
+class SourceUnavailable(BuildError):
+    """The git source could not serve a commit (it lacks it, refuses it, is corrupt or unreachable): a fault of the
+    source the user named, not of the row, so qualification leaves the row undecided instead of dropping it."""
+
+
+class CommitUnavailable(SourceUnavailable):
     """The source does not have (or will not serve) the commit."""
 
 
@@ -110,7 +115,9 @@ def fetch_commit(source: str, commit: str, dest: Path, *, steps: StepLog | None 
                                    "unadvertised object", "not a valid object", "Server does not allow")):
             raise CommitUnavailable(f"{source} does not have commit {commit} (or will not serve it by hash)"
                                     ) from None
-        raise
+        said = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(("fatal:", "error:"))]
+        raise SourceUnavailable(f"{source} could not serve commit {commit}: "
+                                f"{'; '.join(said[-2:]) or text.strip()[-300:]}") from None
     got = steps.run(["git", "-C", str(dest), "rev-parse", "FETCH_HEAD"], what="rev-parse", env=env).strip()
     if got != commit:
         raise BuildError(f"{source}: fetching {commit} gave {got}")
