@@ -63,13 +63,17 @@ evaluate() {   # evaluate AGENT NAME MODEL: training instances (2 fresh seeds ea
 
 grpo() {   # grpo AGENT SEED RUN_ID: GRPO from the SFT (n=2) checkpoint, its rollouts kept with the study
   local agent=$1 seed=$2 rl=$3
+  local sft=runs/train/$STUDY-sft-$agent-n2/final
   if ! done_rl "$rl"; then
+    # the committed SFT result does not bring its checkpoint (runs/ is not committed): say how to remake it
+    [ -d "$sft" ] || { echo "no SFT checkpoint at $sft (its result is committed, its weights are not):" \
+      "remove results/sft/$STUDY-sft-$agent-n2 and run again to remake it" >&2; exit 2; }
     step "$agent: GRPO from the SFT (n=2) checkpoint, sampling seed $seed"
     local extra=()
     [ "$agent" = test ] && extra=(--candidates "$POOLS")
     # shellcheck disable=SC2046
     timed "grpo-$agent${rl##*-rl-from-sft}" $X train "$agent-rl" -d verified-sdist $(inst "${TRAIN[@]}") "${extra[@]}" \
-      --model "runs/train/$STUDY-sft-$agent-n2/final" --init sft --preset "$STUDY" --run-id "$rl" --workers 2 \
+      --model "$sft" --init sft --preset "$STUDY" --run-id "$rl" --workers 2 \
       --seed "$seed" --official always --label "$LABEL" "${P[@]}" $(resume "$rl") --json > "$RUNS/$rl.json"
   fi
   mkdir -p "$OUT/rollouts"
