@@ -193,16 +193,18 @@ class StepLog:
 
 
 def uv_binary() -> str:
-    """uv drives the dependency installs (`--exclude-newer` pins the era). It ships as a PyPI wheel."""
+    """uv drives the dependency installs (`--exclude-newer` pins the era). It ships as a PyPI wheel. Its real
+    path: the sandbox binds it at that path, and bwrap cannot make a bind target under a symlink (a venv that is a
+    symlink to another, as a git worktree's often is)."""
     try:
         from uv import find_uv_bin  # type: ignore  # lazy: uv binary lookup
 
-        return find_uv_bin()
+        found = find_uv_bin()
     except Exception:
         found = shutil.which("uv")
         if not found:
             raise EnvironmentMissing("`uv` is not installed; `pip install uv` (it is a dependency of execcritic)")
-        return found
+    return os.path.realpath(found)
 
 
 def uv_cache_dir(uv: str) -> Path:

@@ -305,3 +305,18 @@ def test_a_project_without_an_editable_hook_installs_by_setup_py_develop(tmp_pat
     assert steps.steps[-1]["cmd"] == steps.steps[-3]["cmd"]
     assert "PIP_UPLOADED_PRIOR_TO" not in steps.steps[-1]["env"]
     assert "setup.py develop" in res.skipped["install: editable"]
+
+
+def test_uv_binary_is_its_real_path_so_the_sandbox_can_bind_it(tmp_path, monkeypatch):
+    """bwrap cannot make a bind target under a symlink: a venv that is a symlink to another (a git worktree's
+    `.venv -> ../main/.venv`) failed every env build with `Can't mkdir parents for <worktree>/.venv/bin/uv`."""
+    import uv
+
+    from execcritic.tasks.envbuild import uv_binary
+    real = tmp_path / "main-venv" / "bin"
+    real.mkdir(parents=True)
+    (real / "uv").write_text("")
+    (tmp_path / "worktree").mkdir()
+    (tmp_path / "worktree" / ".venv").symlink_to(tmp_path / "main-venv")
+    monkeypatch.setattr(uv, "find_uv_bin", lambda: str(tmp_path / "worktree" / ".venv" / "bin" / "uv"))
+    assert uv_binary() == str(real / "uv")
