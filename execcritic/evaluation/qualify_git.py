@@ -95,9 +95,10 @@ def run_qualification(tasks: Sequence[Task], *, results_dir: Path, recipe_out: P
     failures: list[dict[str, str]] = []        # rows left undecided by their source
 
     def undecided(task: Task, stage: str, why: str) -> None:
-        failures.append({"key": task.instance_id, "stage": stage, "error": why.splitlines()[0][:300],
+        first = why.splitlines()[0][:300]
+        failures.append({"key": task.instance_id, "stage": stage, "error": first,
                          "record": "none: the row stays undecided; fix the git source and run the same command"})
-        log(f"  {task.instance_id}: UNDECIDED ({stage}) - {why.splitlines()[0][:300]}")
+        log(f"  {task.instance_id}: UNDECIDED ({stage}) - {first}")
 
     mine: dict[str, dict] = {}                 # env records this process made
 

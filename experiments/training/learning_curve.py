@@ -84,6 +84,15 @@ SUCCESS = {"repair": ("resolved", lambda r: r["level"].startswith("resolved")),
            "test": ("B2G (Q=1)", lambda r: r["level"].startswith("q_"))}
 
 
+def scored_rewards_by_step(recs: list[dict], steps) -> dict[int, list[float]]:
+    """Each step's rewards of its scored rollouts (neither masked nor aborted): what the GRPO curves plot."""
+    out: dict[int, list[float]] = {int(s): [] for s in steps}
+    for r in recs:
+        if not r["masked"] and not r["aborted"]:
+            out.setdefault(int(r["step"]), []).append(float(r["reward"]))
+    return out
+
+
 def instance_rise_label(created_at: str, declared_at: str = INSTANCE_RISE_DECLARED_AT) -> str:
     return "declared before the run" if created_at > declared_at else "post hoc"
 
@@ -432,10 +441,7 @@ def main(argv: list[str] | None = None) -> int:
         if run is not None:
             m = run.records.sort_values("step")
             recs = rollouts(out / "rollouts" / f"{rid}.jsonl.gz")
-            by_step: dict[int, list[float]] = {int(s): [] for s in m["step"]}
-            for r in recs:
-                if not r["masked"] and not r["aborted"]:
-                    by_step.setdefault(int(r["step"]), []).append(float(r["reward"]))
+            by_step = scored_rewards_by_step(recs, m["step"])
             masked = [sum(1 for r in recs if r["step"] == s and r["masked"]) for s in m["step"]]
             rise = window_rise(by_step, args.window)
             label = instance_rise_label(run.manifest["created_at"])
@@ -463,8 +469,7 @@ def main(argv: list[str] | None = None) -> int:
                 seed = (rep.manifest.get("seeds") or [None])[0]
                 rrecs = rollouts(out / "rollouts" / f"{rdir.name}.jsonl.gz")
                 rm = rep.records
-                rby = {int(s): [float(r["reward"]) for r in rrecs if r["step"] == s and not r["masked"]
-                                and not r["aborted"]] for s in rm["step"]}
+                rby = scored_rewards_by_step(rrecs, rm["step"])
                 grpo[agent]["replications"].append((seed, rby))
                 reps.append({"run": f"training/{rdir.name}", "seed": seed, "made_by": _made_by(rep.manifest),
                              "rise": window_rise(rby, args.window),

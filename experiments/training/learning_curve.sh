@@ -134,7 +134,7 @@ case "$AGENT" in
   test|repair) chain "$AGENT" ;;
   all) chain test; chain repair ;;
   # a replication: the same GRPO recipe from the same SFT checkpoint on another sampling seed (no evaluations);
-  # learning_curve.py reports its rise beside the pinned run's (REPLICATIONS there says which were declared ahead)
+  # learning_curve.py reports its rise beside the pinned run's (REPLICATION_DECLARED_AT there: declared ahead or not)
   replicate) [ "${2:-}" = test ] || [ "${2:-}" = repair ] && [ -n "${3:-}" ] || { echo "usage: $0 replicate test|repair SEED" >&2; exit 2; }
     grpo "$2" "$3" "$STUDY-$2-rl-from-sft-seed$3" ;;
   *) echo "usage: $0 [test|repair|all] | replicate test|repair SEED" >&2; exit 2 ;;
