@@ -86,7 +86,7 @@ def training_runs(results: Path, report: BuildReport, *, latest: bool = False) -
         for run_id in read_pins(results)["training"]:
             run = load_run("training", run_id, root=results)
             chosen[(str(run.manifest["role"]), training_init(run.manifest), run_id)] = run
-    report.training = [f"training/{r.run_id} ({k[0]}, init {k[1]})" for k, r in sorted(chosen.items())]
+    report.training = [f"training/{r.run_id} ({k[0]}, init {k[1]}{_made_by(r)})" for k, r in sorted(chosen.items())]
     return [chosen[k] for k in sorted(chosen)]
 
 
