@@ -79,6 +79,20 @@ INSTANCE_RISE_DECLARED_AT = "2026-12-04T13:48:06Z"
 # over the pinned run and its replications (each (seed, instance) one unit) is reported beside it but is not clean,
 # because the pinned run had been seen when this was declared.
 REPLICATION_DECLARED_AT = "2026-12-05T01:42:30Z"
+# The checkpoint test, DECLARED at this time, before its episodes were sampled: the GRPO checkpoint against the SFT
+# (n=2) checkpoint it started from, on the training instances, with fresh episodes (CHECKPOINT_TEST["episodes"] per
+# instance each, evaluation seed CHECKPOINT_TEST["seed"], never used before). The statistic: per instance, the mean
+# of `primary` over GRPO's episodes minus over SFT's; the mean over instances; 95% CI by a bootstrap that resamples
+# episodes within each (instance, checkpoint) cell. Learning on the training instances is shown iff the CI's lower
+# bound is > 0. Why a third test: the in-run rises mix the policy's change with DAPO's instance schedule and have few
+# rollouts per half; a checkpoint comparison measures the policy alone. Seen before declaring it: the 2-episode
+# evaluations (Repair sft-n2 1.18 -> grpo 1.50 on train; Test sft-n2 -0.15 -> grpo -0.20) and both seeds' in-run
+# rises. Only Repair is tested: the Test chain's checkpoints would take ~2 h to remake on 2 CPUs (weights are not
+# committed). The checkpoints are remade from the committed recipe (`learning_curve.sh checkpoints repair`); they
+# are accepted only if the remade GRPO run's per-step reward means and kept/dropped counts equal the pinned run's.
+CHECKPOINT_TEST = {"declared_at": "2026-12-05T06:05:28Z", "agent": "repair", "from": "sft-n2", "to": "grpo", "split": "train",
+                   "episodes": 10, "seed": 1000, "primary": "reward", "secondary": ("resolved", "usable_patch"),
+                   "alpha": 0.05}
 # the second per-instance measure: the agent's success (Repair: resolved; Test: Q=1, a Base-to-Gold test)
 SUCCESS = {"repair": ("resolved", lambda r: r["level"].startswith("resolved")),
            "test": ("B2G (Q=1)", lambda r: r["level"].startswith("q_"))}
@@ -132,6 +146,91 @@ def instance_rise(recs: list[dict], value, n_boot: int = 10000, seed: int = 0, l
             "seed": seed, "per_instance": {i: {"first_steps": len(a), "last_steps": len(b), "first": mean(a),
                                                "last": mean(b), "n_first": sum(map(len, a)),
                                                "n_last": sum(map(len, b))} for i, (a, b) in halves.items()}}
+
+
+def checkpoint_test(before: list[dict], after: list[dict], metric: str, n_boot: int = 10000, n_perm: int = 10000,
+                    seed: int = 0) -> dict:
+    """CHECKPOINT_TEST's statistic for `metric`: per instance, mean over `after`'s episodes minus over `before`'s;
+    the mean over instances; CI by resampling episodes within each (instance, checkpoint) cell; a two-sided
+    permutation p that shuffles the checkpoint labels within each instance. Aborted episodes count nowhere."""
+    cells: dict[str, dict[str, list[float]]] = {}
+    for side, recs in (("before", before), ("after", after)):
+        for r in recs:
+            if not r["aborted"] and r.get(metric) is not None:
+                cells.setdefault(r["instance_id"], {}).setdefault(side, []).append(float(r[metric]))
+    ids = sorted(i for i, c in cells.items() if len(c) == 2)
+    aborted = {side: sum(1 for r in recs if r["aborted"]) for side, recs in (("before", before), ("after", after))}
+    if not ids:
+        return {"metric": metric, "delta": None, "why": "no instance has scored episodes from both checkpoints",
+                "aborted": aborted}
+    rng = np.random.default_rng(seed)
+    boot = lambda x: rng.choice(np.asarray(x), size=(n_boot, len(x))).mean(axis=1)
+    d = np.mean([boot(cells[i]["after"]) - boot(cells[i]["before"]) for i in ids], axis=0)
+    stat = lambda c: float(np.mean([np.mean(c[i]["after"]) - np.mean(c[i]["before"]) for i in ids]))
+    delta = stat(cells)
+    null = []
+    for _ in range(n_perm):
+        shuffled = {}
+        for i in ids:
+            both = np.concatenate([cells[i]["before"], cells[i]["after"]])
+            rng.shuffle(both)
+            shuffled[i] = {"before": both[:len(cells[i]["before"])], "after": both[len(cells[i]["before"]):]}
+        null.append(stat(shuffled))
+    p = float((1 + np.sum(np.abs(null) >= abs(delta) - 1e-12)) / (1 + n_perm))
+    return {"metric": metric, "delta": delta, "ci_low": float(np.quantile(d, 0.025)),
+            "ci_high": float(np.quantile(d, 0.975)), "p_value": p, "n_boot": n_boot, "n_perm": n_perm, "seed": seed,
+            "aborted": aborted, "per_instance": {i: {"before": float(np.mean(cells[i]["before"])),
+                                                     "after": float(np.mean(cells[i]["after"])),
+                                                     "n_before": len(cells[i]["before"]),
+                                                     "n_after": len(cells[i]["after"])} for i in ids}}
+
+
+def confirm_path(study_eval: Path, agent: str, checkpoint: str) -> Path:
+    return study_eval / f"{agent}-{checkpoint}-{CHECKPOINT_TEST['split']}-confirm.jsonl"
+
+
+def confirm(study_eval: Path, agent: str) -> dict | None:
+    """CHECKPOINT_TEST on its committed episodes (None until both checkpoints' evaluations are complete)."""
+    d = CHECKPOINT_TEST
+    paths = [confirm_path(study_eval, agent, ck) for ck in (d["from"], d["to"])]
+    if not all(Path(f"{p}.summary.json").is_file() for p in paths):
+        return None
+    before, after = (read_records(p) for p in paths)
+    for p, recs in zip(paths, (before, after)):   # the declared design, or no test
+        seeds = json.loads(Path(f"{p}.summary.json").read_text())["manifest"].get("seeds")
+        per = {r["instance_id"]: 0 for r in recs}
+        for r in recs:
+            per[r["instance_id"]] += 1
+        if seeds != [d["seed"]] or set(per.values()) != {d["episodes"]}:
+            raise InputError(f"{p}: seeds {seeds} and episodes per instance {per} are not CHECKPOINT_TEST's "
+                             f"(seed {d['seed']}, {d['episodes']} episodes per instance)")
+    check = study_eval / f"{agent}-remake-check.json"
+    rc = json.loads(check.read_text())["check"] if check.is_file() else None
+    tests = [checkpoint_test(before, after, m) for m in (d["primary"], *d["secondary"])]
+    prim = tests[0]
+    ok = rc is not None and rc["equal"]
+    verdict = ("no verdict: the remade checkpoints are not shown to be the pinned run's" if not ok
+               else "no value" if prim.get("delta") is None
+               else "learning shown on the training instances" if prim["ci_low"] > 0
+               else "not shown (the CI includes 0 or lies below it)")
+    return {"declared": {**d, "secondary": list(d["secondary"])}, "remake_check": rc, "tests": tests,
+            "verdict": verdict, "made_by": [_made_by(json.loads(Path(f"{p}.summary.json").read_text())["manifest"])
+                                            for p in paths]}
+
+
+def remake_check(pinned, remade) -> dict:
+    """Whether remade checkpoints are the pinned run's: equal per-step reward means and kept/dropped counts."""
+    a, b = pinned.records.sort_values("step"), remade.records.sort_values("step")
+    equal = len(a) == len(b) and all(np.allclose(a[c].to_numpy(float), b[c].to_numpy(float), atol=1e-9)
+                                     for c in ("reward_mean", "kept_groups", "dropped_groups"))
+    return {"pinned": {"run_id": pinned.manifest["run_id"], "git_sha": pinned.manifest["git"]["sha"]},
+            "remade": {"run_id": remade.manifest["run_id"], "git_sha": remade.manifest["git"]["sha"],
+                       "created_at": remade.manifest["created_at"]},
+            "steps": [len(a), len(b)], "equal": bool(equal),
+            "reward_mean": [list(map(float, a["reward_mean"])), list(map(float, b["reward_mean"]))],
+            "max_abs_grad_norm_diff": float(np.max(np.abs(a["grad_norm"].fillna(0).to_numpy(float)
+                                                          - b["grad_norm"].fillna(0).to_numpy(float))))
+            if len(a) == len(b) else None}
 
 
 def rollouts(path: Path) -> list[dict]:
@@ -343,6 +442,30 @@ def _instance_rise_lines(rises: dict) -> list[str]:
     return out
 
 
+def _checkpoint_test_lines(ct: dict | None) -> list[str]:
+    if not ct:
+        return []
+    d, rc = ct["declared"], ct.get("remake_check") or {}
+    out = [f"CHECKPOINT TEST, DECLARED AT {d['declared_at']} (before its episodes were sampled): {d['to']} minus "
+           f"{d['from']} on the {d['split']} instances, {d['episodes']} fresh episodes per instance each (evaluation "
+           f"seed {d['seed']}); per-instance difference of means, mean over instances; 95% CI resampling episodes "
+           f"within each (instance, checkpoint) cell; permutation p within instance. Checkpoints remade from the "
+           f"committed recipe ({rc.get('remade', {}).get('git_sha', '?')[:7]}): per-step reward means and "
+           f"kept/dropped counts {'EQUAL to' if rc.get('equal') else 'NOT equal to (the test does not count)'} the "
+           f"pinned run's (largest gradient-norm difference {_f(rc.get('max_abs_grad_norm_diff'), 6)}).\n"]
+    for t in ct["tests"]:
+        role = "PRIMARY" if t["metric"] == d["primary"] else "secondary"
+        if t.get("delta") is None:
+            out.append(f"- {role} {t['metric']}: no value ({t['why']})")
+            continue
+        per = "; ".join(f"{i}: {v['before']:.3f} (n={v['n_before']}) -> {v['after']:.3f} (n={v['n_after']})"
+                        for i, v in t["per_instance"].items())
+        out.append(f"- {role} {t['metric']}: **{t['delta']:+.3f}** [{t['ci_low']:+.3f}, {t['ci_high']:+.3f}], "
+                   f"p = {t['p_value']:.4f}; aborted episodes {t['aborted']['before']}/{t['aborted']['after']}. {per}")
+    out.append(f"\nVerdict (the declared rule, CI lower bound > 0): **{ct['verdict']}**.\n")
+    return out
+
+
 def tables(summary: dict) -> str:
     """The numbers of `summary` as Markdown tables (tables.md: what the README quotes)."""
     out = ["<!-- generated by experiments/training/learning_curve.py from summary.json; do not edit -->\n",
@@ -389,6 +512,7 @@ def tables(summary: dict) -> str:
                            + ".\n")
                 out += _instance_rise_lines(rep["instance_rise"])
             out += _instance_rise_lines(g.get("pooled_instance_rise") or {})
+            out += _checkpoint_test_lines(a.get("checkpoint_test"))
             cols = ["step", "reward_mean", "reward_std", "offered_groups", "kept_groups", "dropped_groups",
                     "masked_share", "stop_reason", "loss", "grad_norm", "entropy", "kl_sampling", "clip_ratio",
                     "optimizer_steps_skipped", "lr", "rollout_s", "train_s", "wall_s"]
@@ -415,9 +539,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--study", default="cpu-curve")
     ap.add_argument("--window", type=int, default=3, help="GRPO steps in each of the first/last windows")
     ap.add_argument("--results", default=str(REPO / "results"))
+    ap.add_argument("--check-remake", metavar="RESULTS", help="compare the GRPO run remade into this scratch results "
+                    "store with the pinned one; write eval/<agent>-remake-check.json; exit 1 when they differ")
     args = ap.parse_args(argv)
     root = Path(args.results)
     out = root / "learning_curve" / args.study
+    if args.check_remake:
+        agent = CHECKPOINT_TEST["agent"]
+        rid = f"{args.study}-{agent}-rl-from-sft"
+        pinned, remade = (_complete("training", rid, Path(r)) for r in (root, args.check_remake))
+        if pinned is None or remade is None:
+            raise SystemExit(f"learning_curve.py: no complete run {rid} in "
+                             f"{root if pinned is None else args.check_remake}/training")
+        rc = remake_check(pinned, remade)
+        write_result(out / "eval" / f"{agent}-remake-check.json", {"check": rc},
+                     build_manifest(command=sys.argv, extra={"artifact": "learning-curve-remake-check"}))
+        print(f"{agent}: remade run {'equals' if rc['equal'] else 'DIFFERS FROM'} the pinned run "
+              f"(max |grad_norm diff| {rc['max_abs_grad_norm_diff']})")
+        return 0 if rc["equal"] else 1
     summary: dict = {"stand_in": STAND_IN, "agents": {}}
     sft: dict = {}
     grpo: dict = {}
@@ -486,6 +625,10 @@ def main(argv: list[str] | None = None) -> int:
                 a["grpo"]["replications"] = reps
                 a["grpo"]["pooled_instance_rise"] = instance_rises(
                     pooled, agent, "pooled over seeds (includes the pinned run, seen before this was declared)")
+        if agent == CHECKPOINT_TEST["agent"] and "grpo" in a:
+            ct = confirm(out / "eval", agent)
+            if ct:
+                a["checkpoint_test"] = ct
         ev = evals(out / "eval", agent)
         allev[agent] = ev
         a["evals"] = {f"{ck}/{split}": {**e["summary"], "wall_s": e["wall_s"], "made_by": e["made_by"]}

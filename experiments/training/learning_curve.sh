@@ -30,6 +30,7 @@ PROFILE=${PROFILE:-cpu-curve}        # gpu-curve: the same recipe at a larger si
 P=(-c "$PROFILE")
 TRAIN=(psf__requests-2931 psf__requests-5414)                              # SFT data order = these, first n
 HELDOUT=(psf__requests-6028 sympy__sympy-24562 pytest-dev__pytest-7571)
+REMAKE=${REMAKE:-runs/$STUDY-remake}         # scratch results store of `checkpoints` (not committed)
 POOLS=results/candidates/$STUDY-test-pools   # committed with the study: the Test GRPO run reads them
 # GRPO's sampling seed per agent. Repair uses 1: its per-instance rise was chosen after looking at the seed-0 run
 # (learning_curve.py, INSTANCE_RISE_DECLARED_AT), so the committed run is a fresh seed on which it is declared ahead.
@@ -45,8 +46,9 @@ timed() {   # timed NAME CMD...: wall seconds of each step in $OUT/timings.jsonl
   "$@"
   echo "{\"step\": \"$name\", \"wall_s\": $(( $(date +%s) - t0 )), \"ended\": \"$(date -u +%FT%TZ)\"}" >> "$OUT/timings.jsonl"
 }
-done_sft() { [ -f "results/sft/$1/manifest.json" ] && grep -q '"status": "complete"' "results/sft/$1/manifest.json"; }
-done_rl() { [ -f "results/training/$1/manifest.json" ] && grep -q '"status": "complete"' "results/training/$1/manifest.json"; }
+done_run() { local m=$EXECCRITIC_RESULTS/$1/$2/manifest.json; [ -f "$m" ] && grep -q '"status": "complete"' "$m"; }
+done_sft() { done_run sft "$1"; }
+done_rl() { done_run training "$1"; }
 resume() { [ -d "runs/train/$1" ] && echo --resume || true; }
 
 evaluate() {   # evaluate AGENT NAME MODEL: training instances (2 fresh seeds each), held-out instances (1 each)
@@ -76,11 +78,13 @@ grpo() {   # grpo AGENT SEED RUN_ID: GRPO from the SFT (n=2) checkpoint, its rol
       --model "$sft" --init sft --preset "$STUDY" --run-id "$rl" --workers 2 \
       --seed "$seed" --official always --label "$LABEL" "${P[@]}" $(resume "$rl") --json > "$RUNS/$rl.json"
   fi
-  mkdir -p "$OUT/rollouts"
-  gzip -nc "runs/train/$rl/rollouts.jsonl" > "$OUT/rollouts/$rl.jsonl.gz"
+  if [ "$EXECCRITIC_RESULTS" = results ]; then   # a remake into a scratch store leaves the study's rollouts alone
+    mkdir -p "$OUT/rollouts"
+    gzip -nc "runs/train/$rl/rollouts.jsonl" > "$OUT/rollouts/$rl.jsonl.gz"
+  fi
 }
 
-chain() {   # chain AGENT: teacher data, SFT x 2, evaluations, GRPO, evaluation
+data_for() {   # data_for AGENT: environments and teacher trajectories (and, for Test, the candidate pools); sets DATA
   local agent=$1 data
   step "$agent: environments"
   # shellcheck disable=SC2046
@@ -110,17 +114,39 @@ chain() {   # chain AGENT: teacher data, SFT x 2, evaluations, GRPO, evaluation
         "${P[@]}" > /dev/null
     fi
   fi
+  DATA=$data
+}
+
+sft() {   # sft AGENT N: SFT on the first N teacher trajectories (data_for first)
+  local agent=$1 n=$2 id=$STUDY-sft-$1-n$2
   local teacher=scripted:execcritic.training.teachers:$([ "$agent" = test ] && echo oracle_test_teacher || echo gold_patch_teacher)
-  for n in 1 2; do
-    local id=$STUDY-sft-$agent-n$n
-    if ! done_sft "$id"; then
-      step "$agent: SFT on $n teacher trajectories"
-      # shellcheck disable=SC2046
-      timed "sft-$agent-n$n" $X train sft --agent "$agent" --data "$data" --model smollm2 --preset "$STUDY" \
-        --run-id "$id" --teacher "$teacher" --label "$LABEL" "${P[@]}" --set sft.trajectories=$n $(resume "$id") \
-        --json > "$RUNS/$id.json"
-    fi
+  if ! done_sft "$id"; then
+    step "$agent: SFT on $n teacher trajectories"
+    # shellcheck disable=SC2046
+    timed "sft-$agent-n$n" $X train sft --agent "$agent" --data "$DATA" --model smollm2 --preset "$STUDY" \
+      --run-id "$id" --teacher "$teacher" --label "$LABEL" "${P[@]}" --set sft.trajectories=$n $(resume "$id") \
+      --json > "$RUNS/$id.json"
+  fi
+}
+
+confirm() {   # confirm AGENT: learning_curve.py's declared CHECKPOINT_TEST on checkpoints remade by `checkpoints`
+  local agent=$1 name model
+  PYTHONPATH=. $PY experiments/training/learning_curve.py --study "$STUDY" --check-remake "$REMAKE"
+  for name in sft-n2 grpo; do
+    model=runs/train/$STUDY-$([ "$name" = grpo ] && echo "$agent-rl-from-sft" || echo "sft-$agent-n2")/final
+    [ -f "$EVAL/$agent-$name-train-confirm.jsonl.summary.json" ] && continue
+    step "confirm: $agent $name on the training instances, 10 fresh episodes each (seed 1000)"
+    # shellcheck disable=SC2046
+    timed "confirm-$agent-$name" $X train eval-episodes "$model" --agent "$agent" $(inst "${TRAIN[@]}") \
+      --episodes 10 --seed 1000 --out "$EVAL/$agent-$name-train-confirm.jsonl" --label "$LABEL" "${P[@]}" --json > /dev/null
   done
+}
+
+chain() {   # chain AGENT: teacher data, SFT x 2, GRPO, evaluations
+  local agent=$1
+  data_for "$agent"
+  sft "$agent" 1
+  sft "$agent" 2
   grpo "$agent" "${GRPO_SEED[$agent]}" "$STUDY-$agent-rl-from-sft"
   # GRPO's before/after first, then the SFT data sizes against the base model
   evaluate "$agent" sft-n2 "runs/train/$STUDY-sft-$agent-n2/final"
@@ -135,7 +161,13 @@ case "$AGENT" in
   all) chain test; chain repair ;;
   # a replication: the same GRPO recipe from the same SFT checkpoint on another sampling seed (no evaluations);
   # learning_curve.py reports its rise beside the pinned run's (REPLICATION_DECLARED_AT there: declared ahead or not)
+  # the declared checkpoint test (learning_curve.py CHECKPOINT_TEST): the SFT (n=2) and GRPO checkpoints remade from
+  # the committed recipe into a scratch store (weights are not committed), then evaluated with fresh episodes
+  checkpoints) [ "${2:-}" = repair ] || { echo "usage: $0 checkpoints repair" >&2; exit 2; }
+    EXECCRITIC_RESULTS=$REMAKE; data_for "$2"; sft "$2" 2; grpo "$2" "${GRPO_SEED[$2]}" "$STUDY-$2-rl-from-sft" ;;
+  confirm) [ "${2:-}" = repair ] || { echo "usage: $0 confirm repair" >&2; exit 2; }
+    confirm "$2" ;;
   replicate) [ "${2:-}" = test ] || [ "${2:-}" = repair ] && [ -n "${3:-}" ] || { echo "usage: $0 replicate test|repair SEED" >&2; exit 2; }
     grpo "$2" "$3" "$STUDY-$2-rl-from-sft-seed$3" ;;
-  *) echo "usage: $0 [test|repair|all] | replicate test|repair SEED" >&2; exit 2 ;;
+  *) echo "usage: $0 [test|repair|all] | replicate test|repair SEED | checkpoints repair | confirm repair" >&2; exit 2 ;;
 esac

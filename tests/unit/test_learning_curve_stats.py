@@ -1,0 +1,88 @@
+"""The learning-curve study's statistics (experiments/training/learning_curve.py): the declared checkpoint test finds
+a real difference and none where there is none, counts aborted episodes nowhere, refuses episodes that are not the
+declared design, and the remake check tells an equal run from a different one."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from execcritic.errors import InputError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.training import learning_curve as lc  # noqa: E402
+
+
+def _recs(values: dict[str, list[float | None]]) -> list[dict]:
+    return [{"instance_id": i, "aborted": v is None, "reward": v} for i, vs in values.items() for v in vs]
+
+
+def test_checkpoint_test_finds_a_rise_and_its_ci_excludes_zero():
+    before = _recs({"a": [0.1] * 5 + [1.5] * 5, "b": [1.5] * 6 + [0.1] * 4})
+    after = _recs({"a": [1.5] * 9 + [0.1], "b": [1.5] * 10})
+    t = lc.checkpoint_test(before, after, "reward", n_boot=2000, n_perm=2000)
+    assert t["delta"] == pytest.approx(((1.36 - 0.8) + (1.5 - 0.94)) / 2)
+    assert t["ci_low"] > 0 and t["p_value"] < 0.05
+    assert t["per_instance"]["a"] == {"before": pytest.approx(0.8), "after": pytest.approx(1.36), "n_before": 10,
+                                      "n_after": 10}
+
+
+def test_checkpoint_test_no_difference_has_a_ci_around_zero():
+    same = {"a": [0.1, 1.5] * 5, "b": [0.0, 0.1] * 5}
+    t = lc.checkpoint_test(_recs(same), _recs(same), "reward", n_boot=2000, n_perm=2000)
+    assert t["delta"] == 0 and t["ci_low"] < 0 < t["ci_high"] and t["p_value"] == 1.0
+
+
+def test_checkpoint_test_counts_aborted_episodes_nowhere():
+    before = _recs({"a": [0.0, 0.0, None]})
+    after = _recs({"a": [1.5, None, None]})
+    t = lc.checkpoint_test(before, after, "reward", n_boot=200, n_perm=200)
+    assert t["per_instance"]["a"]["n_before"] == 2 and t["per_instance"]["a"]["n_after"] == 1
+    assert t["aborted"] == {"before": 1, "after": 2}
+    assert lc.checkpoint_test(_recs({"a": [None]}), after, "reward")["delta"] is None
+
+
+def _write_eval(path: Path, seeds: list[int], per_instance: int) -> None:
+    recs = _recs({"a": [0.1] * per_instance, "b": [1.5] * per_instance})
+    for r in recs:
+        r.update(resolved=0.0, usable_patch=1.0)
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    Path(f"{path}.summary.json").write_text(json.dumps({"manifest": {"seeds": seeds, "git": {"sha": "0" * 40}},
+                                                        "summary": {}}))
+
+
+def test_confirm_refuses_episodes_that_are_not_the_declared_design(tmp_path):
+    d = lc.CHECKPOINT_TEST
+    assert lc.confirm(tmp_path, d["agent"]) is None          # nothing evaluated yet: no test, no verdict
+    _write_eval(lc.confirm_path(tmp_path, d["agent"], d["from"]), [d["seed"]], d["episodes"])
+    _write_eval(lc.confirm_path(tmp_path, d["agent"], d["to"]), [d["seed"] + 1], d["episodes"])
+    with pytest.raises(InputError, match="not CHECKPOINT_TEST's"):
+        lc.confirm(tmp_path, d["agent"])
+    _write_eval(lc.confirm_path(tmp_path, d["agent"], d["to"]), [d["seed"]], d["episodes"] - 1)
+    with pytest.raises(InputError, match="episodes per instance"):
+        lc.confirm(tmp_path, d["agent"])
+    _write_eval(lc.confirm_path(tmp_path, d["agent"], d["to"]), [d["seed"]], d["episodes"])
+    ct = lc.confirm(tmp_path, d["agent"])       # the declared design, but no remake check: no verdict
+    assert ct["tests"][0]["delta"] == 0 and ct["verdict"].startswith("no verdict")
+
+
+def _run(rewards, kept, grad):
+    return SimpleNamespace(manifest={"run_id": "r", "git": {"sha": "1" * 40}, "created_at": "t"},
+                           records=pd.DataFrame({"step": range(len(rewards)), "reward_mean": rewards,
+                                                 "kept_groups": kept, "dropped_groups": [0] * len(rewards),
+                                                 "grad_norm": grad}))
+
+
+def test_remake_check_tells_equal_runs_from_different_ones():
+    pinned = _run([0.1, 0.4], [1, 1], [0.1, None])
+    assert lc.remake_check(pinned, _run([0.1, 0.4], [1, 1], [0.10002, None]))["equal"]
+    assert lc.remake_check(pinned, _run([0.1, 0.4], [1, 1], [0.10002, None]))["max_abs_grad_norm_diff"] == \
+        pytest.approx(2e-5)
+    assert not lc.remake_check(pinned, _run([0.1, 0.5], [1, 1], [0.1, None]))["equal"]
+    assert not lc.remake_check(pinned, _run([0.1, 0.4], [1, 0], [0.1, None]))["equal"]
+    assert not lc.remake_check(pinned, _run([0.1], [1], [0.1]))["equal"]
