@@ -446,13 +446,13 @@ def _checkpoint_test_lines(ct: dict | None) -> list[str]:
     if not ct:
         return []
     d, rc = ct["declared"], ct.get("remake_check") or {}
-    out = [f"CHECKPOINT TEST, DECLARED AT {d['declared_at']} (before its episodes were sampled): {d['to']} minus "
+    out = [(f"CHECKPOINT TEST, DECLARED AT {d['declared_at']} (before its episodes were sampled): {d['to']} minus "
            f"{d['from']} on the {d['split']} instances, {d['episodes']} fresh episodes per instance each (evaluation "
            f"seed {d['seed']}); per-instance difference of means, mean over instances; 95% CI resampling episodes "
            f"within each (instance, checkpoint) cell; permutation p within instance. Checkpoints remade from the "
            f"committed recipe ({rc.get('remade', {}).get('git_sha', '?')[:7]}): per-step reward means and "
            f"kept/dropped counts {'EQUAL to' if rc.get('equal') else 'NOT equal to (the test does not count)'} the "
-           f"pinned run's (largest gradient-norm difference {_f(rc.get('max_abs_grad_norm_diff'), 6)}).\n"]
+           f"pinned run's (largest gradient-norm difference {_f(rc.get('max_abs_grad_norm_diff'), 6)}).\n")]
     for t in ct["tests"]:
         role = "PRIMARY" if t["metric"] == d["primary"] else "secondary"
         if t.get("delta") is None:

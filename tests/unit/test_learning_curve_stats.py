@@ -15,7 +15,7 @@ import pytest
 from execcritic.errors import InputError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from experiments.training import learning_curve as lc  # noqa: E402
+from experiments.training import learning_curve as lc
 
 
 def _recs(values: dict[str, list[float | None]]) -> list[dict]:
