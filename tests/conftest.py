@@ -188,6 +188,13 @@ def check_write_files(clean) -> None:
     assert clean.read_file("/testbed/w/__pycache__/a.tag.pyc") == b"\0pyc"
 
 
+def pytest_report_header(config):
+    """Where the real rows come from (or that they are missing): the first thing to check when tests skip."""
+    from tests.paths import rows_header
+
+    return rows_header()
+
+
 # ---------------------------------------------------------------------------------------------
 # A fresh machine runs what a warm one runs: under CI=true a skip must be on tests/allowed_skips.py's list,
 # and a test marked `only_for(fixture=[values])` is not collected for the other values of that fixture

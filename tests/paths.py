@@ -1,5 +1,6 @@
 """Where the shared, read-only inputs are: `$EXECCRITIC_SHARED`, else the nearest `shared/` next to the
-checkout or one of its parents (dev and CI machines keep it at `../shared`).
+checkout or one of its parents (dev and CI machines keep it at `../shared`). The Verified rows alone may also be
+named by `$EXECCRITIC_VERIFIED` when it is a local file (what the CLI reads), so a checkout anywhere can test.
 
 The SWE-bench parquet files and the paper live there; they are never copied into the repository."""
 
@@ -23,6 +24,17 @@ def _find_shared() -> Path:
 
 SHARED = _find_shared()
 DATA = SHARED / "data" / "swebench"
-VERIFIED = DATA / "verified_test.parquet"
+_local_rows = Path(os.environ.get("EXECCRITIC_VERIFIED") or "/nonexistent")
+VERIFIED = (DATA / "verified_test.parquet") if (DATA / "verified_test.parquet").is_file() or not _local_rows.is_file() \
+    else _local_rows
 MULTILINGUAL = DATA / "multilingual_test.parquet"
 PAPER_TEXT = SHARED / "paper" / "execcritic-paper.txt"
+
+
+def rows_header() -> str:
+    """The line pytest prints first: where the SWE-bench rows come from, or how to give them."""
+    if VERIFIED.is_file():
+        return f"SWE-bench Verified rows: {VERIFIED}"
+    return (f"SWE-bench Verified rows NOT FOUND (looked for {DATA / 'verified_test.parquet'}): the tests that run real "
+            "rows skip or fail; set EXECCRITIC_SHARED to the shared/ folder or EXECCRITIC_VERIFIED to a local "
+            "verified_test.parquet")

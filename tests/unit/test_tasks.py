@@ -13,6 +13,8 @@ from execcritic.tasks.stats import task_stats
 from tests.paths import MULTILINGUAL, VERIFIED
 
 needs_data = pytest.mark.skipif(not VERIFIED.exists(), reason=f"SWE-bench parquet not found at {VERIFIED}")
+needs_multilingual = pytest.mark.skipif(not MULTILINGUAL.exists(),
+                                        reason=f"SWE-bench Multilingual parquet not found at {MULTILINGUAL}")
 
 
 @needs_data
@@ -23,7 +25,7 @@ def test_verified_statistics_match_the_paper():
     assert s["dataset"]["sha256"].startswith("9cf3c8d4") and s["languages"] == {"python": 500}
 
 
-@needs_data
+@needs_multilingual
 def test_multilingual_rows_load_with_array_lists():
     # one official row (tokio-rs__axum-1730) has an empty FAIL_TO_PASS: loading names it...
     with pytest.raises(InputError, match=r"instance=tokio-rs__axum-1730, field=FAIL_TO_PASS"):
