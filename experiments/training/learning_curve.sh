@@ -43,6 +43,7 @@ step() { echo "== $(date -u +%H:%M:%S) $*  (load: $(cut -d' ' -f1-3 /proc/loadav
 inst() { for i in "$@"; do printf -- '--instance %s ' "$i"; done; }
 timed() {   # timed NAME CMD...: wall seconds of each step in $OUT/timings.jsonl (committed with the study)
   local name=$1; shift; local t0; t0=$(date +%s)
+  [ "$EXECCRITIC_RESULTS" = results ] || name=remake-$name   # `checkpoints`: not the study's own step
   "$@"
   echo "{\"step\": \"$name\", \"wall_s\": $(( $(date +%s) - t0 )), \"ended\": \"$(date -u +%FT%TZ)\"}" >> "$OUT/timings.jsonl"
 }
