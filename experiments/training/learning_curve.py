@@ -223,9 +223,9 @@ def remake_check(pinned, remade) -> dict:
     a, b = pinned.records.sort_values("step"), remade.records.sort_values("step")
     equal = len(a) == len(b) and all(np.allclose(a[c].to_numpy(float), b[c].to_numpy(float), atol=1e-9)
                                      for c in ("reward_mean", "kept_groups", "dropped_groups"))
-    return {"pinned": {"run_id": pinned.manifest["run_id"], "git_sha": pinned.manifest["git"]["sha"]},
-            "remade": {"run_id": remade.manifest["run_id"], "git_sha": remade.manifest["git"]["sha"],
-                       "created_at": remade.manifest["created_at"]},
+    who = lambda m: {"run_id": m["run_id"], "git_sha": m["git"]["sha"], "harness_digest": m.get("harness_digest"),
+                     "created_at": m["created_at"]}
+    return {"pinned": who(pinned.manifest), "remade": who(remade.manifest),
             "steps": [len(a), len(b)], "equal": bool(equal),
             "reward_mean": [list(map(float, a["reward_mean"])), list(map(float, b["reward_mean"]))],
             "max_abs_grad_norm_diff": float(np.max(np.abs(a["grad_norm"].fillna(0).to_numpy(float)
@@ -450,7 +450,8 @@ def _checkpoint_test_lines(ct: dict | None) -> list[str]:
            f"{d['from']} on the {d['split']} instances, {d['episodes']} fresh episodes per instance each (evaluation "
            f"seed {d['seed']}); per-instance difference of means, mean over instances; 95% CI resampling episodes "
            f"within each (instance, checkpoint) cell; permutation p within instance. Checkpoints remade from the "
-           f"committed recipe ({rc.get('remade', {}).get('git_sha', '?')[:7]}): per-step reward means and "
+           f"committed recipe ({rc.get('remade', {}).get('git_sha', '?')[:7]}, harness "
+           f"{rc.get('remade', {}).get('harness_digest')}): per-step reward means and "
            f"kept/dropped counts {'EQUAL to' if rc.get('equal') else 'NOT equal to (the test does not count)'} the "
            f"pinned run's (largest gradient-norm difference {_f(rc.get('max_abs_grad_norm_diff'), 6)}).\n")]
     for t in ct["tests"]:

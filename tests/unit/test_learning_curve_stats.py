@@ -72,7 +72,8 @@ def test_confirm_refuses_episodes_that_are_not_the_declared_design(tmp_path):
 
 
 def _run(rewards, kept, grad):
-    return SimpleNamespace(manifest={"run_id": "r", "git": {"sha": "1" * 40}, "created_at": "t"},
+    return SimpleNamespace(manifest={"run_id": "r", "git": {"sha": "1" * 40}, "created_at": "t",
+                                     "harness_digest": "h"},
                            records=pd.DataFrame({"step": range(len(rewards)), "reward_mean": rewards,
                                                  "kept_groups": kept, "dropped_groups": [0] * len(rewards),
                                                  "grad_norm": grad}))
