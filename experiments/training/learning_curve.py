@@ -165,7 +165,11 @@ def checkpoint_test(before: list[dict], after: list[dict], metric: str, n_boot: 
                 "aborted": aborted}
     rng = np.random.default_rng(seed)
     boot = lambda x: rng.choice(np.asarray(x), size=(n_boot, len(x))).mean(axis=1)
-    d = np.mean([boot(cells[i]["after"]) - boot(cells[i]["before"]) for i in ids], axis=0)
+    b_before = np.mean([boot(cells[i]["before"]) for i in ids], axis=0)
+    b_after = np.mean([boot(cells[i]["after"]) for i in ids], axis=0)
+    d = b_after - b_before
+    level = lambda side, b: {"mean": float(np.mean([np.mean(cells[i][side]) for i in ids])),
+                             "ci_low": float(np.quantile(b, 0.025)), "ci_high": float(np.quantile(b, 0.975))}
     stat = lambda c: float(np.mean([np.mean(c[i]["after"]) - np.mean(c[i]["before"]) for i in ids]))
     delta = stat(cells)
     null = []
@@ -179,7 +183,8 @@ def checkpoint_test(before: list[dict], after: list[dict], metric: str, n_boot: 
     p = float((1 + np.sum(np.abs(null) >= abs(delta) - 1e-12)) / (1 + n_perm))
     return {"metric": metric, "delta": delta, "ci_low": float(np.quantile(d, 0.025)),
             "ci_high": float(np.quantile(d, 0.975)), "p_value": p, "n_boot": n_boot, "n_perm": n_perm, "seed": seed,
-            "aborted": aborted, "per_instance": {i: {"before": float(np.mean(cells[i]["before"])),
+            "aborted": aborted, "before": level("before", b_before), "after": level("after", b_after),
+            "per_instance": {i: {"before": float(np.mean(cells[i]["before"])),
                                                      "after": float(np.mean(cells[i]["after"])),
                                                      "n_before": len(cells[i]["before"]),
                                                      "n_after": len(cells[i]["after"])} for i in ids}}
@@ -377,10 +382,21 @@ def plot_sft(sft: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def plot_evals(allev: dict, path: Path) -> None:
+def plot_evals(allev: dict, path: Path, tests: dict | None = None) -> None:
+    """Every checkpoint's evaluation; `tests` (agent -> its checkpoint test) adds the test's two checkpoints as
+    squares, so the 2-episode points are read beside the larger sample."""
     panels = [(a, m) for a in allev if allev[a] for m in METRICS[a]]      # agents whose study has run
     fig, axes = plt.subplots(1, len(panels), figsize=(3.0 * len(panels), 3.6), squeeze=False)
     for ax, (agent, metric) in zip(axes[0], panels):
+        ct = (tests or {}).get(agent)
+        t = next((x for x in (ct or {}).get("tests", []) if x["metric"] == metric and x.get("delta") is not None), None)
+        if t:
+            d = ct["declared"]
+            pts = [(CHECKPOINTS.index(d[side]), t[key]) for side, key in (("from", "before"), ("to", "after"))]
+            ax.errorbar([x for x, _ in pts], [v["mean"] for _, v in pts],
+                        yerr=[[v["mean"] - v["ci_low"] for _, v in pts], [v["ci_high"] - v["mean"] for _, v in pts]],
+                        fmt="s", color="tab:green", capsize=3,
+                        label=f"checkpoint test: training,\n{d['episodes']} fresh episodes each")
         for j, split in enumerate(("train", "heldout")):
             xs, ys, lo, hi = [], [], [], []
             for i, ck in enumerate(CHECKPOINTS):
@@ -388,7 +404,7 @@ def plot_evals(allev: dict, path: Path) -> None:
                 if e is None or e["summary"][metric]["value"] is None:
                     continue
                 s = e["summary"][metric]
-                xs.append(i + (j - 0.5) * 0.25)
+                xs.append(i + (2 * j - 1) * 0.22)
                 ys.append(s["value"])
                 lo.append(s["value"] - s["ci_low"])
                 hi.append(s["ci_high"] - s["value"])
@@ -398,9 +414,15 @@ def plot_evals(allev: dict, path: Path) -> None:
         ax.set_title(f"{agent}: {metric}", fontsize=8)
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=6)
-    fig.suptitle(f"Checkpoints of {STAND_IN};\n2 episodes per training instance, 1 per held-out instance; 95% "
-                 "bootstrap CI over instances", fontsize=9)
-    made = sorted({e["made_by"] for ev in allev.values() for e in ev.values()})
+    for ax, (agent, _) in zip(axes[0], panels):      # the first panel of an agent with a test carries its legend
+        if (tests or {}).get(agent):
+            ax.legend(fontsize=5, loc="center left")
+            break
+    fig.suptitle(f"Checkpoints of {STAND_IN};\ncircles: 2 episodes per training instance, 1 per held-out instance, "
+                 "95% bootstrap CI over instances; squares: the declared checkpoint test, 95% CI resampling episodes "
+                 "within instances", fontsize=9)
+    made = sorted({e["made_by"] for ev in allev.values() for e in ev.values()}
+                  | {m for ct in (tests or {}).values() for m in ct["made_by"]})
     fig.text(0.5, 0.01, "evaluations made by: " + "; ".join(made), ha="center", fontsize=6)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.savefig(path, dpi=130, metadata={"Software": None})
@@ -650,7 +672,8 @@ def main(argv: list[str] | None = None) -> int:
         plot_sft(sft, out / "sft_curves.png")
         figures.append("sft_curves.png")
     if any(allev.values()):
-        plot_evals(allev, out / "checkpoints.png")
+        plot_evals(allev, out / "checkpoints.png",
+                   {a: x["checkpoint_test"] for a, x in summary["agents"].items() if x.get("checkpoint_test")})
         figures.append("checkpoints.png")
     timings = out / "timings.jsonl"   # written by learning_curve.sh, committed with the study
     if timings.is_file():

@@ -28,6 +28,8 @@ def test_checkpoint_test_finds_a_rise_and_its_ci_excludes_zero():
     t = lc.checkpoint_test(before, after, "reward", n_boot=2000, n_perm=2000)
     assert t["delta"] == pytest.approx(((1.36 - 0.8) + (1.5 - 0.94)) / 2)
     assert t["ci_low"] > 0 and t["p_value"] < 0.05
+    assert t["after"]["mean"] == pytest.approx((1.36 + 1.5) / 2) and t["after"]["ci_low"] <= t["after"]["mean"]
+    assert t["before"]["ci_low"] <= t["before"]["mean"] <= t["before"]["ci_high"] < t["after"]["ci_high"]
     assert t["per_instance"]["a"] == {"before": pytest.approx(0.8), "after": pytest.approx(1.36), "n_before": 10,
                                       "n_after": 10}
 
