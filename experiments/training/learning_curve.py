@@ -165,8 +165,8 @@ def checkpoint_test(before: list[dict], after: list[dict], metric: str, n_boot: 
                 "aborted": aborted}
     rng = np.random.default_rng(seed)
     boot = lambda x: rng.choice(np.asarray(x), size=(n_boot, len(x))).mean(axis=1)
-    b_before = np.mean([boot(cells[i]["before"]) for i in ids], axis=0)
-    b_after = np.mean([boot(cells[i]["after"]) for i in ids], axis=0)
+    pairs = [(boot(cells[i]["after"]), boot(cells[i]["before"])) for i in ids]   # one draw order for all three
+    b_after, b_before = (np.mean([p[k] for p in pairs], axis=0) for k in (0, 1))
     d = b_after - b_before
     level = lambda side, b: {"mean": float(np.mean([np.mean(cells[i][side]) for i in ids])),
                              "ci_low": float(np.quantile(b, 0.025)), "ci_high": float(np.quantile(b, 0.975))}
