@@ -185,9 +185,9 @@ def checkpoint_test(before: list[dict], after: list[dict], metric: str, n_boot: 
             "ci_high": float(np.quantile(d, 0.975)), "p_value": p, "n_boot": n_boot, "n_perm": n_perm, "seed": seed,
             "aborted": aborted, "before": level("before", b_before), "after": level("after", b_after),
             "per_instance": {i: {"before": float(np.mean(cells[i]["before"])),
-                                                     "after": float(np.mean(cells[i]["after"])),
-                                                     "n_before": len(cells[i]["before"]),
-                                                     "n_after": len(cells[i]["after"])} for i in ids}}
+                                 "after": float(np.mean(cells[i]["after"])),
+                                 "n_before": len(cells[i]["before"]), "n_after": len(cells[i]["after"])}
+                             for i in ids}}
 
 
 def confirm_path(study_eval: Path, agent: str, checkpoint: str) -> Path:
