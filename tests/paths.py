@@ -24,9 +24,13 @@ def _find_shared() -> Path:
 
 SHARED = _find_shared()
 DATA = SHARED / "data" / "swebench"
-_local_rows = Path(os.environ.get("EXECCRITIC_VERIFIED") or "/nonexistent")
-VERIFIED = (DATA / "verified_test.parquet") if (DATA / "verified_test.parquet").is_file() or not _local_rows.is_file() \
-    else _local_rows
+def _find_verified() -> Path:
+    shared = DATA / "verified_test.parquet"
+    local = Path(os.environ.get("EXECCRITIC_VERIFIED", ""))
+    return local if not shared.is_file() and local.is_file() else shared
+
+
+VERIFIED = _find_verified()
 MULTILINGUAL = DATA / "multilingual_test.parquet"
 PAPER_TEXT = SHARED / "paper" / "execcritic-paper.txt"
 

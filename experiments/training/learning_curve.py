@@ -201,8 +201,9 @@ def confirm(study_eval: Path, agent: str) -> dict | None:
     if not all(Path(f"{p}.summary.json").is_file() for p in paths):
         return None
     before, after = (read_records(p) for p in paths)
-    for p, recs in zip(paths, (before, after)):   # the declared design, or no test
-        seeds = json.loads(Path(f"{p}.summary.json").read_text())["manifest"].get("seeds")
+    manifests = [json.loads(Path(f"{p}.summary.json").read_text())["manifest"] for p in paths]
+    for p, recs, m in zip(paths, (before, after), manifests):   # the declared design, or no test
+        seeds = m.get("seeds")
         per = {r["instance_id"]: 0 for r in recs}
         for r in recs:
             per[r["instance_id"]] += 1
@@ -219,8 +220,7 @@ def confirm(study_eval: Path, agent: str) -> dict | None:
                else "learning shown on the training instances" if prim["ci_low"] > 0
                else "not shown (the CI includes 0 or lies below it)")
     return {"declared": {**d, "secondary": list(d["secondary"])}, "remake_check": rc, "tests": tests,
-            "verdict": verdict, "made_by": [_made_by(json.loads(Path(f"{p}.summary.json").read_text())["manifest"])
-                                            for p in paths]}
+            "verdict": verdict, "made_by": [_made_by(m) for m in manifests]}
 
 
 def remake_check(pinned, remade) -> dict:
