@@ -90,9 +90,20 @@ REPLICATION_DECLARED_AT = "2026-12-05T01:42:30Z"
 # rises. Only Repair is tested: the Test chain's checkpoints would take ~2 h to remake on 2 CPUs (weights are not
 # committed). The checkpoints are remade from the committed recipe (`learning_curve.sh checkpoints repair`); they
 # are accepted only if the remade GRPO run's per-step reward means and kept/dropped counts equal the pinned run's.
-CHECKPOINT_TEST = {"declared_at": "2026-12-05T06:05:28Z", "agent": "repair", "from": "sft-n2", "to": "grpo", "split": "train",
-                   "episodes": 10, "seed": 1000, "primary": "reward", "secondary": ("resolved", "usable_patch"),
-                   "alpha": 0.05}
+CHECKPOINT_TEST = {"name": "confirm", "declared_at": "2026-12-05T06:05:28Z", "agent": "repair", "from": "sft-n2",
+                   "to": "grpo", "split": "train", "episodes": 10, "seed": 1000, "primary": "reward",
+                   "secondary": ("resolved", "usable_patch"), "alpha": 0.05}
+# A powered replication of the checkpoint test, DECLARED at this time, before its episodes were sampled: the same
+# checkpoints (the remade ones the test above accepted), design, statistic and rule, with 30 fresh episodes per
+# instance each on evaluation seed 2000 (never used before); its verdict rests on its own episodes alone. Why: the
+# test above had a CI half-width of ~0.43 (per-cell reward sd ~0.7 over 10 episodes); 30 episodes make it ~0.25.
+# Seen before declaring it: the test above (reward +0.26 [-0.17, +0.69]; requests-2931 0.53 -> 1.20, requests-5414
+# 1.05 -> 0.90). If the true rise were +0.26 this design would show it about half the time (normal approximation):
+# a null result here is weak evidence of no learning, and a positive one is not a replication of a CI-excluding
+# result, only of the point estimate. The two tests' episodes are never pooled for a verdict.
+CHECKPOINT_TEST_2 = {**CHECKPOINT_TEST, "name": "confirm2", "declared_at": "2026-12-05T09:26:15Z", "episodes": 30,
+                     "seed": 2000}
+CHECKPOINT_TESTS = {d["name"]: d for d in (CHECKPOINT_TEST, CHECKPOINT_TEST_2)}
 # the second per-instance measure: the agent's success (Repair: resolved; Test: Q=1, a Base-to-Gold test)
 SUCCESS = {"repair": ("resolved", lambda r: r["level"].startswith("resolved")),
            "test": ("B2G (Q=1)", lambda r: r["level"].startswith("q_"))}
@@ -190,14 +201,15 @@ def checkpoint_test(before: list[dict], after: list[dict], metric: str, n_boot: 
                              for i in ids}}
 
 
-def confirm_path(study_eval: Path, agent: str, checkpoint: str) -> Path:
-    return study_eval / f"{agent}-{checkpoint}-{CHECKPOINT_TEST['split']}-confirm.jsonl"
+def confirm_path(study_eval: Path, agent: str, checkpoint: str, name: str = "confirm") -> Path:
+    return study_eval / f"{agent}-{checkpoint}-{CHECKPOINT_TESTS[name]['split']}-{name}.jsonl"
 
 
-def confirm(study_eval: Path, agent: str) -> dict | None:
-    """CHECKPOINT_TEST on its committed episodes (None until both checkpoints' evaluations are complete)."""
-    d = CHECKPOINT_TEST
-    paths = [confirm_path(study_eval, agent, ck) for ck in (d["from"], d["to"])]
+def confirm(study_eval: Path, agent: str, name: str = "confirm") -> dict | None:
+    """The declared checkpoint test `name` on its committed episodes (None until both checkpoints' evaluations are
+    complete)."""
+    d = CHECKPOINT_TESTS[name]
+    paths = [confirm_path(study_eval, agent, ck, name) for ck in (d["from"], d["to"])]
     if not all(Path(f"{p}.summary.json").is_file() for p in paths):
         return None
     before, after = (read_records(p) for p in paths)
@@ -208,7 +220,7 @@ def confirm(study_eval: Path, agent: str) -> dict | None:
         for r in recs:
             per[r["instance_id"]] += 1
         if seeds != [d["seed"]] or set(per.values()) != {d["episodes"]}:
-            raise InputError(f"{p}: seeds {seeds} and episodes per instance {per} are not CHECKPOINT_TEST's "
+            raise InputError(f"{p}: seeds {seeds} and episodes per instance {per} are not checkpoint test {name}'s "
                              f"(seed {d['seed']}, {d['episodes']} episodes per instance)")
     check = study_eval / f"{agent}-remake-check.json"
     rc = json.loads(check.read_text())["check"] if check.is_file() else None
@@ -383,20 +395,22 @@ def plot_sft(sft: dict, path: Path) -> None:
 
 
 def plot_evals(allev: dict, path: Path, tests: dict | None = None) -> None:
-    """Every checkpoint's evaluation; `tests` (agent -> its checkpoint test) adds the test's two checkpoints as
-    squares, so the 2-episode points are read beside the larger sample."""
+    """Every checkpoint's evaluation; `tests` (agent -> name -> its checkpoint test) adds each test's two checkpoints
+    as squares, so the 2-episode points are read beside the larger samples."""
     panels = [(a, m) for a in allev if allev[a] for m in METRICS[a]]      # agents whose study has run
     fig, axes = plt.subplots(1, len(panels), figsize=(3.0 * len(panels), 3.6), squeeze=False)
+    colors = ("tab:green", "tab:purple", "tab:brown")
     for ax, (agent, metric) in zip(axes[0], panels):
-        ct = (tests or {}).get(agent)
-        t = next((x for x in (ct or {}).get("tests", []) if x["metric"] == metric and x.get("delta") is not None), None)
-        if t:
+        for k, ct in enumerate(((tests or {}).get(agent) or {}).values()):
+            t = next((x for x in ct["tests"] if x["metric"] == metric and x.get("delta") is not None), None)
+            if not t:
+                continue
             d = ct["declared"]
-            pts = [(CHECKPOINTS.index(d[side]), t[key]) for side, key in (("from", "before"), ("to", "after"))]
+            pts = [(CHECKPOINTS.index(d[side]) + 0.1 * k, t[key]) for side, key in (("from", "before"), ("to", "after"))]
             ax.errorbar([x for x, _ in pts], [v["mean"] for _, v in pts],
                         yerr=[[v["mean"] - v["ci_low"] for _, v in pts], [v["ci_high"] - v["mean"] for _, v in pts]],
-                        fmt="s", color="tab:green", capsize=3,
-                        label=f"checkpoint test: training,\n{d['episodes']} fresh episodes each")
+                        fmt="s", color=colors[k % len(colors)], capsize=3,
+                        label=f"checkpoint test {d['name']}: training,\n{d['episodes']} fresh episodes each")
         for j, split in enumerate(("train", "heldout")):
             xs, ys, lo, hi = [], [], [], []
             for i, ck in enumerate(CHECKPOINTS):
@@ -419,10 +433,10 @@ def plot_evals(allev: dict, path: Path, tests: dict | None = None) -> None:
             ax.legend(fontsize=5, loc="center left")
             break
     fig.suptitle(f"Checkpoints of {STAND_IN};\ncircles: 2 episodes per training instance, 1 per held-out instance, "
-                 "95% bootstrap CI over instances; squares: the declared checkpoint test, 95% CI resampling episodes "
+                 "95% bootstrap CI over instances; squares: the declared checkpoint tests, 95% CI resampling episodes "
                  "within instances", fontsize=9)
     made = sorted({e["made_by"] for ev in allev.values() for e in ev.values()}
-                  | {m for ct in (tests or {}).values() for m in ct["made_by"]})
+                  | {m for cts in (tests or {}).values() for ct in cts.values() for m in ct["made_by"]})
     fig.text(0.5, 0.01, "evaluations made by: " + "; ".join(made), ha="center", fontsize=6)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.savefig(path, dpi=130, metadata={"Software": None})
@@ -468,7 +482,7 @@ def _checkpoint_test_lines(ct: dict | None) -> list[str]:
     if not ct:
         return []
     d, rc = ct["declared"], ct.get("remake_check") or {}
-    out = [(f"CHECKPOINT TEST, DECLARED AT {d['declared_at']} (before its episodes were sampled): {d['to']} minus "
+    out = [(f"CHECKPOINT TEST {d['name']}, DECLARED AT {d['declared_at']} (before its episodes were sampled): {d['to']} minus "
            f"{d['from']} on the {d['split']} instances, {d['episodes']} fresh episodes per instance each (evaluation "
            f"seed {d['seed']}); per-instance difference of means, mean over instances; 95% CI resampling episodes "
            f"within each (instance, checkpoint) cell; permutation p within instance. Checkpoints remade from the "
@@ -535,7 +549,8 @@ def tables(summary: dict) -> str:
                            + ".\n")
                 out += _instance_rise_lines(rep["instance_rise"])
             out += _instance_rise_lines(g.get("pooled_instance_rise") or {})
-            out += _checkpoint_test_lines(a.get("checkpoint_test"))
+            for ct in (a.get("checkpoint_tests") or {}).values():
+                out += _checkpoint_test_lines(ct)
             cols = ["step", "reward_mean", "reward_std", "offered_groups", "kept_groups", "dropped_groups",
                     "masked_share", "stop_reason", "loss", "grad_norm", "entropy", "kl_sampling", "clip_ratio",
                     "optimizer_steps_skipped", "lr", "rollout_s", "train_s", "wall_s"]
@@ -648,10 +663,10 @@ def main(argv: list[str] | None = None) -> int:
                 a["grpo"]["replications"] = reps
                 a["grpo"]["pooled_instance_rise"] = instance_rises(
                     pooled, agent, "pooled over seeds (includes the pinned run, seen before this was declared)")
-        if agent == CHECKPOINT_TEST["agent"] and "grpo" in a:
-            ct = confirm(out / "eval", agent)
-            if ct:
-                a["checkpoint_test"] = ct
+        if "grpo" in a:
+            cts = {n: confirm(out / "eval", agent, n) for n, d in CHECKPOINT_TESTS.items() if d["agent"] == agent}
+            if any(cts.values()):
+                a["checkpoint_tests"] = {n: ct for n, ct in cts.items() if ct}
         ev = evals(out / "eval", agent)
         allev[agent] = ev
         a["evals"] = {f"{ck}/{split}": {**e["summary"], "wall_s": e["wall_s"], "made_by": e["made_by"]}
@@ -673,7 +688,7 @@ def main(argv: list[str] | None = None) -> int:
         figures.append("sft_curves.png")
     if any(allev.values()):
         plot_evals(allev, out / "checkpoints.png",
-                   {a: x["checkpoint_test"] for a, x in summary["agents"].items() if x.get("checkpoint_test")})
+                   {a: x["checkpoint_tests"] for a, x in summary["agents"].items() if x.get("checkpoint_tests")})
         figures.append("checkpoints.png")
     timings = out / "timings.jsonl"   # written by learning_curve.sh, committed with the study
     if timings.is_file():

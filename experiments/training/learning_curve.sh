@@ -8,8 +8,9 @@
 #   3. GRPO from the larger SFT checkpoint on the same instances (DAPO, each agent's reward and masking rule);
 #   4. every checkpoint (SFT n=2 and GRPO first, then base and SFT n=1) evaluated on the training instances (2 fresh
 #      seeds each) and on held-out instances (1 episode each), with the training sampler (`eval-episodes`);
-#   4b. (`checkpoints repair`, then `confirm repair`) the checkpoint test declared in learning_curve.py: the pinned
-#      Repair run's checkpoints remade into a scratch store, checked equal to it, evaluated with fresh episodes;
+#   4b. (`checkpoints repair`, then `confirm repair [TEST]`) a checkpoint test declared in learning_curve.py
+#      (CHECKPOINT_TESTS; default `confirm`): the pinned Repair run's checkpoints remade into a scratch store, checked
+#      equal to it, evaluated with fresh episodes;
 #   5. the analysis: PYTHONPATH=. $PY experiments/training/learning_curve.py --study $STUDY (CIs, curves), then
 #      `execcritic figures` (Figure 6b/6c draw the GRPO runs).
 # Every protocol value is the cpu-curve profile (execcritic/profiles/cpu-curve.yaml; $PROFILE), recorded as
@@ -18,7 +19,7 @@
 #
 # Usage (repository root, `make venv` done):
 #   EXECCRITIC_VERIFIED=<verified_test.parquet> experiments/training/learning_curve.sh [test|repair|all]
-#   ... learning_curve.sh replicate test|repair SEED | checkpoints repair | confirm repair
+#   ... learning_curve.sh replicate test|repair SEED | checkpoints repair | confirm repair [TEST]
 # Two chains (test, repair) can run at once in two shells; `all` runs both one after the other.
 set -euo pipefail
 PY=${PY:-.venv/bin/python}
@@ -133,18 +134,19 @@ sft() {   # sft AGENT N: SFT on the first N teacher trajectories (data_for first
   fi
 }
 
-confirm() {   # confirm AGENT: learning_curve.py's declared CHECKPOINT_TEST on checkpoints remade by `checkpoints`
-  local agent=$1 name model k seed
+confirm() {   # confirm AGENT TEST: learning_curve.py's declared checkpoint test TEST (CHECKPOINT_TESTS) on the
+              # checkpoints remade by `checkpoints`
+  local agent=$1 test=$2 name model k seed
   PYTHONPATH=. $PY experiments/training/learning_curve.py --study "$STUDY" --check-remake "$REMAKE"
-  read -r k seed < <(PYTHONPATH=. $PY -c 'from experiments.training.learning_curve import CHECKPOINT_TEST as d
-print(d["episodes"], d["seed"])')
+  read -r k seed < <(PYTHONPATH=. $PY -c 'import sys; from experiments.training.learning_curve import CHECKPOINT_TESTS as t
+d = t[sys.argv[1]]; print(d["episodes"], d["seed"])' "$test")
   for name in sft-n2 grpo; do
     model=runs/train/$STUDY-$([ "$name" = grpo ] && echo "$agent-rl-from-sft" || echo "sft-$agent-n2")/final
-    [ -f "$EVAL/$agent-$name-train-confirm.jsonl.summary.json" ] && continue
-    step "confirm: $agent $name on the training instances, $k fresh episodes each (seed $seed)"
+    [ -f "$EVAL/$agent-$name-train-$test.jsonl.summary.json" ] && continue
+    step "$test: $agent $name on the training instances, $k fresh episodes each (seed $seed)"
     # shellcheck disable=SC2046
-    timed "confirm-$agent-$name" $X train eval-episodes "$model" --agent "$agent" $(inst "${TRAIN[@]}") \
-      --episodes "$k" --seed "$seed" --out "$EVAL/$agent-$name-train-confirm.jsonl" --label "$LABEL" "${P[@]}" --json > /dev/null
+    timed "$test-$agent-$name" $X train eval-episodes "$model" --agent "$agent" $(inst "${TRAIN[@]}") \
+      --episodes "$k" --seed "$seed" --out "$EVAL/$agent-$name-train-$test.jsonl" --label "$LABEL" "${P[@]}" --json > /dev/null
   done
 }
 
@@ -169,11 +171,11 @@ case "$AGENT" in
   # the committed recipe into a scratch store (weights are not committed), then evaluated with fresh episodes
   checkpoints) [ "${2:-}" = repair ] || { echo "usage: $0 checkpoints repair" >&2; exit 2; }
     EXECCRITIC_RESULTS=$REMAKE; data_for "$2"; sft "$2" 2; grpo "$2" "${GRPO_SEED[$2]}" "$STUDY-$2-rl-from-sft" ;;
-  confirm) [ "${2:-}" = repair ] || { echo "usage: $0 confirm repair" >&2; exit 2; }
-    confirm "$2" ;;
+  confirm) [ "${2:-}" = repair ] || { echo "usage: $0 confirm repair [TEST]" >&2; exit 2; }
+    confirm "$2" "${3:-confirm}" ;;
   # a replication: the same GRPO recipe from the same SFT checkpoint on another sampling seed (no evaluations);
   # learning_curve.py reports its rise beside the pinned run's (REPLICATION_DECLARED_AT there: declared ahead or not)
   replicate) [ "${2:-}" = test ] || [ "${2:-}" = repair ] && [ -n "${3:-}" ] || { echo "usage: $0 replicate test|repair SEED" >&2; exit 2; }
     grpo "$2" "$3" "$STUDY-$2-rl-from-sft-seed$3" ;;
-  *) echo "usage: $0 [test|repair|all] | replicate test|repair SEED | checkpoints repair | confirm repair" >&2; exit 2 ;;
+  *) echo "usage: $0 [test|repair|all] | replicate test|repair SEED | checkpoints repair | confirm repair [TEST]" >&2; exit 2 ;;
 esac

@@ -63,7 +63,7 @@ def test_confirm_refuses_episodes_that_are_not_the_declared_design(tmp_path):
     assert lc.confirm(tmp_path, d["agent"]) is None          # nothing evaluated yet: no test, no verdict
     _write_eval(lc.confirm_path(tmp_path, d["agent"], d["from"]), [d["seed"]], d["episodes"])
     _write_eval(lc.confirm_path(tmp_path, d["agent"], d["to"]), [d["seed"] + 1], d["episodes"])
-    with pytest.raises(InputError, match="not CHECKPOINT_TEST's"):
+    with pytest.raises(InputError, match="not checkpoint test confirm.s"):
         lc.confirm(tmp_path, d["agent"])
     _write_eval(lc.confirm_path(tmp_path, d["agent"], d["to"]), [d["seed"]], d["episodes"] - 1)
     with pytest.raises(InputError, match="episodes per instance"):
@@ -89,3 +89,17 @@ def test_remake_check_tells_equal_runs_from_different_ones():
     assert not lc.remake_check(pinned, _run([0.1, 0.5], [1, 1], [0.1, None]))["equal"]
     assert not lc.remake_check(pinned, _run([0.1, 0.4], [1, 0], [0.1, None]))["equal"]
     assert not lc.remake_check(pinned, _run([0.1], [1], [0.1]))["equal"]
+
+
+def test_each_declared_checkpoint_test_reads_only_its_own_episodes(tmp_path):
+    """The powered replication's verdict rests on its own episodes: the first test's files do not make it one."""
+    first, second = lc.CHECKPOINT_TESTS["confirm"], lc.CHECKPOINT_TESTS["confirm2"]
+    assert (second["seed"], second["episodes"]) != (first["seed"], first["episodes"])
+    for ck in (first["from"], first["to"]):
+        _write_eval(lc.confirm_path(tmp_path, first["agent"], ck, "confirm"), [first["seed"]], first["episodes"])
+    assert lc.confirm(tmp_path, first["agent"], "confirm") is not None
+    assert lc.confirm(tmp_path, second["agent"], "confirm2") is None
+    _write_eval(lc.confirm_path(tmp_path, second["agent"], second["from"], "confirm2"), [first["seed"]], second["episodes"])
+    _write_eval(lc.confirm_path(tmp_path, second["agent"], second["to"], "confirm2"), [second["seed"]], second["episodes"])
+    with pytest.raises(InputError, match="not checkpoint test confirm2's"):
+        lc.confirm(tmp_path, second["agent"], "confirm2")
