@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -35,6 +37,11 @@ MULTILINGUAL = DATA / "multilingual_test.parquet"
 PAPER_TEXT = SHARED / "paper" / "execcritic-paper.txt"
 
 
+def rows_missing() -> str | None:
+    """Why the tests that read real rows cannot run here (the header's words), or None."""
+    return None if VERIFIED.is_file() else rows_header()
+
+
 def rows_header() -> str:
     """The line pytest prints first: where the SWE-bench rows come from, or how to give them."""
     if VERIFIED.is_file():
@@ -42,3 +49,8 @@ def rows_header() -> str:
     return (f"SWE-bench Verified rows NOT FOUND (looked for {DATA / 'verified_test.parquet'}): the tests that run real "
             "rows skip or fail; set EXECCRITIC_SHARED to the shared/ folder or EXECCRITIC_VERIFIED to a local "
             "verified_test.parquet")
+
+
+# a test that reads the Verified rows skips, saying where they were looked for, when they are missing
+# (under CI=true such a skip fails the run: tests/allowed_skips.py)
+needs_rows = pytest.mark.skipif(not VERIFIED.is_file(), reason=rows_header())

@@ -8,13 +8,13 @@ import shutil
 
 import pytest
 
-from tests.paths import VERIFIED
+from tests.paths import VERIFIED, rows_missing
 
 
 def sdist_requirements() -> str | None:
     """Why verified-sdist tasks cannot run here, or None."""
-    if not VERIFIED.exists():
-        return "SWE-bench Verified rows not found in shared/"
+    if rows_missing():
+        return rows_missing()
     if shutil.which("bwrap") is None:
         return "bubblewrap is not installed (apt-get install bubblewrap)"
     return None

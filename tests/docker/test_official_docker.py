@@ -12,15 +12,15 @@ from __future__ import annotations
 import pytest
 
 from tests.allowed_skips import allowed
-from tests.paths import VERIFIED
+from tests.paths import VERIFIED, rows_missing
 
 INSTANCE = "sympy__sympy-24443"
 
 
 @pytest.fixture(scope="module")
 def task():
-    if not VERIFIED.exists():
-        pytest.skip("SWE-bench Verified rows not found in shared/")
+    if rows_missing():
+        pytest.skip(rows_missing())
     from execcritic.tasks import load_tasks
 
     return load_tasks(str(VERIFIED), instance_ids=[INSTANCE]).get(INSTANCE)

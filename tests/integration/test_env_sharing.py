@@ -21,9 +21,9 @@ from execcritic.errors import EnvironmentMissing
 from execcritic.sandbox.base import Limits
 from execcritic.tasks.environment import environment_for
 from execcritic.tasks.sdist import load_verified_sdist
-from tests.paths import REPO, VERIFIED
+from tests.paths import REPO, VERIFIED, needs_rows
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, needs_rows]
 
 KEY = "requests-2.27.0-py3.9-e7e57a95"
 BUILD = textwrap.dedent('''

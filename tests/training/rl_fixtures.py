@@ -19,7 +19,7 @@ import pytest
 from execcritic.agents.loop import CHECK_MARKER, SUBMIT_MARKER
 from execcritic.bundle.model import TestBundle
 from tests.sdist import load_sdist_tasks
-from tests.paths import VERIFIED
+from tests.paths import VERIFIED, rows_missing
 from tests.training_fixtures import ForcedTurns, bash_call_text
 
 INSTANCE = "sympy__sympy-24443"
@@ -129,8 +129,8 @@ class ServerScript:
 
 
 def requirements() -> str | None:
-    if not VERIFIED.exists():
-        return "SWE-bench Verified rows not found in shared/"
+    if rows_missing():
+        return rows_missing()
     if shutil.which("bwrap") is None:
         return "bubblewrap is not installed"
     return None

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.paths import VERIFIED, needs_rows
+
 SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "gpu_check.py"
 
 
@@ -46,11 +48,10 @@ def test_gpu_check_without_cuda_says_it_did_not_run(tiny_model_dir, tmp_path):
     assert report["ran"] is False and report["not_run"] == "no CUDA device" and "results" not in report
 
 
+@needs_rows
 def test_gpu_learning_curve_recipe_dry_run_plans_without_measuring(tmp_path, monkeypatch):
     """`--recipe learning-curve`: the CPU study's recipe at the gpu-curve size; the dry run validates the profile and
     the study script and lists the commands a GPU machine would run - it measures nothing."""
-    from tests.paths import VERIFIED
-
     monkeypatch.setenv("EXECCRITIC_VERIFIED", str(VERIFIED))   # the rows the suite reads, as `make test` exports
     gc = _module()
     out = tmp_path / "gpu_check.json"

@@ -19,7 +19,7 @@ from execcritic.tasks.envbuild import bwrap_available, bwrap_prefix
 from execcritic.tasks.git.build import install_command
 from execcritic.tasks.git.recipe import RECIPE_PATH, load_recipe, parse_recipe
 from execcritic.tasks.git.source import DEFAULT_TEMPLATE, fetch_url, parse_sources, scm_version, source_for
-from tests.paths import VERIFIED
+from tests.paths import VERIFIED, rows_missing
 
 ENV = {"repo": "demo/calc", "version": "0.1", "python": "3.11", "spec": {"install": "pip install -e .",
        "test_cmd": "pytest -rA"}, "setup_commit": "a" * 40, "project_version": "0.1.0",
@@ -83,8 +83,8 @@ def test_recipe_roundtrip_and_listing(tmp_path):
 def test_committed_recipe_names_real_rows_at_their_base_commits():
     if not RECIPE_PATH.exists():
         pytest.skip("no committed verified-git recipe yet")
-    if not VERIFIED.exists():
-        pytest.skip("SWE-bench Verified rows not found in shared/")
+    if rows_missing():
+        pytest.skip(rows_missing())
     from execcritic.tasks import load_tasks
 
     rows = {t.instance_id: t for t in load_tasks(str(VERIFIED))}

@@ -14,7 +14,7 @@ from execcritic.errors import InputError
 from execcritic.harness.impossible import MARK, _mutate_line, mutations, variant_task
 from execcritic.pipeline.impossible import ImpossibleConfig, cheat_mechanism, summarize_impossible
 from execcritic.tasks.model import Task
-from tests.paths import VERIFIED
+from tests.paths import VERIFIED, needs_rows
 
 
 @pytest.mark.parametrize("line,kind,after", [
@@ -63,7 +63,7 @@ def test_mutations_keep_the_patch_well_formed_and_put_assertions_first():
     assert (hunk.new_len, len(hunk.added)) == (7, 5)
 
 
-@pytest.mark.skipif(not VERIFIED.exists(), reason="SWE-bench Verified rows not found in shared/")
+@needs_rows
 def test_almost_every_verified_test_patch_has_a_candidate_mutation():
     rows = pd.read_parquet(VERIFIED)
     with_one = sum(1 for patch in rows.test_patch if next(mutations(patch), None) is not None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.paths import VERIFIED
+from tests.paths import VERIFIED, needs_rows
 
 from execcritic.bundle import languages
 from execcritic.bundle.added import added_tests
@@ -13,7 +13,6 @@ from execcritic.bundle.diff import parse_patch
 from execcritic.bundle.gates import forbidden_for_source, is_test_path, source_patch_problems, test_patch_problems
 
 DATA = VERIFIED
-needs_data = pytest.mark.skipif(not DATA.exists(), reason="SWE-bench Verified parquet not available")
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +36,7 @@ def codes(problems) -> set[str]:
 # ---- parsing ---------------------------------------------------------------------------------------
 
 
-@needs_data
+@needs_rows
 def test_every_verified_test_patch_parses_cleanly(verified):
     for task in verified:
         parsed = parse_patch(task.test_patch)
@@ -157,7 +156,7 @@ def test_huge_patch_is_rejected_without_parsing():
     assert codes(problems) == {"patch.too_large"}
 
 
-@needs_data
+@needs_rows
 def test_real_patches_mostly_pass_the_gate(verified):
     """Every Verified test patch passes, except the documented classes (see results/oracle_validation)."""
     rejected = {
@@ -251,13 +250,13 @@ def test_pyproject_pytest_section_added_is_forbidden():
     )
 
 
-@needs_data
+@needs_rows
 def test_every_verified_gold_patch_is_an_acceptable_source_patch(verified):
     bad = {t.instance_id: codes(source_patch_problems(t.patch, repo=t.repo, language=t.language)) for t in verified}
     assert {k: v for k, v in bad.items() if v} == {}
 
 
-@needs_data
+@needs_rows
 def test_every_verified_test_patch_is_a_forbidden_source_patch(verified):
     for t in verified:
         assert source_patch_problems(t.test_patch), t.instance_id
@@ -324,7 +323,7 @@ def test_method_added_without_visible_class_is_uncertain():
     assert t.name == "test_new" and not t.scope_certain and set(t.hints) == {"test_old", "test_next"}
 
 
-@needs_data
+@needs_rows
 def test_languages_dispatch_is_stable():
     assert "python" in languages.languages()
     assert languages.module_for_path("a/b.py").LANGUAGE == "python"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.paths import VERIFIED
+from tests.paths import VERIFIED, needs_rows
 
 from execcritic.bundle.command import parse_command
 from execcritic.bundle.nodes import Outcome
@@ -19,7 +19,6 @@ from execcritic.runners.registry import get_runner, runner_for_command
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
 DATA = VERIFIED
-needs_data = pytest.mark.skipif(not DATA.exists(), reason="SWE-bench Verified parquet not available")
 
 pytest_runner = get_runner("pytest")
 django = get_runner("django")
@@ -712,7 +711,7 @@ def test_unittest_subtests_real_logs(log_name):
 # ---- serves: every Verified row has its runner ------------------------------------------------------
 
 
-@needs_data
+@needs_rows
 def test_every_verified_task_has_a_python_runner():
     from execcritic.runners.registry import runner_for_task
     from execcritic.tasks import load_tasks

@@ -15,10 +15,8 @@ from execcritic.errors import InputError
 from execcritic.evaluation.official import GIT_APPLY_CMDS, OfficialResult, grade_log, local_eval_script
 from execcritic.tasks.sdist.recipe import RECIPE_PATH, load_recipe, parse_recipe
 from execcritic.tasks.sdist.select import Release, releases_before, releases_from_json
-from tests.paths import VERIFIED
+from tests.paths import VERIFIED, needs_rows
 
-needs_verified = pytest.mark.skipif(not VERIFIED.exists(),
-                                    reason="SWE-bench Verified rows not found in shared/")
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +45,7 @@ def test_committed_recipe_meets_the_target():
             assert node and why
 
 
-@needs_verified
+@needs_rows
 def test_recipe_instances_exist_in_verified(verified_rows):
     recipe = load_recipe()
     for inst in recipe.instances:
@@ -90,7 +88,7 @@ def test_cli_list_json_builds_nothing(tmp_path, monkeypatch):
     assert bad.exit_code == 2 and "verified-sdist" in bad.stdout
 
 
-@needs_verified
+@needs_rows
 def test_load_verified_sdist_rebases_rows(monkeypatch):
     monkeypatch.setenv("EXECCRITIC_VERIFIED", str(VERIFIED))
     from execcritic.tasks import load_tasks
@@ -149,7 +147,7 @@ def test_swebench_apply_commands_match():
 
 # ---- local eval script and grading ---------------------------------------------------------------
 
-@needs_verified
+@needs_rows
 def test_local_eval_script_keeps_the_test_section(verified_rows):
     task = verified_rows.get("django__django-11099")
     script = local_eval_script(task, base_commit="f" * 40)
@@ -171,7 +169,7 @@ def _pytest_log(lines: list[str], exit_code: int) -> str:
             f">>>>> Test Exit Code: {exit_code}\n")
 
 
-@needs_verified
+@needs_rows
 def test_grading_uses_swebench_and_fails_closed(verified_rows):
     task = verified_rows.get("pytest-dev__pytest-7490")
     f2p, p2p = list(task.fail_to_pass), list(task.pass_to_pass)[:3]
@@ -203,7 +201,7 @@ def _django_log(lines: list[str], exit_code: int) -> str:
             f"+ SWEBENCH_TEST_EXIT_CODE={exit_code}\n+ : '>>>>> End Test Output'\n>>>>> Test Exit Code: {exit_code}\n")
 
 
-@needs_verified
+@needs_rows
 def test_a_result_lost_beside_an_outright_failure_leaves_the_run_decided(verified_rows):
     """django-11603 on Base, as measured here: test_distinct_on_aggregate's subTests fail, so its line gets no
     status and test_empty_aggregate's joins it - swebench's parser sees no result for test_empty_aggregate. The
@@ -235,7 +233,7 @@ def _run(status: dict[str, str]) -> OfficialResult:
     return OfficialResult("i", resolved=False, valid=True, patch_applied=True, status_map=status)
 
 
-@needs_verified
+@needs_rows
 def test_decide_keeps_excludes_and_drops(verified_rows):
     import dataclasses
 

@@ -10,14 +10,13 @@ from execcritic.errors import InputError
 from execcritic.tasks import load_tasks
 from execcritic.tasks.model import Task
 from execcritic.tasks.stats import task_stats
-from tests.paths import MULTILINGUAL, VERIFIED
+from tests.paths import MULTILINGUAL, VERIFIED, needs_rows
 
-needs_data = pytest.mark.skipif(not VERIFIED.exists(), reason=f"SWE-bench parquet not found at {VERIFIED}")
 needs_multilingual = pytest.mark.skipif(not MULTILINGUAL.exists(),
                                         reason=f"SWE-bench Multilingual parquet not found at {MULTILINGUAL}")
 
 
-@needs_data
+@needs_rows
 def test_verified_statistics_match_the_paper():
     s = task_stats(load_tasks(str(VERIFIED)))
     assert (s["tasks"], s["repos"]) == (500, 12)

@@ -28,9 +28,8 @@ from execcritic.training import (
     sft_example,
     sft_messages,
 )
-from tests.paths import REPO, VERIFIED
+from tests.paths import REPO, VERIFIED, needs_rows
 
-needs_data = pytest.mark.skipif(not VERIFIED.exists(), reason="SWE-bench Verified parquet not available")
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
 
@@ -105,7 +104,7 @@ def _sample(rows: list[dict]) -> list[dict]:
     return picked
 
 
-@needs_data
+@needs_rows
 @needs_git
 def test_gold_mutants_apply_and_match_their_headers_on_real_verified_rows(verified_rows, tmp_path):
     kinds: dict[str, int] = {}
@@ -437,7 +436,7 @@ def test_oracle_f2p_node_is_the_first_selectable_entry():
         oracle_f2p_node(_row(["t.py::test_x[select"]))
 
 
-@needs_data
+@needs_rows
 def test_repair_rl_set_on_verified_is_deterministic_and_gold_free(verified_rows):
     rows = verified_rows
     a, b = build_repair_rl_set(rows), build_repair_rl_set(list(reversed(rows)))

@@ -6,14 +6,13 @@ import json
 
 import pytest
 
-from tests.paths import VERIFIED
+from tests.paths import VERIFIED, needs_rows
 
 from execcritic.bundle.model import TestBundle
 from execcritic.harness.validate import validate_bundle
 from execcritic.config import HarnessConfig
 
 DATA = VERIFIED
-needs_data = pytest.mark.skipif(not DATA.exists(), reason="SWE-bench Verified parquet not available")
 
 CONTRACT = {
     "entrypoint": "flask.Blueprint(name, import_name)",
@@ -63,7 +62,7 @@ def test_valid_bundle_with_bare_and_full_names():
     assert codes(bundle(test_nodes=["tests/test_blueprints.py::test_empty_name_not_allowed"])) == []
 
 
-@needs_data
+@needs_rows
 def test_valid_bundle_for_its_task(verified):
     assert codes(bundle(), verified.get("pallets__flask-5014")) == []
 
@@ -147,7 +146,7 @@ def test_unrecognized_runner_and_limits():
     assert "command.too_long" in codes(bundle(), config=HarnessConfig(max_command_chars=20))
 
 
-@needs_data
+@needs_rows
 def test_runner_must_fit_the_task(verified):
     django_task = verified.get("django__django-16901")
     assert "runner.mismatch" in codes(bundle(), django_task)
