@@ -47,8 +47,8 @@ def rows_header() -> str:
     if VERIFIED.is_file():
         return f"SWE-bench Verified rows: {VERIFIED}"
     return (f"SWE-bench Verified rows NOT FOUND (looked for {DATA / 'verified_test.parquet'}): the tests that run real "
-            "rows skip or fail; set EXECCRITIC_SHARED to the shared/ folder or EXECCRITIC_VERIFIED to a local "
-            "verified_test.parquet")
+            "rows skip (under CI=true, that fails the run); set EXECCRITIC_SHARED to the shared/ folder or "
+            "EXECCRITIC_VERIFIED to a local verified_test.parquet")
 
 
 # a test that reads the Verified rows skips, saying where they were looked for, when they are missing
