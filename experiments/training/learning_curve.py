@@ -430,7 +430,7 @@ def plot_evals(allev: dict, path: Path, tests: dict | None = None) -> None:
     axes[0][0].legend(fontsize=6)
     for ax, (agent, _) in zip(axes[0], panels):      # the first panel of an agent with a test carries its legend
         if (tests or {}).get(agent):
-            ax.legend(fontsize=5, loc="center left")
+            ax.legend(fontsize=5, loc="upper left")   # above the base and SFT n=1 points at 0
             break
     fig.suptitle(f"Checkpoints of {STAND_IN};\ncircles: 2 episodes per training instance, 1 per held-out instance, "
                  "95% bootstrap CI over instances; squares: the declared checkpoint tests, 95% CI resampling episodes "
