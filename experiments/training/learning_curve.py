@@ -410,7 +410,7 @@ def plot_evals(allev: dict, path: Path, tests: dict | None = None) -> None:
             ax.errorbar([x for x, _ in pts], [v["mean"] for _, v in pts],
                         yerr=[[v["mean"] - v["ci_low"] for _, v in pts], [v["ci_high"] - v["mean"] for _, v in pts]],
                         fmt="s", color=colors[k % len(colors)], capsize=3,
-                        label=f"checkpoint test {d['name']}: training,\n{d['episodes']} fresh episodes each")
+                        label=f"test {d['name']}:\n{d['episodes']} episodes each")
         for j, split in enumerate(("train", "heldout")):
             xs, ys, lo, hi = [], [], [], []
             for i, ck in enumerate(CHECKPOINTS):
@@ -423,14 +423,14 @@ def plot_evals(allev: dict, path: Path, tests: dict | None = None) -> None:
                 lo.append(s["value"] - s["ci_low"])
                 hi.append(s["ci_high"] - s["value"])
             ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3,
-                        label="training instances (fresh seeds)" if split == "train" else "held-out instances")
+                        label="training (fresh seeds)" if split == "train" else "held-out")
         ax.set_xticks(range(len(CHECKPOINTS)), CHECKPOINTS, fontsize=7)
         ax.set_title(f"{agent}: {metric}", fontsize=8)
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=6)
     for ax, (agent, _) in zip(axes[0], panels):      # the first panel of an agent with a test carries its legend
         if (tests or {}).get(agent):
-            ax.legend(fontsize=5, loc="upper left")   # above the base and SFT n=1 points at 0
+            ax.legend(fontsize=5, loc="center left", bbox_to_anchor=(0, 0.42))   # clear of every point
             break
     fig.suptitle(f"Checkpoints of {STAND_IN};\ncircles: 2 episodes per training instance, 1 per held-out instance, "
                  "95% bootstrap CI over instances; squares: the declared checkpoint tests, 95% CI resampling episodes "
