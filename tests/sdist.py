@@ -13,8 +13,8 @@ from tests.paths import VERIFIED, rows_missing
 
 def sdist_requirements() -> str | None:
     """Why verified-sdist tasks cannot run here, or None."""
-    if rows_missing():
-        return rows_missing()
+    if why := rows_missing():
+        return why
     if shutil.which("bwrap") is None:
         return "bubblewrap is not installed (apt-get install bubblewrap)"
     return None

@@ -19,8 +19,8 @@ INSTANCE = "sympy__sympy-24443"
 
 @pytest.fixture(scope="module")
 def task():
-    if rows_missing():
-        pytest.skip(rows_missing())
+    if why := rows_missing():
+        pytest.skip(why)
     from execcritic.tasks import load_tasks
 
     return load_tasks(str(VERIFIED), instance_ids=[INSTANCE]).get(INSTANCE)

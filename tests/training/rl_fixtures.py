@@ -129,8 +129,8 @@ class ServerScript:
 
 
 def requirements() -> str | None:
-    if rows_missing():
-        return rows_missing()
+    if why := rows_missing():
+        return why
     if shutil.which("bwrap") is None:
         return "bubblewrap is not installed"
     return None

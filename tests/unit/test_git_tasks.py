@@ -83,8 +83,8 @@ def test_recipe_roundtrip_and_listing(tmp_path):
 def test_committed_recipe_names_real_rows_at_their_base_commits():
     if not RECIPE_PATH.exists():
         pytest.skip("no committed verified-git recipe yet")
-    if rows_missing():
-        pytest.skip(rows_missing())
+    if why := rows_missing():
+        pytest.skip(why)
     from execcritic.tasks import load_tasks
 
     rows = {t.instance_id: t for t in load_tasks(str(VERIFIED))}
