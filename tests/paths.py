@@ -26,6 +26,8 @@ def _find_shared() -> Path:
 
 SHARED = _find_shared()
 DATA = SHARED / "data" / "swebench"
+
+
 def _find_verified() -> Path:
     shared = DATA / "verified_test.parquet"
     local = Path(os.environ.get("EXECCRITIC_VERIFIED", ""))
@@ -53,4 +55,4 @@ def rows_header() -> str:
 
 # a test that reads the Verified rows skips, saying where they were looked for, when they are missing
 # (under CI=true such a skip fails the run: tests/allowed_skips.py)
-needs_rows = pytest.mark.skipif(not VERIFIED.is_file(), reason=rows_header())
+needs_rows = pytest.mark.skipif(rows_missing() is not None, reason=rows_header())

@@ -11,7 +11,6 @@ in the pipeline's `repair.jsonl` shape that supplies a hand-made candidate.
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 
 import pytest
@@ -19,7 +18,6 @@ import pytest
 from execcritic.agents.loop import CHECK_MARKER, SUBMIT_MARKER
 from execcritic.bundle.model import TestBundle
 from tests.sdist import load_sdist_tasks
-from tests.paths import VERIFIED, rows_missing
 from tests.training_fixtures import ForcedTurns, bash_call_text
 
 INSTANCE = "sympy__sympy-24443"
@@ -128,19 +126,9 @@ class ServerScript:
         return name, ForcedTurns(turns, self.stop)
 
 
-def requirements() -> str | None:
-    if why := rows_missing():
-        return why
-    if shutil.which("bwrap") is None:
-        return "bubblewrap is not installed"
-    return None
-
-
 @pytest.fixture(scope="session")
 def sympy_task():
-    why = requirements()
-    if why:
-        pytest.skip(why)
+    """Skips (tests/sdist.py says why) when the rows or bubblewrap are missing."""
     return load_sdist_tasks([INSTANCE])[INSTANCE]        # built here on a fresh machine (cached, locked)
 
 
