@@ -10,7 +10,7 @@
 #      seeds each) and on held-out instances (1 episode each), with the training sampler (`eval-episodes`);
 #   4b. (`checkpoints repair`, then `confirm repair [TEST]`) a checkpoint test declared in learning_curve.py
 #      (CHECKPOINT_TESTS; default `confirm`): the pinned Repair run's checkpoints remade into a scratch store, checked
-#      equal to it, evaluated with fresh episodes;
+#      equal to it, evaluated with fresh episodes on the test's instances (training or held-out);
 #   5. the analysis: PYTHONPATH=. $PY experiments/training/learning_curve.py --study $STUDY (CIs, curves), then
 #      `execcritic figures` (Figure 6b/6c draw the GRPO runs).
 # Every protocol value is the cpu-curve profile (execcritic/profiles/cpu-curve.yaml; $PROFILE), recorded as
@@ -136,17 +136,18 @@ sft() {   # sft AGENT N: SFT on the first N teacher trajectories (data_for first
 
 confirm() {   # confirm AGENT TEST: learning_curve.py's declared checkpoint test TEST (CHECKPOINT_TESTS) on the
               # checkpoints remade by `checkpoints`
-  local agent=$1 test=$2 name model k seed
+  local agent=$1 test=$2 name model k seed split ids
   PYTHONPATH=. $PY experiments/training/learning_curve.py --study "$STUDY" --check-remake "$REMAKE"
-  read -r k seed < <(PYTHONPATH=. $PY -c 'import sys; from experiments.training.learning_curve import CHECKPOINT_TESTS as t
-d = t[sys.argv[1]]; print(d["episodes"], d["seed"])' "$test")
+  read -r k seed split < <(PYTHONPATH=. $PY -c 'import sys; from experiments.training.learning_curve import CHECKPOINT_TESTS as t
+d = t[sys.argv[1]]; print(d["episodes"], d["seed"], d["split"])' "$test")
+  if [ "$split" = train ]; then ids=$(inst "${TRAIN[@]}"); else ids=$(inst "${HELDOUT[@]}"); fi
   for name in sft-n2 grpo; do
     model=runs/train/$STUDY-$([ "$name" = grpo ] && echo "$agent-rl-from-sft" || echo "sft-$agent-n2")/final
-    [ -f "$EVAL/$agent-$name-train-$test.jsonl.summary.json" ] && continue
-    step "$test: $agent $name on the training instances, $k fresh episodes each (seed $seed)"
-    # shellcheck disable=SC2046
-    timed "$test-$agent-$name" $X train eval-episodes "$model" --agent "$agent" $(inst "${TRAIN[@]}") \
-      --episodes "$k" --seed "$seed" --out "$EVAL/$agent-$name-train-$test.jsonl" --label "$LABEL" "${P[@]}" --json > /dev/null
+    [ -f "$EVAL/$agent-$name-$split-$test.jsonl.summary.json" ] && continue
+    step "$test: $agent $name on the $split instances, $k fresh episodes each (seed $seed)"
+    # shellcheck disable=SC2086
+    timed "$test-$agent-$name" $X train eval-episodes "$model" --agent "$agent" $ids \
+      --episodes "$k" --seed "$seed" --out "$EVAL/$agent-$name-$split-$test.jsonl" --label "$LABEL" "${P[@]}" --json > /dev/null
   done
 }
 

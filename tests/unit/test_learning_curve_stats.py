@@ -52,7 +52,7 @@ def test_checkpoint_test_counts_aborted_episodes_nowhere():
 def _write_eval(path: Path, seeds: list[int], per_instance: int) -> None:
     recs = _recs({"a": [0.1] * per_instance, "b": [1.5] * per_instance})
     for r in recs:
-        r.update(resolved=0.0, usable_patch=1.0)
+        r.update(resolved=0.0, usable_patch=1.0, level="x")
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
     Path(f"{path}.summary.json").write_text(json.dumps({"manifest": {"seeds": seeds, "git": {"sha": "0" * 40}},
                                                         "summary": {}}))
@@ -103,3 +103,16 @@ def test_each_declared_checkpoint_test_reads_only_its_own_episodes(tmp_path):
     _write_eval(lc.confirm_path(tmp_path, second["agent"], second["to"], "confirm2"), [second["seed"]], second["episodes"])
     with pytest.raises(InputError, match="not checkpoint test confirm2's"):
         lc.confirm(tmp_path, second["agent"], "confirm2")
+
+
+def test_the_held_out_checkpoint_test_reads_held_out_episodes_and_says_so(tmp_path):
+    d = lc.CHECKPOINT_TESTS["confirm-heldout"]
+    assert d["split"] == "heldout" and d["seed"] not in {t["seed"] for n, t in lc.CHECKPOINT_TESTS.items() if n != d["name"]}
+    paths = [lc.confirm_path(tmp_path, d["agent"], ck, d["name"]) for ck in (d["from"], d["to"])]
+    assert [p.name for p in paths] == ["repair-sft-n2-heldout-confirm-heldout.jsonl", "repair-grpo-heldout-confirm-heldout.jsonl"]
+    for p in paths:
+        _write_eval(p, [d["seed"]], d["episodes"])
+    (tmp_path / "repair-remake-check.json").write_text(json.dumps({"check": {"equal": True}}))
+    ct = lc.confirm(tmp_path, d["agent"], d["name"])
+    assert ct["verdict"].startswith("not shown") and ct["levels"]["before"] == {"x": 2 * d["episodes"]}
+    assert any("held-out instances" in line for line in lc._checkpoint_test_lines(ct))
