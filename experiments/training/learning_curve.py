@@ -598,11 +598,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", default=str(REPO / "results"))
     ap.add_argument("--check-remake", metavar="RESULTS", help="compare the GRPO run remade into this scratch results "
                     "store with the pinned one; write eval/<agent>-remake-check.json; exit 1 when they differ")
+    ap.add_argument("--agent", choices=("test", "repair"), default="repair", help="whose run --check-remake compares")
     args = ap.parse_args(argv)
     root = Path(args.results)
     out = root / "learning_curve" / args.study
     if args.check_remake:
-        agent = CHECKPOINT_TEST["agent"]
+        agent = args.agent
         rid = f"{args.study}-{agent}-rl-from-sft"
         pinned, remade = (_complete("training", rid, Path(r)) for r in (root, args.check_remake))
         if pinned is None or remade is None:

@@ -8,8 +8,8 @@
 #   3. GRPO from the larger SFT checkpoint on the same instances (DAPO, each agent's reward and masking rule);
 #   4. every checkpoint (SFT n=2 and GRPO first, then base and SFT n=1) evaluated on the training instances (2 fresh
 #      seeds each) and on held-out instances (1 episode each), with the training sampler (`eval-episodes`);
-#   4b. (`checkpoints repair`, then `confirm repair [TEST]`) a checkpoint test declared in learning_curve.py
-#      (CHECKPOINT_TESTS; default `confirm`): the pinned Repair run's checkpoints remade into a scratch store, checked
+#   4b. (`checkpoints AGENT`, then `confirm AGENT [TEST]`) a checkpoint test declared in learning_curve.py
+#      (CHECKPOINT_TESTS; default `confirm`): the pinned GRPO run's checkpoints remade into a scratch store, checked
 #      equal to it, evaluated with fresh episodes on the test's instances (training or held-out);
 #   5. the analysis: PYTHONPATH=. $PY experiments/training/learning_curve.py --study $STUDY (CIs, curves), then
 #      `execcritic figures` (Figure 6b/6c draw the GRPO runs).
@@ -19,7 +19,7 @@
 #
 # Usage (repository root, `make venv` done):
 #   EXECCRITIC_VERIFIED=<verified_test.parquet> experiments/training/learning_curve.sh [test|repair|all]
-#   ... learning_curve.sh replicate test|repair SEED | checkpoints repair | confirm repair [TEST]
+#   ... learning_curve.sh replicate test|repair SEED | checkpoints test|repair | confirm test|repair [TEST]
 # Two chains (test, repair) can run at once in two shells; `all` runs both one after the other.
 set -euo pipefail
 PY=${PY:-.venv/bin/python}
@@ -136,10 +136,11 @@ sft() {   # sft AGENT N: SFT on the first N teacher trajectories (data_for first
 
 confirm() {   # confirm AGENT TEST: learning_curve.py's declared checkpoint test TEST (CHECKPOINT_TESTS) on the
               # checkpoints remade by `checkpoints`
-  local agent=$1 test=$2 name model k seed split ids
-  PYTHONPATH=. $PY experiments/training/learning_curve.py --study "$STUDY" --check-remake "$REMAKE"
-  read -r k seed split < <(PYTHONPATH=. $PY -c 'import sys; from experiments.training.learning_curve import CHECKPOINT_TESTS as t
-d = t[sys.argv[1]]; print(d["episodes"], d["seed"], d["split"])' "$test")
+  local agent=$1 test=$2 name model k seed split ids whose
+  read -r whose k seed split < <(PYTHONPATH=. $PY -c 'import sys; from experiments.training.learning_curve import CHECKPOINT_TESTS as t
+d = t[sys.argv[1]]; print(d["agent"], d["episodes"], d["seed"], d["split"])' "$test")
+  [ "$whose" = "$agent" ] || { echo "checkpoint test $test is declared for the $whose agent, not $agent" >&2; exit 2; }
+  PYTHONPATH=. $PY experiments/training/learning_curve.py --study "$STUDY" --check-remake "$REMAKE" --agent "$agent"
   if [ "$split" = train ]; then ids=$(inst "${TRAIN[@]}"); else ids=$(inst "${HELDOUT[@]}"); fi
   for name in sft-n2 grpo; do
     model=runs/train/$STUDY-$([ "$name" = grpo ] && echo "$agent-rl-from-sft" || echo "sft-$agent-n2")/final
@@ -170,13 +171,13 @@ case "$AGENT" in
   all) chain test; chain repair ;;
   # the declared checkpoint test (learning_curve.py CHECKPOINT_TEST): the SFT (n=2) and GRPO checkpoints remade from
   # the committed recipe into a scratch store (weights are not committed), then evaluated with fresh episodes
-  checkpoints) [ "${2:-}" = repair ] || { echo "usage: $0 checkpoints repair" >&2; exit 2; }
+  checkpoints) [ "${2:-}" = test ] || [ "${2:-}" = repair ] || { echo "usage: $0 checkpoints test|repair" >&2; exit 2; }
     EXECCRITIC_RESULTS=$REMAKE; data_for "$2"; sft "$2" 2; grpo "$2" "${GRPO_SEED[$2]}" "$STUDY-$2-rl-from-sft" ;;
-  confirm) [ "${2:-}" = repair ] || { echo "usage: $0 confirm repair [TEST]" >&2; exit 2; }
+  confirm) [ "${2:-}" = test ] || [ "${2:-}" = repair ] || { echo "usage: $0 confirm test|repair [TEST]" >&2; exit 2; }
     confirm "$2" "${3:-confirm}" ;;
   # a replication: the same GRPO recipe from the same SFT checkpoint on another sampling seed (no evaluations);
   # learning_curve.py reports its rise beside the pinned run's (REPLICATION_DECLARED_AT there: declared ahead or not)
   replicate) [ "${2:-}" = test ] || [ "${2:-}" = repair ] && [ -n "${3:-}" ] || { echo "usage: $0 replicate test|repair SEED" >&2; exit 2; }
     grpo "$2" "$3" "$STUDY-$2-rl-from-sft-seed$3" ;;
-  *) echo "usage: $0 [test|repair|all] | replicate test|repair SEED | checkpoints repair | confirm repair [TEST]" >&2; exit 2 ;;
+  *) echo "usage: $0 [test|repair|all] | replicate test|repair SEED | checkpoints test|repair | confirm test|repair [TEST]" >&2; exit 2 ;;
 esac
