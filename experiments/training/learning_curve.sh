@@ -142,14 +142,21 @@ d = t[sys.argv[1]]; print(d["agent"], d["episodes"], d["seed"], d["split"])' "$t
   [ "$whose" = "$agent" ] || { echo "checkpoint test $test is declared for the $whose agent, not $agent" >&2; exit 2; }
   PYTHONPATH=. $PY experiments/training/learning_curve.py --study "$STUDY" --check-remake "$REMAKE" --agent "$agent"
   if [ "$split" = train ]; then ids=$(inst "${TRAIN[@]}"); else ids=$(inst "${HELDOUT[@]}"); fi
+  # the two checkpoints at once, one CPU each (an evaluation uses one torch thread); a killed one resumes from its
+  # records, and either one failing fails the step
+  local pids=()
   for name in sft-n2 grpo; do
     model=runs/train/$STUDY-$([ "$name" = grpo ] && echo "$agent-rl-from-sft" || echo "sft-$agent-n2")/final
     [ -f "$EVAL/$agent-$name-$split-$test.jsonl.summary.json" ] && continue
     step "$test: $agent $name on the $split instances, $k fresh episodes each (seed $seed)"
     # shellcheck disable=SC2086
     timed "$test-$agent-$name" $X train eval-episodes "$model" --agent "$agent" $ids \
-      --episodes "$k" --seed "$seed" --out "$EVAL/$agent-$name-$split-$test.jsonl" --label "$LABEL" "${P[@]}" --json > /dev/null
+      --episodes "$k" --seed "$seed" --out "$EVAL/$agent-$name-$split-$test.jsonl" --label "$LABEL" "${P[@]}" --json > /dev/null &
+    pids+=($!)
   done
+  local pid failed=0
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  [ "$failed" = 0 ] || { echo "$test: an evaluation failed (its records are kept; run again to resume)" >&2; exit 1; }
 }
 
 chain() {   # chain AGENT: teacher data, SFT x 2, GRPO, evaluations
