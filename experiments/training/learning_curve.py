@@ -114,7 +114,25 @@ CHECKPOINT_TEST_2 = {**CHECKPOINT_TEST, "name": "confirm2", "declared_at": "2026
 # 0, the CI is [0, 0] and the result bounds the usable-patch rate of each checkpoint (0 of 60: below 4.9% at 95%).
 CHECKPOINT_TEST_HELDOUT = {**CHECKPOINT_TEST, "name": "confirm-heldout", "declared_at": "2026-12-05T13:08:31Z",
                            "split": "heldout", "episodes": 20, "seed": 3000}
-CHECKPOINT_TESTS = {d["name"]: d for d in (CHECKPOINT_TEST, CHECKPOINT_TEST_2, CHECKPOINT_TEST_HELDOUT)}
+# The Test agent's checkpoint tests, DECLARED at this time, before any of their episodes were sampled: the pinned
+# Test GRPO run (sampling seed 0) against the SFT (n=2) checkpoint it started from, both remade by
+# `learning_curve.sh checkpoints test` and accepted only if the remade run's per-step reward means and kept/dropped
+# counts equal the pinned run's; the statistic and rule of the tests above; on the training instances (10 fresh
+# episodes per instance each, seed 4000) and on the held-out instances (10 each, seed 5000), each verdict on its own
+# episodes. Secondary: valid submission, Base gate, B2G. Why: the Test run's window rise (+0.17 [+0.03, +0.26])
+# excludes 0 but its declared per-instance rise (+0.03 [-0.09, +0.17]) does not, and the held-out valid-submission
+# rate is the one held-out metric that has been above 0 (SFT n=2: 1 of 3 episodes). Seen before declaring them: the
+# 2-episode evaluations (train valid submission sft-n2 0.25 -> grpo 0.00, reward -0.15 -> -0.20; held-out 0.33 ->
+# 0.00) and the pinned run's rollouts (valid submissions on requests-2931 in 8 of 16 rollouts of steps 0-3 and 8 of
+# 16 of steps 4-7; none of 32 on requests-5414). Power is low: with 10 episodes per cell, a valid-submission rise
+# smaller than ~0.3 would mostly go unseen.
+CHECKPOINT_TEST_TEST = {"name": "confirm-test", "declared_at": "2026-12-05T15:00:23Z", "agent": "test", "from": "sft-n2",
+                        "to": "grpo", "split": "train", "episodes": 10, "seed": 4000, "primary": "reward",
+                        "secondary": ("valid_submission", "base_gate", "b2g"), "alpha": 0.05}
+CHECKPOINT_TEST_TEST_HELDOUT = {**CHECKPOINT_TEST_TEST, "name": "confirm-test-heldout", "split": "heldout",
+                                "seed": 5000}
+CHECKPOINT_TESTS = {d["name"]: d for d in (CHECKPOINT_TEST, CHECKPOINT_TEST_2, CHECKPOINT_TEST_HELDOUT,
+                                           CHECKPOINT_TEST_TEST, CHECKPOINT_TEST_TEST_HELDOUT)}
 SPLIT_NAMES = {"train": "training", "heldout": "held-out"}
 # the second per-instance measure: the agent's success (Repair: resolved; Test: Q=1, a Base-to-Gold test)
 SUCCESS = {"repair": ("resolved", lambda r: r["level"].startswith("resolved")),
