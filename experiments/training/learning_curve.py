@@ -461,10 +461,11 @@ def plot_evals(allev: dict, path: Path, tests: dict | None = None) -> None:
         ax.set_title(f"{agent}: {metric}", fontsize=8)
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=6)
-    for ax, (agent, _) in zip(axes[0], panels):      # the first panel of an agent with a test carries its legend
-        if (tests or {}).get(agent):
+    seen = set()
+    for ax, (agent, _) in zip(axes[0], panels):      # each agent's first panel carries its tests' legend
+        if (tests or {}).get(agent) and agent not in seen:
+            seen.add(agent)
             ax.legend(fontsize=5, loc="center left", bbox_to_anchor=(0, 0.42))   # clear of every point
-            break
     fig.suptitle(f"Checkpoints of {STAND_IN};\ncircles: 2 episodes per training instance, 1 per held-out instance, "
                  "95% bootstrap CI over instances; squares: the declared checkpoint tests, 95% CI resampling episodes "
                  "within instances", fontsize=9)
