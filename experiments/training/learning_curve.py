@@ -110,8 +110,9 @@ CHECKPOINT_TEST_2 = {**CHECKPOINT_TEST, "name": "confirm2", "declared_at": "2026
 # instances is shown iff the CI's lower bound is > 0. Why: issue 21 asks for the held-out metric's rise, and the
 # 2-episode evaluations gave each held-out instance 1 episode per checkpoint. Seen before declaring it: those 6
 # held-out episodes (sft-n2 and grpo: reward 0, no usable patch, on all 3 instances; the one completion read, grpo's
-# on requests-6028, writes a training instance's patch, which does not apply there) and the tests above. Expected power is low: if every episode again scores
-# 0, the CI is [0, 0] and the result bounds the usable-patch rate of each checkpoint (0 of 60: below 4.9% at 95%).
+# on requests-6028, writes a training instance's patch, which does not apply there) and the tests above. Expected
+# power is low: if every episode again scores 0, the CI is [0, 0] and the result bounds the usable-patch rate of each
+# checkpoint (0 of 60: below 4.9% at 95%).
 CHECKPOINT_TEST_HELDOUT = {**CHECKPOINT_TEST, "name": "confirm-heldout", "declared_at": "2026-12-05T13:08:31Z",
                            "split": "heldout", "episodes": 20, "seed": 3000}
 # The Test agent's checkpoint tests, DECLARED at this time, before any of their episodes were sampled: the pinned
