@@ -176,7 +176,7 @@ chain() {   # chain AGENT: teacher data, SFT x 2, GRPO, evaluations
 case "$AGENT" in
   test|repair) chain "$AGENT" ;;
   all) chain test; chain repair ;;
-  # the declared checkpoint test (learning_curve.py CHECKPOINT_TEST): the SFT (n=2) and GRPO checkpoints remade from
+  # the declared checkpoint tests (learning_curve.py CHECKPOINT_TESTS): the SFT (n=2) and GRPO checkpoints remade from
   # the committed recipe into a scratch store (weights are not committed), then evaluated with fresh episodes
   checkpoints) [ "${2:-}" = test ] || [ "${2:-}" = repair ] || { echo "usage: $0 checkpoints test|repair" >&2; exit 2; }
     EXECCRITIC_RESULTS=$REMAKE; data_for "$2"; sft "$2" 2; grpo "$2" "${GRPO_SEED[$2]}" "$STUDY-$2-rl-from-sft" ;;
