@@ -45,6 +45,7 @@ mkdir -p "$RUNS" "$EVAL"
 
 step() { echo "== $(date -u +%H:%M:%S) $*  (load: $(cut -d' ' -f1-3 /proc/loadavg))"; }
 inst() { for i in "$@"; do printf -- '--instance %s ' "$i"; done; }
+split_inst() { if [ "$1" = train ]; then inst "${TRAIN[@]}"; else inst "${HELDOUT[@]}"; fi; }   # a split's --instance args
 timed() {   # timed NAME CMD...: wall seconds of each step in $OUT/timings.jsonl (committed with the study)
   local name=$1; shift; local t0; t0=$(date +%s)
   [ "$EXECCRITIC_RESULTS" = results ] || name=remake-$name   # `checkpoints`: not the study's own step
@@ -59,7 +60,7 @@ resume() { [ -d "runs/train/$1" ] && echo --resume || true; }
 evaluate() {   # evaluate AGENT NAME MODEL: training instances (2 fresh seeds each), held-out instances (1 each)
   local agent=$1 name=$2 model=$3 split ids n
   for split in train heldout; do
-    if [ "$split" = train ]; then ids=$(inst "${TRAIN[@]}"); n=2; else ids=$(inst "${HELDOUT[@]}"); n=1; fi
+    ids=$(split_inst "$split"); if [ "$split" = train ]; then n=2; else n=1; fi
     [ -f "$EVAL/$agent-$name-$split.jsonl.summary.json" ] && continue
     step "eval $agent $name on $split instances"
     # shellcheck disable=SC2086
@@ -141,7 +142,7 @@ confirm() {   # confirm AGENT TEST: learning_curve.py's declared checkpoint test
 d = t[sys.argv[1]]; print(d["agent"], d["episodes"], d["seed"], d["split"])' "$test")
   [ "$whose" = "$agent" ] || { echo "checkpoint test $test is declared for the $whose agent, not $agent" >&2; exit 2; }
   PYTHONPATH=. $PY experiments/training/learning_curve.py --study "$STUDY" --check-remake "$REMAKE" --agent "$agent"
-  if [ "$split" = train ]; then ids=$(inst "${TRAIN[@]}"); else ids=$(inst "${HELDOUT[@]}"); fi
+  ids=$(split_inst "$split")
   # the two checkpoints at once, one CPU each (an evaluation uses one torch thread); a killed one resumes from its
   # records, and either one failing fails the step
   local pids=()
