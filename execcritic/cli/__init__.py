@@ -13,6 +13,7 @@ from typer._click import exceptions as click_exceptions  # typer 0.29 vendors cl
 
 from execcritic import __version__
 from execcritic.cli.common import DEBUG_KEY, JSON_KEY, ExitCode, fail, report
+from execcritic.results.manifest import note_start
 
 
 class Root(typer.core.TyperGroup):
@@ -96,6 +97,7 @@ _mount()
 
 def main(argv: list[str] | None = None) -> None:
     """Errors before any command runs (an unknown command, a bad global option) get the same one line."""
+    note_start()        # manifests name the code this command started with, even if HEAD moves while it runs
     command = typer.main.get_command(app)
     try:
         code = command.main(args=argv, prog_name="execcritic", standalone_mode=False)

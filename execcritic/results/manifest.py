@@ -1,6 +1,6 @@
 """The manifest every result under results/ carries: enough to trust a number and regenerate it.
 
-git SHA (and whether the tree was dirty), the exact command, the protocol config and its deviations
+git SHA (and whether the tree was dirty) when the command started, the exact command, the protocol config and its deviations
 from the paper, harness and prompt digests, model, dataset ids + hashes, seeds, timings, host facts.
 """
 
@@ -24,6 +24,7 @@ from execcritic.files import atomic_write
 from execcritic.prompts import prompt_digests
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
+_AT_START: dict[str, Any] | None = None
 
 
 def git_state(repo: Path | None = None) -> dict[str, Any]:
@@ -54,6 +55,29 @@ def harness_digest() -> str:
     return h.hexdigest()[:16]
 
 
+def note_start(repo: Path | None = None) -> None:
+    """Record the code a command starts with. A long run outlives commits made while it runs; its manifest must name
+    the code it imported at start, not the HEAD found when it writes (`code_state`)."""
+    global _AT_START
+    _AT_START = _code_now(repo)
+
+
+def _code_now(repo: Path | None) -> dict[str, Any]:
+    return {"git": git_state(repo), "harness_digest": harness_digest(), "prompt_digests": prompt_digests()}
+
+
+def code_state(repo: Path | None = None) -> dict[str, Any]:
+    """git, harness and prompt digests as of the command's start (`note_start`), or as of now when none was noted.
+    What differs by write time is kept under `changed_during_run`, so a manifest says when the tree moved under it."""
+    now = _code_now(repo)
+    if _AT_START is None:
+        return now
+    moved = {k: now[k] for k in ("harness_digest", "prompt_digests") if now[k] != _AT_START[k]}
+    if any(now["git"].get(k) != _AT_START["git"].get(k) for k in ("sha", "dirty", "changed_paths")):
+        moved["git"] = now["git"]
+    return {**_AT_START, **({"changed_during_run": moved} if moved else {})}
+
+
 def host_facts() -> dict[str, Any]:
     return {"hostname": socket.gethostname(), "platform": platform.platform(), "python": sys.version.split()[0],
             "cpus": os.cpu_count(), "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE")}
@@ -71,12 +95,10 @@ def build_manifest(*, command: list[str] | str | None = None, config: ProtocolCo
         "execcritic_version": __version__,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "command": command,
-        "git": git_state(),
+        **code_state(),
         "config": config.to_dict(),
         "config_digest": config.digest(),
         "deviations_from_paper": manifest_deviations(config),
-        "harness_digest": harness_digest(),
-        "prompt_digests": prompt_digests(),
         "model": model,
         "datasets": datasets or [],
         "seeds": seeds or [],

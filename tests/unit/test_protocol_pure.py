@@ -133,14 +133,18 @@ def test_protocol_config_round_trips():
     assert ProtocolConfig().to_dict() == PAPER.to_dict()
 
 
-def test_git_state_counts_code_changes_not_result_rewrites(tmp_path):
+def _git(repo, *args):
     import subprocess
 
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True,
+                   capture_output=True)
+
+
+def test_git_state_counts_code_changes_not_result_rewrites(tmp_path):
     from execcritic.results.manifest import git_state
 
     def git(*args):
-        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
-                       capture_output=True)
+        _git(tmp_path, *args)
 
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "r.json").write_text("{}")
@@ -155,3 +159,36 @@ def test_git_state_counts_code_changes_not_result_rewrites(tmp_path):
     (tmp_path / "code.py").write_text("x = 2\n")
     state = git_state(tmp_path)
     assert state["dirty"] is True and state["changed_paths"] == ["code.py"]      # dirty says which paths
+
+
+def test_a_manifest_names_the_code_its_command_started_with_and_says_when_head_moved(tmp_path, monkeypatch):
+    """A long run outlived a merge and its manifests named the merge's SHA: the start state is what ran."""
+    from execcritic.results import manifest
+
+    (tmp_path / "code.py").write_text("x = 1\n")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-qm", "start")
+    monkeypatch.setattr(manifest, "_AT_START", None)
+    assert "changed_during_run" not in manifest.code_state(tmp_path)       # nothing noted: the state now
+    manifest.note_start(tmp_path)
+    started = manifest.git_state(tmp_path)["sha"]
+    assert manifest.code_state(tmp_path)["git"]["sha"] == started
+    assert "changed_during_run" not in manifest.code_state(tmp_path)
+    (tmp_path / "code.py").write_text("x = 2\n")
+    _git(tmp_path, "commit", "-qam", "merged while the run ran")
+    state = manifest.code_state(tmp_path)
+    assert state["git"]["sha"] == started
+    moved = state["changed_during_run"]["git"]
+    assert moved["sha"] != started and moved["sha"] == manifest.git_state(tmp_path)["sha"]
+
+
+def test_the_cli_notes_the_code_state_before_its_command_runs(monkeypatch):
+    from execcritic.cli import main
+    from execcritic.results import manifest
+
+    monkeypatch.setattr(manifest, "_AT_START", None)
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0
+    assert manifest._AT_START is not None and manifest._AT_START["git"]["sha"]
