@@ -23,7 +23,7 @@ from execcritic.harness.oracle.build import oracle_bundle
 from execcritic.harness.execute import execute
 from execcritic.pipeline.audit import AuditConfig, run_audit, summarize_audit
 from execcritic.pipeline.envs import task_environment
-from execcritic.results.manifest import build_manifest, write_result
+from execcritic.results.manifest import build_manifest, note_start, write_result
 from execcritic.tasks import load_tasks
 
 
@@ -79,6 +79,7 @@ def spread_over_repos(tasks: list, limit: int) -> list:
 
 
 def main() -> None:
+    note_start()    # the manifest names the code this script started with
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", default="verified-sdist")
     ap.add_argument("--limit", type=int, default=12)

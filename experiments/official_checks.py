@@ -21,7 +21,7 @@ from execcritic.evaluation.official import evaluate_official
 from execcritic.evaluation.qualify import UNAPPLICABLE
 from execcritic.pipeline.records import RecordStore, unit_key
 from execcritic.pipeline.workers import Unit, run_units
-from execcritic.results.manifest import build_manifest, write_result
+from execcritic.results.manifest import build_manifest, note_start, write_result
 from execcritic.tasks import load_tasks
 
 EXPECTED = {"gold": "resolved", "empty": "unresolved", "unapplicable": "invalid"}
@@ -61,6 +61,7 @@ def summarize(records: list[dict]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    note_start()    # the manifest names the code this script started with
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", default="verified-sdist")
     ap.add_argument("--instance", action="append", default=[])

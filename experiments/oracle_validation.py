@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from execcritic.harness.oracle.check import OracleResult, check_official, load_rows, summarize  # noqa: E402
 from execcritic.harness.oracle.outlines import outline_of, outline_reader
 from execcritic.hashing import file_sha256
-from execcritic.results.manifest import build_manifest
+from execcritic.results.manifest import build_manifest, note_start
 from execcritic.tasks.load import TaskSet  # noqa: E402
 
 DEFAULT_DATA_DIR = Path(os.environ.get("EXECCRITIC_DATA_DIR", str(ROOT.parent / "shared" / "data" / "swebench")))
@@ -273,6 +273,7 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> int:
+    note_start()    # the manifest names the code this script started with
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
         "datasets", nargs="+", help="dataset names under --data-dir (verified_test, ...) or paths"

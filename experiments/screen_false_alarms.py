@@ -24,7 +24,7 @@ import pandas as pd  # noqa: E402
 from execcritic.bundle.diff import parse_patch  # noqa: E402
 from execcritic.bundle.screen import added_code, screen_file  # noqa: E402
 from execcritic.hashing import file_sha256  # noqa: E402
-from execcritic.results.manifest import build_manifest, write_result  # noqa: E402
+from execcritic.results.manifest import build_manifest, note_start, write_result  # noqa: E402
 
 SETS = ("verified_test", "lite_test", "multilingual_test")
 DEFAULT_DATA_DIR = Path(os.environ.get("EXECCRITIC_DATA_DIR", str(ROOT.parent / "shared" / "data" / "swebench")))
@@ -49,6 +49,7 @@ def measure(path: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    note_start()    # the manifest names the code this script started with
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "screen")

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from execcritic.evaluation.official import evaluate_official
-from execcritic.results.manifest import build_manifest, write_result
+from execcritic.results.manifest import build_manifest, note_start, write_result
 from execcritic.tasks.envbuild import uv_binary, uv_cache_dir
 from execcritic.tasks.environment import environment_for
 from execcritic.tasks.git import build as git_build
@@ -46,6 +46,7 @@ def one_pass(task, env, root: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    note_start()    # the manifest names the code this script started with
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--instance", required=True)
     ap.add_argument("--out", default="results/verified_git/cost.json")

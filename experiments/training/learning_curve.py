@@ -30,7 +30,7 @@ import numpy as np
 
 from execcritic.errors import InputError
 from execcritic.results import stats
-from execcritic.results.manifest import build_manifest, write_result
+from execcritic.results.manifest import build_manifest, note_start, write_result
 from execcritic.results.store import load_run
 from execcritic.training.heldout import METRICS, read_records
 
@@ -612,6 +612,7 @@ def tables(summary: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    note_start()    # the manifest names the code this script started with
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--study", default="cpu-curve")
     ap.add_argument("--window", type=int, default=3, help="GRPO steps in each of the first/last windows")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from execcritic.config import load_protocol
 from execcritic.harness.gate import LabeledPatch
-from execcritic.results.manifest import build_manifest, write_result
+from execcritic.results.manifest import build_manifest, note_start, write_result
 from execcritic.tasks.sdist import load_verified_sdist
 from execcritic.training.episodes import TestEpisode, test_row
 from execcritic.training.grpo import GroupRolloutRunner, role_config
@@ -64,6 +64,7 @@ class LoadSampler:
 
 
 def main(argv: list[str]) -> int:
+    note_start()    # the manifest names the code this script started with
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--model", default="smollm2")
     ap.add_argument("--instance", action="append", required=True)
