@@ -1,7 +1,7 @@
 """The manifest every result under results/ carries: enough to trust a number and regenerate it.
 
-git SHA (and whether the tree was dirty) when the command started, the exact command, the protocol config and its deviations
-from the paper, harness and prompt digests, model, dataset ids + hashes, seeds, timings, host facts.
+git SHA (and whether the tree was dirty) when the command started, the exact command, the protocol config and its
+deviations from the paper, harness and prompt digests, model, dataset ids + hashes, seeds, timings, host facts.
 """
 
 from __future__ import annotations
