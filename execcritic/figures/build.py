@@ -147,10 +147,8 @@ def build_all(results: str | Path = "results", out: str | Path = "paper_figures"
 
 def _made_by(run: Run) -> str:
     """Which commit made the run, and whether the harness that judged it is still the code's."""
-    m = run.manifest
-    sha = str((m.get("git") or {}).get("sha") or "unknown")[:8]
-    made, now = m.get("harness_digest"), harness_digest()
-    return f"; made at {sha}" + ("" if made == now else
+    made, now = run.manifest.get("harness_digest"), harness_digest()
+    return f"; made at {run.made_at}" + ("" if made == now else
                                  f", harness {made} - **the harness has changed since** (now {now}): rerun to "
                                  "measure the current code")
 

@@ -105,7 +105,8 @@ def _notes_lines(view: ArtifactView, notes: Notes, measured: Sequence[dict[str, 
     lines = []
     run = view.run
     if run is not None and measured and run.manifest.get("banner"):
-        lines.append(f"Measured values: preset {run.preset}, run {run.run_id}. {run.manifest['banner']}")
+        lines.append(f"Measured values: preset {run.preset}, run {run.run_id} (made at {run.made_at}). "
+                     f"{run.manifest['banner']}")
     if measured:
         n = n_text(measured) or "n (instances × runs) per value in paper_figures/" + view.artifact + ".md"
         lines.append(f"Error bars: 95% intervals, {interval_methods(view, [r['ci_method'] for r in measured])}; "
@@ -222,7 +223,7 @@ def _curve_label(run: Run) -> str:
     """Legend text of a measured curve: its init in the paper's words, what run it is and its label."""
     what = str(run.manifest.get("label") or f"preset {run.preset}")
     return f"RL from {training_init(run.manifest).upper() if training_init(run.manifest) == 'sft' else 'Base'}, " \
-           f"measured: {what} ({run.run_id})"
+           f"measured: {what} ({run.run_id}, made at {run.made_at})"
 
 
 def _curve_panel(ax, runs: Sequence[Run], role: str, panel: str, xmax: int, ylim: tuple[float, float],

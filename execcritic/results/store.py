@@ -188,6 +188,11 @@ class Run:
         return schema(self.artifact)
 
     @property
+    def made_at(self) -> str:
+        """The commit that made the run (8 hex digits), as its manifest records it: what a figure names."""
+        return str((self.manifest.get("git") or {}).get("sha") or "unknown")[:8]
+
+    @property
     def instances(self) -> list[str]:
         return list(self.manifest.get("instances") or [])
 
