@@ -1,6 +1,11 @@
 """The `execcritic` command line. Each capability group lives in its own module (one Typer sub-app);
 every command accepts `--json` for machine-readable output. Errors are handled once, here: one `error:`
-line (JSON under `--json`), the exit code from `common.ExitCode`, a traceback only with `--debug`."""
+line (JSON under `--json`), the exit code from `common.ExitCode`, a traceback only with `--debug`.
+
+A command's module is imported when that command runs or shows its own help, never before: `execcritic --help`
+and `--version` import no command (and so none of torch, pandas, matplotlib, nbformat, ...). `COMMANDS` lists
+them with the one line the root's help shows; tests/unit/test_cli_startup.py checks each line against the
+command's own help and the import list against `-X importtime`."""
 
 from __future__ import annotations
 
@@ -13,12 +18,76 @@ from typer._click import exceptions as click_exceptions  # typer 0.29 vendors cl
 
 from execcritic import __version__
 from execcritic.cli.common import DEBUG_KEY, JSON_KEY, ExitCode, fail, report
-from execcritic.results.manifest import note_start
+
+# command -> (module of execcritic.cli that defines it, the line the root's --help shows for it)
+COMMANDS = {
+    "official": ("official", "Score a patch with SWE-bench's grading; did-not-run is INVALID, never 'unresolved'."),
+    "audit": ("audit", "Run the unchanged bundle on a fresh Base and on Gold; report Base-to-Gold success (Q = B*G)."),
+    "generate-tests": ("pipeline", "One Test-generation episode per (issue, Test source); Base-gate every bundle."),
+    "repair": ("pipeline", "Repair runs (Round 0 + feedback-guided revision) reusing each qualified bundle."),
+    "score": ("pipeline", "Fresh official evaluation of every terminal Repair patch."),
+    "run": ("pipeline", "generate-tests -> repair -> score, resumable."),
+    "figures": ("figures", ("Every table as Markdown + LaTeX, Figures 5 and 6 as PNG + PDF, from the runs "
+                            "RESULTS/paper_runs.json pins; same inputs, same bytes.")),
+    "reproduce": ("reproduce", ("Run the paper artifacts' notebooks (papermill) under a preset, resumably, then "
+                                "paper_figures/.")),
+    "tasks": ("tasks", ("Task sets: load, list and summarize SWE-bench-style rows; build the verified-sdist and "
+                        "verified-git environments; qualify verified-git.")),
+    "bundle": ("bundle", "Test bundles: validate (test.patch, test_command, test_contract.json)."),
+    "serve": ("serve", "Model servers: vLLM / SGLang launch lines, the embedded CPU model."),
+    "config": ("config", "The protocol's knobs (execcritic/config.py), profiles and overrides."),
+    "candidates": ("candidates", ("Labeled candidate patches (Gold, Gold mutants, Repair-run patches), each labeled "
+                                  "by a real official run.")),
+    "train": ("train", ("SFT and GRPO on real episodes (TRL, CPU-testable); evaluate a trained checkpoint with the "
+                        "pipeline.")),
+}
+
+
+def load_command(name: str):
+    """The click command `name` (a group for a sub-app), built from its module: a module exposes `app` (a
+    typer.Typer, mounted under `name`) or `register(app)` (top-level commands)."""
+    module = importlib.import_module(f"execcritic.cli.{COMMANDS[name][0]}")
+    if hasattr(module, "register"):
+        holder = typer.Typer()
+        module.register(holder)
+        return typer.main.get_group(holder).commands[name]
+    group = typer.main.get_group(module.app)
+    group.name = name
+    return group
 
 
 class Root(typer.core.TyperGroup):
     """Every command runs inside this group's `invoke`: whatever escapes a command (or its option parsing)
-    becomes one message and a documented exit code."""
+    becomes one message and a documented exit code. Commands are loaded by name when they are used
+    (`COMMANDS`); the root's own help lists them from the table without importing any."""
+
+    _loaded: dict
+    _listing = False
+
+    def list_commands(self, ctx):
+        return list(COMMANDS)
+
+    def get_command(self, ctx, cmd_name):
+        if cmd_name not in COMMANDS:
+            return None
+        if self._listing:                      # the root's --help: the line from the table, nothing imported
+            return typer.core.TyperCommand(cmd_name, short_help=COMMANDS[cmd_name][1])
+        loaded = self.__dict__.setdefault("_loaded", {})
+        if cmd_name not in loaded:
+            loaded[cmd_name] = load_command(cmd_name)
+        return loaded[cmd_name]
+
+    def resolve_command(self, ctx, args):
+        self.commands = dict.fromkeys(COMMANDS)   # (only its keys are read: "Did you mean ...?")
+        return super().resolve_command(ctx, args)
+
+    def format_help(self, ctx, formatter):
+        self.rich_markup_mode = None           # click's plain layout: rendering with rich costs more than the rest
+        self._listing = True
+        try:
+            return super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
 
     def invoke(self, ctx):
         try:
@@ -76,28 +145,13 @@ def _root(ctx: typer.Context,
     resolved), 1 the answer is no (official: unresolved; bundle invalid), 2 bad input or setup, 3 official:
     invalid (did not run), 4 some units errored (listed; rerun retries them), 70 a bug, 130 interrupted."""
     ctx.meta[DEBUG_KEY] = debug
+    from execcritic.results.manifest import note_start  # lazy: git and digests, for a command that runs
 
-
-# name -> module exposing `app` (a typer.Typer) or `register(app)`
-_GROUPS = ["tasks", "bundle", "official", "audit", "pipeline", "serve", "config", "figures", "reproduce",
-           "candidates", "train"]
-
-
-def _mount() -> None:
-    for name in _GROUPS:
-        mod = importlib.import_module(f"execcritic.cli.{name}")
-        if hasattr(mod, "register"):
-            mod.register(app)
-        else:
-            app.add_typer(mod.app, name=name)
-
-
-_mount()
+    note_start()        # manifests name the code this command started with, even if HEAD moves while it runs
 
 
 def main(argv: list[str] | None = None) -> None:
     """Errors before any command runs (an unknown command, a bad global option) get the same one line."""
-    note_start()        # manifests name the code this command started with, even if HEAD moves while it runs
     command = typer.main.get_command(app)
     try:
         code = command.main(args=argv, prog_name="execcritic", standalone_mode=False)

@@ -11,15 +11,17 @@ import os
 import sys
 import traceback
 from enum import IntEnum
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from execcritic.config import apply_overrides, knobs, load_protocol
 from execcritic.errors import ExecCriticError, InputError
-from execcritic.tasks import load_tasks
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+# (rich, the config and the task loaders are imported where used: importing this module is part of every
+# command's start-up, `--help` included)
 
 
 class ExitCode(IntEnum):
@@ -112,6 +114,8 @@ def progress_on(as_json: bool, no_progress: bool = False) -> bool:
 
 
 def stderr_console() -> Console:
+    from rich.console import Console  # lazy: rich, off the start-up path
+
     return Console(stderr=True)
 
 
@@ -170,6 +174,8 @@ def protocol_options(*sections: str):
     sections; another section's key is refused: the command would ignore it) and one option per knob that
     declares a `cli` name (`--runs`, `--turns-per-round`...). The command receives the resulting
     `protocol: ProtocolConfig`; nothing else in the CLI names a protocol number."""
+    from execcritic.config import apply_overrides, knobs, load_protocol  # lazy: start-up (--help)
+
     def decorate(fn):
         sig = inspect.signature(fn)
         params = [p for p in sig.parameters.values() if p.name != "protocol"]
@@ -221,6 +227,8 @@ def protocol_options(*sections: str):
 def load_selected(dataset: str, instances: list[str] | None, limit: int | None, split: str = "test"):
     """(tasks, task set): the task set, the named instances (each must exist), the first `limit` of them; an
     empty selection is an error, never a run over nothing."""
+    from execcritic.tasks import load_tasks  # lazy: start-up (--help)
+
     ts = load_tasks(dataset, split=split, instance_ids=instances or None)
     tasks = list(ts)[:limit] if limit else list(ts)
     if not tasks:
@@ -239,6 +247,8 @@ def unit_failures(summaries, console: Console | None = None, *, as_json: bool = 
     if not (failures or stopped or not_started):
         return ExitCode.OK
     if not as_json:
+        from rich.table import Table  # lazy: rich, off the start-up path
+
         console = console or stderr_console()
         table = Table(title=f"{len(failures)} unit(s) errored - their instances have no record; the same command "
                             "retries them", title_justify="left")

@@ -9,8 +9,6 @@ import typer
 
 from execcritic.cli.common import JSON_OPTION, emit_json
 from execcritic.errors import InputError
-from execcritic.figures import build_all
-from execcritic.results.pins import write_pins
 
 
 def register(app: typer.Typer) -> None:
@@ -31,6 +29,9 @@ def register(app: typer.Typer) -> None:
                 as_json: bool = JSON_OPTION) -> None:
         """Every table as Markdown + LaTeX, Figures 5 and 6 as PNG + PDF, from the runs RESULTS/paper_runs.json
         pins; same inputs, same bytes."""
+        from execcritic.figures import build_all  # lazy: pandas and matplotlib, for this command only
+        from execcritic.results.pins import write_pins  # lazy: pandas
+
         pins = {}
         for item in run or []:
             artifact, sep, run_id = item.partition("=")

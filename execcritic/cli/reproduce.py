@@ -11,19 +11,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from execcritic.cli.common import JSON_OPTION, ExitCode, emit_json
 from execcritic.errors import InputError
-from execcritic.results.pins import pins_path
-from execcritic.experiments import reproduce as rp
-from execcritic.experiments.core import UnitCounts
-from execcritic.experiments.presets import load_preset
-from execcritic.figures import build_all
-from execcritic.figures.notebook import measured_rows, shown_runs
-from execcritic.results import paper
+
+# (the experiments, figures and results libraries - pandas, matplotlib, papermill - are imported when the command
+# runs, not when `execcritic reproduce --help` is asked for)
 
 
 def _duration(s: float) -> str:
@@ -50,6 +43,16 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JSON_OPTION,
     ) -> None:
         """Run the paper artifacts' notebooks (papermill) under a preset, resumably, then paper_figures/."""
+        from rich.console import Console  # lazy: rich, off the start-up path
+
+        from execcritic.experiments import reproduce as rp  # lazy: papermill, pandas
+        from execcritic.experiments.core import UnitCounts  # lazy: pandas
+        from execcritic.experiments.presets import load_preset  # lazy: pandas (with the experiments)
+        from execcritic.figures import build_all  # lazy: matplotlib
+        from execcritic.figures.notebook import measured_rows, shown_runs  # lazy: matplotlib
+        from execcritic.results import paper  # lazy: pandas
+        from execcritic.results.pins import pins_path  # lazy: pandas
+
         console = Console(stderr=as_json, width=None if sys.stdout.isatty() else 120)
         t_all = time.monotonic()
         artifacts = rp.check_artifacts(only)
@@ -134,12 +137,22 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(ExitCode.UNITS_FAILED)
 
 
-def _progress(console: Console, quiet: bool) -> Progress:
+def _progress(console, quiet: bool):
+    from rich.progress import (  # lazy: rich
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=console, disable=quiet, transient=False)
 
 
 def _summary(console, pre, session, runs, rows, timings, total, results, figures) -> None:
+    from rich.table import Table  # lazy: rich, off the start-up path
+
     console.rule("[bold]Summary")
     console.print(f"Preset [bold]{pre.name}[/]: {pre.banner}")
     t = Table(title="What ran, and how long it took", show_lines=False)

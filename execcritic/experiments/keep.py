@@ -16,8 +16,6 @@ import sys
 import time
 from pathlib import Path
 
-import nbformat
-
 from execcritic.results.store import Run, attach_notebook
 
 
@@ -78,6 +76,8 @@ def _wait_and_attach(pid: int, path: Path, artifact: str, run_id: str, root: str
         time.sleep(0.5)
     if not path.is_file():
         return 1
+    import nbformat  # lazy: its jsonschema import costs seconds, and only this waiter reads a notebook
+
     nb = nbformat.read(path, 4)             # a half-written file fails here and is not stored
     if any(o.get("output_type") == "error" for c in nb.cells for o in c.get("outputs", ())):
         return 2

@@ -189,6 +189,6 @@ def test_the_cli_notes_the_code_state_before_its_command_runs(monkeypatch):
 
     monkeypatch.setattr(manifest, "_AT_START", None)
     with pytest.raises(SystemExit) as done:
-        main(["--help"])
+        main(["config", "show", "--json"])
     assert done.value.code == 0
     assert manifest._AT_START is not None and manifest._AT_START["git"]["sha"]
