@@ -25,6 +25,7 @@ import pydantic
 import yaml
 
 from execcritic.errors import InputError
+from execcritic.limits import MAX_PATCH_BYTES
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
 
@@ -46,21 +47,24 @@ class HarnessConfig:
     runs repository code (executor, official evaluator, agent workspaces; both backends)."""
 
     test_timeout_s: float = knob(240.0, "wall-clock limit of one bundle execution (Base gate, audit, CHECK)",
-                                 source="Table 8: repair test timeout 240 s", cli="--test-timeout", gt=0)
+                                 source="Table 8: repair test timeout 240 s", cli="--test-timeout", gt=0, le=86_400)
     setup_timeout_s: float = knob(600.0, "limit for preparing a sandbox run: copying/warming the checkout, "
-                                  "starting a container, applying a patch", source="Table 8: setup 600 s", gt=0)
+                                  "starting a container, applying a patch", source="Table 8: setup 600 s", gt=0,
+                                  le=86_400)
     memory_limit_mb: int = knob(4096, "memory limit of every process tree that runs repository code; "
-                                "exceeding it is `out_of_memory`, never a verdict", cli="--memory-mb", ge=64)
+                                "exceeding it is `out_of_memory`, never a verdict", cli="--memory-mb", ge=64,
+                                le=1_048_576)
     pids_limit: int = knob(1024, "process limit of every process tree that runs repository code; a fork bomb "
-                           "ends as a sandbox limit, never a verdict", ge=16)
+                           "ends as a sandbox limit, never a verdict", ge=16, le=4_194_304)
     output_limit_bytes: int = knob(4 * 1024 * 1024, "captured output of one command (head and tail kept, "
-                                   "the middle dropped and marked)", ge=1024)
-    output_tail_chars: int = knob(8000, "bounded output tail kept on an Execution record", ge=0)
-    max_test_patch_bytes: int = knob(200_000, "a larger test.patch is rejected (`patch.too_large`)", ge=1)
-    max_command_chars: int = knob(4000, "a longer test_command is rejected (`command.too_long`)", ge=1)
-    max_contract_field_chars: int = knob(4000, "a longer test_contract.json field is rejected", ge=1)
+                                   "the middle dropped and marked)", ge=1024, le=1 << 30)
+    output_tail_chars: int = knob(8000, "bounded output tail kept on an Execution record", ge=0, le=10_000_000)
+    max_test_patch_bytes: int = knob(200_000, "a larger test.patch is rejected (`patch.too_large`)", ge=1,
+                                     le=MAX_PATCH_BYTES)
+    max_command_chars: int = knob(4000, "a longer test_command is rejected (`command.too_long`)", ge=1, le=1_000_000)
+    max_contract_field_chars: int = knob(4000, "a longer test_contract.json field is rejected", ge=1, le=1_000_000)
     official_timeout_s: float = knob(1800.0, "wall-clock limit of one official evaluation (all F2P + P2P)",
-                                     source="swebench run_evaluation's default timeout", gt=0)
+                                     source="swebench run_evaluation's default timeout", gt=0, le=86_400)
     official_plain_run: bool = knob(True, "grade officially twice, in random order: under the reporter and plain "
                                     "(no reporter, no trace of the harness); a resolution they disagree on is "
                                     "`plain_run_disagrees` (a candidate that acts differently when it can tell "
@@ -79,9 +83,9 @@ class WorkspaceConfig:
     """The agents' bash tool (both agents share the loop)."""
 
     command_timeout_s: float = knob(180.0, "wall-clock limit of one agent bash command; the agent sees a "
-                                    "timeout note", cli="--command-timeout", gt=0)
+                                    "timeout note", cli="--command-timeout", gt=0, le=86_400)
     observation_chars: int = knob(10_000, "an action's output shown to the model is cut to this many "
-                                  "characters (head and tail kept)", ge=1)
+                                  "characters (head and tail kept)", ge=1, le=10_000_000)
 
 
 @dataclass(frozen=True)
@@ -91,14 +95,17 @@ class TestAgentConfig:
     __test__ = False  # not a pytest test class
 
     max_submissions: int = knob(5, "submission attempts per episode", source="§3.1: at most 5 submission "
-                                "attempts", cli="--max-submissions", ge=1)
-    max_turns: int = knob(60, "model turns per episode", source="§3.1 / Table 7: 60 turns", cli="--test-turns", ge=1)
-    max_output_tokens: int = knob(8192, "max output tokens per Test-agent turn", source="Table 9a", ge=1)
-    episode_timeout_s: float = knob(900.0, "wall-clock limit of one generation episode", source="Table 7: 900 s", gt=0)
+                                "attempts", cli="--max-submissions", ge=1, le=1000)
+    max_turns: int = knob(60, "model turns per episode", source="§3.1 / Table 7: 60 turns", cli="--test-turns",
+                          ge=1, le=100_000)
+    max_output_tokens: int = knob(8192, "max output tokens per Test-agent turn", source="Table 9a", ge=1,
+                                  le=10_000_000)
+    episode_timeout_s: float = knob(900.0, "wall-clock limit of one generation episode",
+                                    source="Table 7: 900 s", gt=0, le=604_800)
     context_tokens: int = knob(48_000, "context budget (the model's own window when smaller)",
-                               source="Table 7: 48k context", ge=1)
+                               source="Table 7: 48k context", ge=1, le=10_000_000)
     diagnostics_chars: int = knob(6000, "bounded Base-gate diagnostics returned to the agent",
-                                  source="Appendix B.1: bounded diagnostics", ge=1)
+                                  source="Appendix B.1: bounded diagnostics", ge=1, le=10_000_000)
 
 
 @dataclass(frozen=True)
@@ -106,20 +113,21 @@ class RepairConfig:
     """Test to Improve controller (paper §3.2, Eq. 10-11, Listings 4-12, Table 9)."""
 
     round0_turns: int = knob(200, "Round 0 (direct solve) turns", source="§3.2: 200-turn Round 0",
-                             cli="--round0-turns", ge=1)
+                             cli="--round0-turns", ge=1, le=100_000)
     revision_rounds: int = knob(5, "feedback-guided revision rounds", source="§3.2: at most 5 rounds",
-                                cli="--revision-rounds", ge=0)
+                                cli="--revision-rounds", ge=0, le=1000)
     turns_per_round: int = knob(40, "turns per revision round; 40 turns without a CHECK force one",
-                                source="§3.2: 40 turns per round", cli="--turns-per-round", ge=1)
+                                source="§3.2: 40 turns per round", cli="--turns-per-round", ge=1, le=100_000)
     feedback_chars: int = knob(6000, "generated-test feedback envelope cap (header always kept)",
-                               source="Listing 7: 6,000 characters", ge=1)
+                               source="Listing 7: 6,000 characters", ge=1, le=10_000_000)
     apply_diagnostics_chars: int = knob(12_000, "patch-application diagnostics cap (Listing 12)",
-                                        source="Listing 12: 12,000 characters", ge=1)
+                                        source="Listing 12: 12,000 characters", ge=1, le=10_000_000)
     temperature: float = knob(0.6, "Repair evaluation sampling temperature", source="Table 9b", ge=0, le=2)
     runs_per_source: int = knob(3, "Repair runs per (issue, Test source) reusing one bundle; resolved rates "
-                                "are means over them", source="§5: means over 3 Repair runs", cli="--runs", ge=1)
+                                "are means over them", source="§5: means over 3 Repair runs", cli="--runs",
+                                ge=1, le=1000)
     context_tokens: int = knob(65_536, "context budget (the model's own window when smaller)",
-                               source="Table 8: 65k context", ge=1)
+                               source="Table 8: 65k context", ge=1, le=10_000_000)
 
 
 @dataclass(frozen=True)
@@ -128,16 +136,17 @@ class TestRewardConfig:
 
     __test__ = False
 
-    no_valid_submission: float = knob(-0.2, "no valid submission", source="Eq. 5")
-    not_base_to_gold: float = knob(0.0, "B = 0 or G = 0", source="Eq. 5")
-    q_low_ba: float = knob(0.2, "Q = 1 and BA < 0.8", source="Eq. 5")
-    q_mid_ba: float = knob(0.5, "Q = 1 and 0.8 <= BA < 1", source="Eq. 5")
-    q_full_ba: float = knob(1.0, "Q = 1 and BA = 1", source="Eq. 5")
+    no_valid_submission: float = knob(-0.2, "no valid submission", source="Eq. 5", ge=-100, le=100)
+    not_base_to_gold: float = knob(0.0, "B = 0 or G = 0", source="Eq. 5", ge=-100, le=100)
+    q_low_ba: float = knob(0.2, "Q = 1 and BA < 0.8", source="Eq. 5", ge=-100, le=100)
+    q_mid_ba: float = knob(0.5, "Q = 1 and 0.8 <= BA < 1", source="Eq. 5", ge=-100, le=100)
+    q_full_ba: float = knob(1.0, "Q = 1 and BA = 1", source="Eq. 5", ge=-100, le=100)
     ba_mid_threshold: float = knob(0.8, "balanced-accuracy threshold between the low and mid levels",
                                    source="Eq. 5", ge=0, le=1)
-    max_candidates: int = knob(8, "deduplicated labeled candidates a bundle is run on", source="§2.3 / Eq. 12", ge=1)
+    max_candidates: int = knob(8, "deduplicated labeled candidates a bundle is run on", source="§2.3 / Eq. 12",
+                               ge=1, le=10_000)
     turn_penalty_margin: int = knob(8, "a rollout more than this many turns longer than the shortest "
-                                    "same-level rollout gets the penalty factor", source="§4", ge=0)
+                                    "same-level rollout gets the penalty factor", source="§4", ge=0, le=100_000)
     turn_penalty_factor: float = knob(0.5, "reward factor of a too-long rollout", source="§4", ge=0, le=1)
 
 
@@ -145,11 +154,13 @@ class TestRewardConfig:
 class RepairRewardConfig:
     """Eq. 6: Repair-agent reward levels."""
 
-    invalid: float = knob(0.0, "invalid/missing patch or forbidden test modification", source="Eq. 6")
-    usable_selected_fails: float = knob(0.1, "usable patch, selected test fails", source="Eq. 6")
-    selected_passes_official_fails: float = knob(0.2, "selected test passes, official fails", source="Eq. 6")
-    resolved_after_revision: float = knob(1.0, "both pass after revision", source="Eq. 6")
-    resolved_at_round0: float = knob(1.5, "both pass at Round 0", source="Eq. 6")
+    invalid: float = knob(0.0, "invalid/missing patch or forbidden test modification", source="Eq. 6", ge=-100,
+                          le=100)
+    usable_selected_fails: float = knob(0.1, "usable patch, selected test fails", source="Eq. 6", ge=-100, le=100)
+    selected_passes_official_fails: float = knob(0.2, "selected test passes, official fails", source="Eq. 6",
+                                                 ge=-100, le=100)
+    resolved_after_revision: float = knob(1.0, "both pass after revision", source="Eq. 6", ge=-100, le=100)
+    resolved_at_round0: float = knob(1.5, "both pass at Round 0", source="Eq. 6", ge=-100, le=100)
     masked_raw_reward: str = knob(
         "lower_bound", "raw reward a masked Repair rollout brings into the group mean before its advantage is set "
         "to 0: 'lower_bound' = the smallest Eq. 6 value consistent with what is known (a usable patch whose "
@@ -167,25 +178,26 @@ class GRPOConfig:
     std_normalization: bool = knob(False, "divide advantages by the group std (the paper does not)",
                                    source="§4: group-mean subtraction, no std division")
     clip_low: float = knob(0.2, "PPO clip epsilon (low)", source="Tables 7b, 8a", gt=0, lt=1)
-    clip_high: float = knob(0.28, "PPO clip epsilon (high, DAPO clip-higher)", source="Tables 7b, 8a", gt=0)
-    kl_coef: float = knob(0.0, "KL coefficient", source="Tables 7b, 8a", ge=0)
-    learning_rate: float = knob(1e-6, "learning rate", source="Tables 7b, 8a", gt=0)
+    clip_high: float = knob(0.28, "PPO clip epsilon (high, DAPO clip-higher)", source="Tables 7b, 8a", gt=0, le=10)
+    kl_coef: float = knob(0.0, "KL coefficient", source="Tables 7b, 8a", ge=0, le=100)
+    learning_rate: float = knob(1e-6, "learning rate", source="Tables 7b, 8a", gt=0, le=1)
     adam_beta1: float = knob(0.9, "Adam beta1", source="Tables 7b, 8a", ge=0, lt=1)
     adam_beta2: float = knob(0.98, "Adam beta2", source="Tables 7b, 8a", ge=0, lt=1)
-    weight_decay: float = knob(0.1, "weight decay", source="Tables 7b, 8a", ge=0)
+    weight_decay: float = knob(0.1, "weight decay", source="Tables 7b, 8a", ge=0, le=10)
     groups_per_step: int = knob(16, "issue groups kept per step by DAPO dynamic sampling (non-zero reward "
-                                "variance)", source="Tables 7c, 8c", ge=1)
-    rollouts_per_group: int = knob(8, "rollouts per issue group (16 x 8 = 128 per step)", source="Tables 7c, 8c", ge=2)
-    rollout_temperature: float = knob(1.0, "sampling temperature of RL rollouts", source="Tables 7c, 8c", gt=0)
+                                "variance)", source="Tables 7c, 8c", ge=1, le=100_000)
+    rollouts_per_group: int = knob(8, "rollouts per issue group (16 x 8 = 128 per step)",
+                                   source="Tables 7c, 8c", ge=2, le=10_000)
+    rollout_temperature: float = knob(1.0, "sampling temperature of RL rollouts", source="Tables 7c, 8c", gt=0, le=10)
     rollout_top_p: float = knob(1.0, "top-p of RL rollouts", source="Tables 7c, 8c", gt=0, le=1)
-    rollout_top_k: int = knob(-1, "top-k of RL rollouts (-1: disabled)", source="Tables 7c, 8c", ge=-1)
+    rollout_top_k: int = knob(-1, "top-k of RL rollouts (-1: disabled)", source="Tables 7c, 8c", ge=-1, le=1_000_000)
     max_groups_offered: int = knob(64, "DAPO oversampling cap: issue groups offered per step (at least "
                                    "groups_per_step). When it is reached the step stops sampling (stop reason "
                                    "`offer_cap`, recorded per step) and trains on the groups it kept; with none kept "
                                    "it changes no weight. A policy without reward variance therefore ends each step "
                                    "instead of sampling forever",
                                    source="§5.1 states no cap; 4 x groups_per_step is ours (slime bounds its "
-                                   "oversampling batches too: --over-sampling-batch-size)", ge=1)
+                                   "oversampling batches too: --over-sampling-batch-size)", ge=1, le=1_000_000)
 
 
 @dataclass(frozen=True)
@@ -193,14 +205,14 @@ class SFTConfig:
     """Test-agent supervised initialization (Table 7a, Table 4)."""
 
     trajectories: int = knob(5000, "teacher trajectories admitted for Test-agent SFT (protocol validity and a "
-                             "clean Base failure; Gold never filters)", source="Table 7a", ge=1)
-    epochs: float = knob(1.0, "passes over the SFT rows", source="not stated in Table 7a", gt=0)
-    batch_size: int = knob(8, "SFT rows per optimizer step", source="not stated in Table 7a", ge=1)
+                             "clean Base failure; Gold never filters)", source="Table 7a", ge=1, le=10_000_000)
+    epochs: float = knob(1.0, "passes over the SFT rows", source="not stated in Table 7a", gt=0, le=10_000)
+    batch_size: int = knob(8, "SFT rows per optimizer step", source="not stated in Table 7a", ge=1, le=100_000)
     max_length: int = knob(48_000, "SFT example length cap in tokens (longer rows are truncated)",
-                           source="Table 7b: the Test policy's 48k context", ge=1)
+                           source="Table 7b: the Test policy's 48k context", ge=1, le=10_000_000)
     learning_rate: float = knob(1e-6, "SFT learning rate (Adam betas and weight decay are the RL actor's)",
                                 source="not stated in Table 7a; the RL actor's 1e-6 (Tables 7b, 8a)", unstated=True,
-                                gt=0)
+                                gt=0, le=1)
 
 
 @dataclass(frozen=True)
@@ -209,18 +221,21 @@ class TestRLConfig:
 
     __test__ = False
 
-    steps: int = knob(200, "GRPO steps (the reported checkpoint)", source="Table 7e: horizon 200, checkpoint 200", ge=1)
+    steps: int = knob(200, "GRPO steps (the reported checkpoint)",
+                      source="Table 7e: horizon 200, checkpoint 200", ge=1, le=1_000_000)
     lr_horizon_steps: int = knob(200, "GRPO steps the learning-rate schedule spans (a decaying schedule reaches its "
-                                 "end here, which may lie beyond `steps`)", source="Table 7e: horizon 200", ge=1)
+                                 "end here, which may lie beyond `steps`)", source="Table 7e: horizon 200",
+                                 ge=1, le=1_000_000)
     lr_schedule: str = knob("constant", "learning-rate schedule", source="Table 7b", choices=('constant', 'cosine'))
     loss_reduction: str = knob("per-token", "policy-loss aggregation: per-token or per-sequence",
-                               source="not stated in Table 7; per-token as for the Repair agent (Table 8a)", choices=('per-token', 'per-sequence'))
-    save_interval: int = knob(10, "steps between checkpoints", source="Table 7e", ge=1)
+                               source="not stated in Table 7; per-token as for the Repair agent (Table 8a)",
+                               choices=('per-token', 'per-sequence'))
+    save_interval: int = knob(10, "steps between checkpoints", source="Table 7e", ge=1, le=1_000_000)
     global_batch_size: int = knob(32, "rollouts per optimizer update: a step's rollouts are used in minibatches of "
-                                  "this size", source="Table 7e: global batch size 32", ge=1)
+                                  "this size", source="Table 7e: global batch size 32", ge=1, le=1_000_000)
     min_candidates: int = knob(6, "an instance enters the Test RL set with at least this many officially labeled "
                                "candidate patches", source="§5: 'Test-agent training retains instances with at "
-                               "least six candidate patches'", ge=1)
+                               "least six candidate patches'", ge=1, le=10_000)
     require_both_labels: bool = knob(False, "the Test RL set also requires both a correct and an incorrect candidate",
                                      source="§5 requires this for Repair training only ('additionally')")
 
@@ -229,19 +244,21 @@ class TestRLConfig:
 class RepairRLConfig:
     """Repair-agent GRPO (Table 8a-c)."""
 
-    steps: int = knob(100, "GRPO steps (the reported checkpoint)", source="Table 8b: checkpoint 100", ge=1)
+    steps: int = knob(100, "GRPO steps (the reported checkpoint)", source="Table 8b: checkpoint 100", ge=1,
+                      le=1_000_000)
     lr_horizon_steps: int = knob(300, "GRPO steps the learning-rate schedule spans: the cosine decays to 0 at this "
                                  "step, so the reported checkpoint (`steps`) is a third of the way down",
-                                 source="Table 8b: launcher horizon 300, reported checkpoint 100", ge=1)
+                                 source="Table 8b: launcher horizon 300, reported checkpoint 100", ge=1, le=1_000_000)
     lr_schedule: str = knob("cosine", "learning-rate schedule", source="Table 8a", choices=('constant', 'cosine'))
     loss_reduction: str = knob("per-token", "policy-loss aggregation: per-token or per-sequence",
                                source="Table 8a", choices=('per-token', 'per-sequence'))
-    max_response_tokens: int = knob(6122, "max tokens of one Repair rollout turn", source="Table 8a", ge=1)
-    save_interval: int = knob(10, "steps between checkpoints", source="Table 8b", ge=1)
+    max_response_tokens: int = knob(6122, "max tokens of one Repair rollout turn", source="Table 8a", ge=1,
+                                    le=10_000_000)
+    save_interval: int = knob(10, "steps between checkpoints", source="Table 8b", ge=1, le=1_000_000)
     global_batch_size: int = knob(64, "rollouts per optimizer update (minibatches of a step's rollouts)",
-                                  source="Table 8b: global batch size 64", ge=1)
+                                  source="Table 8b: global batch size 64", ge=1, le=1_000_000)
     min_candidates: int = knob(6, "an instance enters the Repair RL set with at least this many labeled candidates",
-                               source="§5: the Test-agent condition, which Repair training 'additionally' extends", ge=1)
+                               source="§5: the Test-agent condition, which Repair training 'additionally' extends", ge=1, le=10_000)
     require_both_labels: bool = knob(True, "the Repair RL set requires both correct and incorrect candidates",
                                      source="§5: 'Repair-agent training additionally requires both correct and "
                                      "incorrect candidate patches'")
@@ -328,7 +345,8 @@ def knobs() -> list[Knob]:
         hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
             out.append(Knob(f"{section.name}.{f.name}", hints[f.name], f.default, f.metadata.get("help", ""),
-                            f.metadata.get("source", ""), f.metadata.get("cli", ""), f.metadata.get("unstated", False),
+                            f.metadata.get("source", ""), f.metadata.get("cli", ""), f.metadata.get("unstated",
+                                                         False),
                             tuple(f.metadata.get("choices", ())), tuple(f.metadata.get("bounds", {}).items())))
     return out
 

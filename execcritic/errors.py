@@ -29,3 +29,16 @@ class SandboxError(ExecCriticError):
 
 class EnvironmentMissing(ExecCriticError):
     """A required system component (interpreter, bwrap, docker engine, image) is not available."""
+
+
+def check_size(what: str, size: int, limit: int, **where: str | None) -> None:
+    """Refuse `what` (`size` bytes or characters) over `limit` (execcritic/limits.py), naming it and where it is
+    (`file`, `instance`, `field`)."""
+    if size > limit:
+        raise InputError(f"{what} is {_mib(size)}, over the limit of {_mib(limit)} (execcritic/limits.py); no "
+                         "SWE-bench task needs one this large", **where)
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1024 * 1024):.1f} MiB" if n >= 1024 * 1024 else f"{n:,} bytes"
+

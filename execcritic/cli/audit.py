@@ -11,7 +11,7 @@ from rich.console import Console
 
 from execcritic.cli.common import (BACKEND, DATASET, EXECUTOR, INSTANCES, JSON_OPTION, LIMIT, NO_PROGRESS,
                                    WORKERS, emit_json, load_selected, progress_on, protocol_options,
-                                   stderr_console, unit_failures)
+                                   run_dir_option, stderr_console, unit_failures)
 from execcritic.config import ProtocolConfig
 from execcritic.errors import InputError
 from execcritic.pipeline import preflight
@@ -19,9 +19,9 @@ from execcritic.pipeline.audit import AuditConfig, audit_path, run_audit, summar
 from execcritic.pipeline.impossible import ImpossibleConfig, run_impossible, summarize_impossible
 from execcritic.pipeline.models import served_specs
 from execcritic.pipeline.stats import shown
-from execcritic.results.fingerprint import check_fingerprint, section_digests
+from execcritic.results.fingerprint import check_fingerprint, claim, section_digests
 from execcritic.results.manifest import build_manifest, harness_digest, write_result
-from execcritic.results.records import RecordStore
+from execcritic.results.records import RecordStore, check_records
 from execcritic.tasks.git import recipe as git_recipe
 from execcritic.tasks.sdist.recipe import record_flaky_nodes
 
@@ -32,11 +32,12 @@ def register(app: typer.Typer) -> None:
     def audit(dataset: str = DATASET,
               test_source: str = typer.Option("oracle", "--test-source", "-t",
                                               help="oracle | bundles:<generation.jsonl>"),
-              out: Path = typer.Option(Path("runs/audit"), "--out", help="directory for records and the summary "
+              out: Path = typer.Option(Path("runs/audit"), "--out", callback=run_dir_option,
+                                       help="directory for records and the summary "
                                        "(an existing one continues, if made with the same settings)"),
               instance: Optional[List[str]] = INSTANCES, limit: Optional[str] = LIMIT, workers: int = WORKERS,
               executor: str = EXECUTOR, backend: Optional[str] = BACKEND,
-              repeat: int = typer.Option(1, "--repeat", min=1, help="run Base and Gold N times; nodes whose "
+              repeat: int = typer.Option(1, "--repeat", min=1, max=1000, help="run Base and Gold N times; nodes whose "
                                          "outcome varies are flaky (a flaky bound node makes the bundle invalid)"),
               hashseed: Optional[int] = typer.Option(None, "--hashseed", min=0, max=4294967295,
                                                      help="PYTHONHASHSEED for every Base and Gold run (replay a "
@@ -51,7 +52,7 @@ def register(app: typer.Typer) -> None:
               repair_model: Optional[List[str]] = typer.Option(None, "--repair-model",
                                                                help="with --impossible: Repair model spec "
                                                                     "(repeatable)"),
-              max_mutations: int = typer.Option(6, "--max-mutations", min=1,
+              max_mutations: int = typer.Option(6, "--max-mutations", min=1, max=100,
                                                 help="with --impossible: mutations tried per task until Gold "
                                                      "provably fails one"),
               no_progress: bool = NO_PROGRESS, as_json: bool = JSON_OPTION, *, protocol: ProtocolConfig) -> None:
@@ -76,11 +77,13 @@ def register(app: typer.Typer) -> None:
                        "max_mutations": max_mutations if impossible else None,
                        **section_digests(protocol, sections, ignore=("repair.runs_per_source",))}
         check_fingerprint(out, fingerprint, record=False)
+        check_records(audit_path(out, test_source), out / "impossible" / "variants.jsonl")
         preflight.prepare_environments(tasks, backend, log=stderr_console().print if progress else None)
         if impossible:
             _impossible(ts, tasks, out, tuple(repair_model or ()), backend, protocol, max_mutations, workers,
                         executor, progress, as_json, fingerprint)
             return
+        claim(out)                                                # one writer per run directory, from here on
         check_fingerprint(out, fingerprint)
         cfg = AuditConfig(out=str(audit_path(out, test_source)), test_source=test_source, backend=backend,
                           protocol=protocol, repeat=repeat, hashseed=hashseed)
@@ -114,6 +117,7 @@ def _impossible(ts, tasks, out: Path, models: tuple[str, ...], backend, protocol
     with served_specs(*models) as served:
         endpoints = tuple((m, s) for m, s in zip(models, served) if s and m != s)
         preflight.probe_endpoints({f"--repair-model {m}": dict(endpoints).get(m, m) for m in models})
+        claim(out)                                                # one writer per run directory, from here on
         check_fingerprint(out, fingerprint)
         cfg = ImpossibleConfig(out_dir=str(out / "impossible"), repair_models=models, backend=backend,
                                protocol=protocol, max_mutations=max_mutations, endpoints=endpoints)

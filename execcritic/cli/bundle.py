@@ -10,13 +10,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from execcritic.bundle.model import TestBundle
+from execcritic.bundle.model import BUNDLE_FILES, TestBundle
 from execcritic.cli.common import JSON_OPTION, ExitCode, emit_json
-from execcritic.errors import InputError
+from execcritic.errors import InputError, check_size
 from execcritic.files import atomic_write_json
 from execcritic.harness.oracle.check import check_official, load_rows, summarize
 from execcritic.harness.oracle.outlines import outline_reader
 from execcritic.harness.validate import validate_bundle
+from execcritic.limits import MAX_BUNDLE_BYTES
 from execcritic.tasks import load_tasks
 
 app = typer.Typer(
@@ -68,6 +69,8 @@ def check(
     if len(instance or []) > 1:
         raise InputError("a bundle is for one task: give one --instance", field="--instance")
     task = None
+    files = [directory / name for name in BUNDLE_FILES if (directory / name).is_file()]
+    check_size("the bundle", sum(f.stat().st_size for f in files), MAX_BUNDLE_BYTES, file=str(directory))
     bundle = TestBundle.from_dir(directory)
     if dataset or instance:
         if not (dataset and instance):

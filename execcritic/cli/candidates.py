@@ -15,7 +15,7 @@ from execcritic.cli.common import (BACKEND, DATASET, INSTANCES, JSON_OPTION, LIM
 from execcritic.config import ProtocolConfig
 from execcritic.errors import InputError
 from execcritic.pipeline import preflight
-from execcritic.results.fingerprint import check_fingerprint, section_digests
+from execcritic.results.fingerprint import check_fingerprint, claim, section_digests
 from execcritic.results.manifest import harness_digest
 from execcritic.training.candidates import build_candidates, load_pools
 
@@ -45,9 +45,11 @@ def build_cmd(
             raise InputError("not a pipeline run directory (no repair.jsonl)", file=str(r), field="--repair-run")
     tasks, ts = load_selected(dataset, instance, limit)
     rid = run_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    check_fingerprint(root / rid, {"dataset_sha256": ts.sha256, "harness_code": harness_digest(),
-                                   "backend": backend or "task's own", **section_digests(protocol, ("harness",))},
-                      option="--run-id")
+    fingerprint = {"dataset_sha256": ts.sha256, "harness_code": harness_digest(), "backend": backend or "task's own",
+                   **section_digests(protocol, ("harness",))}
+    check_fingerprint(root / rid, fingerprint, option="--run-id", record=False)
+    claim(root / rid, option="--run-id")                          # one writer per run directory
+    check_fingerprint(root / rid, fingerprint, option="--run-id")
     preflight.prepare_environments(tasks, backend)
     res = build_candidates(tasks, root / rid, repair_runs=repair_run or [], mutants=mutants, protocol=protocol,
                            backend=backend, workers=workers, show_progress=progress_on(as_json, no_progress),

@@ -11,6 +11,7 @@ import os
 import sys
 import traceback
 from enum import IntEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
@@ -99,13 +100,26 @@ DATASET_REQUIRED = typer.Option(..., "--dataset", "-d", help=DATASET_HELP)
 INSTANCES = typer.Option(None, "--instance", "-i", help="instance id (repeatable); default: every task")
 LIMIT = typer.Option("all", "--limit", metavar="N|all", callback=_check_limit,
                      help="the first N selected tasks (N >= 1), or all of them")
-WORKERS = typer.Option(1, "--workers", "-w", min=1, help="units of work in parallel")
+WORKERS = typer.Option(1, "--workers", "-w", min=1, max=1024, help="units of work in parallel")
 BACKEND = typer.Option(None, "--backend", metavar="local|docker", callback=choice("local", "docker"),
                        help="sandbox backend (default: the task's own: local for verified-sdist and verified-git, "
                             "docker otherwise)")
 EXECUTOR = typer.Option("threads", "--executor", metavar="threads|ray", callback=choice("threads", "ray"),
                         help="where units run: threads here, or a Ray cluster")
 SPLIT = typer.Option("test", "--split", help="split, for Hugging Face datasets")
+
+
+def run_dir_option(value: Path | None) -> Path | None:
+    """`--out` names a run directory of its own: '' (which is '.') would make the current directory one."""
+    if value is None:
+        return value
+    if Path(value).is_symlink() and not Path(value).exists():
+        raise typer.BadParameter(f"{str(value)!r} is a symbolic link that does not resolve (a loop, or its target "
+                                 "is gone)")
+    if str(value).strip() in ("", ".") or Path(value).resolve() == Path.cwd().resolve():
+        raise typer.BadParameter(f"{str(value)!r} is the current directory; name a run directory of its own "
+                                 "(e.g. runs/my-run)")
+    return value
 
 
 def progress_on(as_json: bool, no_progress: bool = False) -> bool:
@@ -150,6 +164,11 @@ def describe(exc: BaseException) -> tuple[ExitCode, str]:
         hint = {errno.ENOSPC: " (free some disk space; finished records are kept)",
                 errno.EACCES: " (choose a writable location, e.g. another --out)",
                 errno.EROFS: " (choose a writable location, e.g. another --out)"}.get(exc.errno or 0, "")
+        if hint and _in_cache(exc.filename):
+            hint = (f" (the suite's cache: set $EXECCRITIC_CACHE, and $EXECCRITIC_IMAGE_CACHE for images, to a "
+                    f"{'roomier' if exc.errno == errno.ENOSPC else 'writable'} directory)")
+        if isinstance(exc, FileExistsError) and exc.filename and Path(exc.filename).is_symlink():
+            hint = " (a symbolic link that does not resolve: a loop, or its target is gone)"
         return ExitCode.USAGE, f"{what}{': ' + where if where else ''}{hint}"
     if isinstance(exc, UnicodeDecodeError):
         return ExitCode.USAGE, f"a file that must be UTF-8 text is not ({exc.reason} at byte {exc.start})"
@@ -158,6 +177,19 @@ def describe(exc: BaseException) -> tuple[ExitCode, str]:
         return ExitCode.USAGE, f"could not read a {kind.split('.')[0]} input: {exc}"
     return ExitCode.INTERNAL, (f"internal error: {type(exc).__name__}: {exc} - a bug in execcritic; "
                                "run again with `execcritic --debug ...` for the traceback and report it")
+
+
+def _in_cache(path: Any) -> bool:
+    """Is `path` in the suite's cache (task environments, checkouts, images), or a directory it is made in?"""
+    if not path:
+        return False
+    import platformdirs  # lazy: only an OS error's hint reads it
+
+    roots = [os.environ.get("EXECCRITIC_CACHE"), os.environ.get("EXECCRITIC_IMAGE_CACHE"),
+             platformdirs.user_cache_dir("execcritic")]
+    full = os.path.abspath(os.fsdecode(path)) + os.sep
+    roots = [os.path.abspath(os.path.expanduser(r)) + os.sep for r in roots if r]
+    return any(full.startswith(r) or r.startswith(full) for r in roots)     # in it, or on the way to it
 
 
 def report(exc: BaseException, *, as_json: bool, debug: bool) -> ExitCode:

@@ -15,7 +15,7 @@ from execcritic.cli.common import (BACKEND, DATASET, INSTANCES, JSON_OPTION, LIM
                                    WORKERS, ExitCode, emit_json, load_selected, progress_on, protocol_options,
                                    stderr_console)
 from execcritic.config import ProtocolConfig
-from execcritic.evaluation.official import evaluate_official, resolve_patch_arg
+from execcritic.evaluation.official import evaluate_official, read_patch_file, resolve_patch_arg
 from execcritic.pipeline import preflight
 from execcritic.tasks.environment import environment_for
 
@@ -37,8 +37,9 @@ def official(dataset: str = DATASET, instance: Optional[List[str]] = INSTANCES, 
     Exit status: 0 every instance resolved, 1 some valid but unresolved, 3 some invalid (did not run / patch did
     not apply).
     """
+    text = None if patch in ("gold", "empty") else read_patch_file(patch)  # a bad --patch fails before work
     tasks, _ = load_selected(dataset, instance, limit, split)
-    diffs = {t.instance_id: resolve_patch_arg(t, patch) for t in tasks}      # a bad --patch fails before work
+    diffs = {t.instance_id: resolve_patch_arg(t, patch) if text is None else text for t in tasks}
     preflight.prepare_environments(tasks, backend)
     show = progress_on(as_json, no_progress)
     columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

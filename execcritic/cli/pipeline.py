@@ -13,16 +13,18 @@ from rich.table import Table
 
 from execcritic.cli.common import (BACKEND, DATASET, EXECUTOR, INSTANCES, JSON_OPTION, LIMIT, NO_PROGRESS,
                                    SPLIT, WORKERS, emit_json, load_selected, progress_on, protocol_options,
-                                   stderr_console, unit_failures)
+                                   run_dir_option, stderr_console, unit_failures)
 from execcritic.config import ProtocolConfig
 from execcritic.files import atomic_write_json
 from execcritic.pipeline import preflight, stages
 from execcritic.pipeline.config import SOURCES_BUILTIN, PipelineConfig
 from execcritic.pipeline.models import served_specs
 from execcritic.pipeline.stats import shown, summarize
-from execcritic.results.fingerprint import check_fingerprint
+from execcritic.results.fingerprint import check_fingerprint, claim
 from execcritic.results.manifest import build_manifest
+from execcritic.results.records import check_records
 
+RECORD_FILES = ("generation", "repair", "score")
 STAGES = {"generate-tests": stages.generate_tests, "repair": stages.repair, "score": stages.score}
 # the protocol sections each stage reads (its options and `--set` keys, and its run fingerprint)
 SECTIONS = {"generate-tests": ("harness", "workspace", "test_agent"), "repair": ("harness", "workspace", "repair"),
@@ -31,7 +33,8 @@ TEST_SOURCE = typer.Option(["oracle"], "--test-source", "-t",
                            help="oracle | none | a model spec for the Test agent (repeatable)")
 REPAIR_MODEL = typer.Option("local", "--repair-model", help="model spec of the Repair agent (`local`: the embedded "
                             "CPU model; openai:<url>#<model>; hf:<checkpoint dir>; scripted:<file>:<factory>)")
-OUT = typer.Option(Path("runs/default"), "--out", help="run directory (records, trajectories); an existing one "
+OUT = typer.Option(Path("runs/default"), "--out", callback=run_dir_option,
+                   help="run directory (records, trajectories); an existing one "
                    "continues, if it was made with the same settings")
 
 
@@ -87,11 +90,13 @@ def _run_stage(stage: str, dataset: str, out: Path, instance, limit, split: str,
     fingerprint = stages.run_fingerprint(stage, SECTIONS[stage], protocol, dataset_sha=ts.sha256,
                                          repair_model=repair_model, backend=backend)
     check_fingerprint(out, fingerprint, record=False)
+    check_records(*(p for k, p in PipelineConfig(out_dir=str(out)).paths.items() if k in RECORD_FILES))
     envs = preflight.prepare_environments(tasks, backend, log=console.print if progress else None)
     wanted = [repair_model, *models]
     with served_specs(*wanted) as served:
         endpoints = tuple((w, s) for w, s in zip(wanted, served) if w and s and w != s)
         preflight.probe_endpoints({flag: dict(endpoints).get(spec, spec) for flag, spec in specs.items()})
+        claim(out)                                                # one writer per run directory, from here on
         check_fingerprint(out, fingerprint)
         cfg = PipelineConfig(out_dir=str(out), test_sources=tuple(dict.fromkeys(test_source)),
                              repair_model=repair_model or "", backend=backend, protocol=protocol,

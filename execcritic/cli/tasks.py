@@ -195,7 +195,8 @@ def qualify_git(instance: Optional[List[str]] = INSTANCES,
                 repo: Optional[List[str]] = REPOS,
                 rows: Optional[str] = ROWS,
                 git_source: Optional[List[str]] = GIT_SOURCE,
-                repeat: int = typer.Option(2, "--repeat", min=1, help="runs of Base and Gold per instance (flaky "
+                repeat: int = typer.Option(2, "--repeat", min=1, max=1000,
+                                           help="runs of Base and Gold per instance (flaky "
                                            "nodes are those whose status changes)"),
                 results: Path = typer.Option(GIT_RESULTS, "--results",
                                              help="results dir (instances.jsonl is the resumable state)"),

@@ -13,7 +13,7 @@ from typing import List, Optional
 import typer
 
 from execcritic.cli.common import (BACKEND, DATASET, INSTANCES, JSON_OPTION, LIMIT, NO_PROGRESS, choice,
-                                   choices, emit_json, load_selected, progress_on, protocol_options)
+                                   choices, emit_json, load_selected, progress_on, protocol_options, run_dir_option)
 from execcritic.config import ProtocolConfig
 from execcritic.errors import InputError
 from execcritic.pipeline import preflight
@@ -24,8 +24,9 @@ app = typer.Typer(no_args_is_help=True, help="SFT and GRPO on real episodes (TRL
 
 CANDIDATES = typer.Option(None, "--candidates", help="labeled pools: a `candidates build` run directory (required "
                           "for test-rl; restricts repair-rl to its RL set)")
-WORKERS_EP = typer.Option(1, "--workers", "-w", min=1, help="episodes (or pipeline units) run in parallel (threads)")
-TORCH_THREADS = typer.Option(1, "--torch-threads", min=1, help="torch CPU threads of the trainer")
+WORKERS_EP = typer.Option(1, "--workers", "-w", min=1, max=1024,
+                          help="episodes (or pipeline units) run in parallel (threads)")
+TORCH_THREADS = typer.Option(1, "--torch-threads", min=1, max=1024, help="torch CPU threads of the trainer")
 SEED = typer.Option(0, "--seed", min=0, help="seed of episode sampling and the data order")
 OFFICIAL = typer.Option("always", "--official", metavar="always|needed", callback=choice("always", "needed"),
                         help="repair-rl: official evaluation on every usable terminal patch ('always') or only where "
@@ -43,11 +44,12 @@ TEACHER = typer.Option(None, "--teacher", help="teacher name (default: the recor
 AGENT = typer.Option("test", "--agent", metavar="test|repair", callback=choice("test", "repair"),
                      help="which agent: test | repair")
 POLICY = typer.Argument(..., help="a HF checkpoint dir, or 'smollm2' / 'tiny'")
-EPISODES = typer.Option(2, "--episodes", min=1, help="episodes per instance")
+EPISODES = typer.Option(2, "--episodes", min=1, max=100_000, help="episodes per instance")
 EPISODE_OUT = typer.Option(..., "--out", help="episode records (JSONL; resumable); the summary goes to "
                            "<out>.summary.json")
 CHECKPOINT = typer.Argument(..., help="a HF checkpoint dir (e.g. runs/train/<run_id>/final)")
-OUT = typer.Option(None, "--out", help="pipeline run directory (default: runs/eval/<checkpoint parent name>)")
+OUT = typer.Option(None, "--out", callback=run_dir_option,
+                   help="pipeline run directory (default: runs/eval/<checkpoint parent name>)")
 WHAT = typer.Option(["test", "repair"], "--what", callback=choices("test", "repair"),
                     help="test (generation + B2G audit) and/or repair (resolved rate); repeatable")
 PRESET = typer.Option("custom", "--preset", help="a name for this run's setting, recorded in the results store "

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from execcritic.config import PAPER, HarnessConfig
-from execcritic.errors import ExecCriticError, InputError, SandboxError
+from execcritic.errors import ExecCriticError, InputError, SandboxError, check_size
+from execcritic.limits import MAX_PATCH_BYTES
 from execcritic.bundle.command import parse_command
 from execcritic.bundle.gates import source_patch_problems
 from execcritic.harness.apply import SWEBENCH, SWEBENCH_APPLY_CMDS, apply_patch
@@ -568,9 +569,15 @@ def resolve_patch_arg(task: Task, patch: str) -> str:
         return task.patch
     if patch == "empty":
         return ""
+    return read_patch_file(patch)
+
+
+def read_patch_file(patch: str) -> str:
+    """A patch file given on the command line: present, not over MAX_PATCH_BYTES, UTF-8 text."""
     p = Path(patch)
     if not p.is_file():
         raise InputError("patch file not found (use a path, 'gold' or 'empty')", file=patch, field="--patch")
+    check_size("the patch file", p.stat().st_size, MAX_PATCH_BYTES, file=patch, field="--patch")
     try:
         return p.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
@@ -579,4 +586,4 @@ def resolve_patch_arg(task: Task, patch: str) -> str:
 
 
 __all__ = ["OfficialResult", "evaluate_official", "evaluate_local", "evaluate_docker", "grade_log",
-           "local_eval_script", "GIT_APPLY_CMDS", "resolve_patch_arg"]
+           "local_eval_script", "GIT_APPLY_CMDS", "read_patch_file", "resolve_patch_arg"]

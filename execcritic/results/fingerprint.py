@@ -9,8 +9,15 @@ what differs; a key only one side has (a later stage's model, say) is added, not
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +26,9 @@ from execcritic.errors import InputError
 from execcritic.files import atomic_write_json, locked
 
 FILE = "fingerprint.json"
+OWNER = ".owner"               # held (flock) by the one process that writes the run directory
+_HELD: dict[Path, int] = {}    # run directories this process owns -> nesting depth
+_FOR_PROCESS = contextlib.ExitStack()   # `claim`ed directories: released when the process ends
 
 
 def section_digests(protocol: ProtocolConfig, sections: tuple[str, ...], *, ignore: tuple[str, ...] = ()
@@ -42,13 +52,70 @@ def check_fingerprint(directory: str | Path, fingerprint: dict[str, Any], *, opt
     path = directory / FILE
     if not record:
         if path.is_file():
-            _compare(path, json.loads(path.read_text()), fingerprint, directory, option)
+            _compare(path, _read(path, option), fingerprint, directory, option)
         return path
     with locked(directory / f".{FILE}.lock"):
-        old = json.loads(path.read_text()) if path.is_file() else {}
+        old = _read(path, option) if path.is_file() else {}
         _compare(path, old, fingerprint, directory, option)
         atomic_write_json(path, {**old, **fingerprint})
     return path
+
+
+def _read(path: Path, option: str) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"the run directory's {FILE} is damaged ({exc}); it says what made the records beside it: "
+                         f"restore it, or give another {option} for a new run", file=str(path), field=option) from None
+    if not isinstance(data, dict):
+        raise InputError(f"the run directory's {FILE} is not a JSON object; restore it, or give another {option}",
+                         file=str(path), field=option)
+    return data
+
+
+@contextlib.contextmanager
+def owned(directory: str | Path, *, option: str = "--out") -> Iterator[Path]:
+    """This process owns run directory `directory` while the block runs: a second process that opens it gets an
+    InputError naming the holder (pid, host, start, command) instead of both writing every record twice and
+    counting them twice. The lock is the kernel's (flock on `.owner`): a holder that dies releases it. Re-entrant
+    within one process."""
+    directory = Path(directory)
+    if directory.is_symlink() and not directory.exists():
+        raise InputError(f"{option} {directory} is a symbolic link that does not resolve (a loop, or its target is "
+                         "gone)", file=str(directory), field=option)
+    directory.mkdir(parents=True, exist_ok=True)      # (an OSError names the path: the error line says which)
+    key = directory.resolve(strict=True)
+    if key in _HELD:
+        _HELD[key] += 1
+        try:
+            yield directory
+        finally:
+            _HELD[key] -= 1
+        return
+    fd = os.open(key / OWNER, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
+        os.close(fd)
+        try:
+            who = json.loads(holder)
+            who = (f"pid {who.get('pid')} on {who.get('host')} since {who.get('started')} "
+                   f"({who.get('command', '')[:120]})")
+        except (ValueError, AttributeError):
+            who = "another process"
+        raise InputError(f"{directory} is in use by {who}: one run directory has one writer; wait for it to end, "
+                         f"or use another {option}", file=str(key / OWNER), field=option) from None
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                   "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                   "command": " ".join(sys.argv)[:500]}) + "\n").encode(), 0)
+        _HELD[key] = 1
+        yield directory
+    finally:
+        _HELD.pop(key, None)
+        os.close(fd)                     # (releases the lock; the file stays: it says who wrote last)
 
 
 def _compare(path: Path, old: dict[str, Any], new: dict[str, Any], directory: Path, option: str) -> None:
@@ -58,3 +125,9 @@ def _compare(path: Path, old: dict[str, Any], new: dict[str, Any], directory: Pa
         raise InputError(f"{directory} holds records made with other settings ({shown}); resuming would reuse "
                          f"them as if made by this command: give another {option} for a new run, or the "
                          "recorded settings to continue it", file=str(path), field=option)
+
+
+def claim(directory: str | Path, *, option: str = "--out") -> Path:
+    """`owned(directory)` until this process ends (a command's run directory: the command is the process)."""
+    return _FOR_PROCESS.enter_context(owned(directory, option=option))
+

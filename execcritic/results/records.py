@@ -14,6 +14,8 @@ import threading
 from pathlib import Path
 from typing import Any, Iterator
 
+from execcritic.errors import InputError
+
 
 def unit_key(*parts: Any) -> str:
     return "/".join(str(p) for p in parts)
@@ -43,16 +45,7 @@ class RecordStore:
         return list(self.iter())
 
     def iter(self) -> Iterator[dict[str, Any]]:
-        if not self.path.exists():
-            return
-        with self.path.open() as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.endswith("\n"):
-                    return  # torn tail, ignored
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{self.path}:{lineno}: corrupt record ({exc.msg})") from exc
+        return read_records(self.path)
 
     def __contains__(self, key: str) -> bool:
         return key in self._keys
@@ -73,7 +66,40 @@ class RecordStore:
                 while view:
                     view = view[os.write(fd, view):]
                 os.fsync(fd)
+            except OSError as exc:       # (a full disk: name the file, as the error line must)
+                raise OSError(exc.errno, exc.strerror, str(self.path)) from None
             finally:
                 os.close(fd)
             self._keys.add(key)
         return True
+
+
+def read_records(path: Path) -> Iterator[dict[str, Any]]:
+    """The records of `path` in order (none when it does not exist); a torn last line (a kill mid-write) is
+    ignored; a damaged record is an InputError naming file and line."""
+    if not path.exists():
+        return
+    with path.open() as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.endswith("\n"):
+                return  # torn tail, ignored
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"corrupt record at line {lineno} ({exc.msg}): not written by execcritic, or "
+                                 "damaged; remove the line (the same command then redoes that unit) or use "
+                                 "another run directory", file=str(path), field=f"line {lineno}") from None
+            if not isinstance(record, dict) or not isinstance(record.get("key"), str):
+                raise InputError(f"corrupt record at line {lineno}: a record is a JSON object with a \"key\", "
+                                 f"got {line.strip()[:60]!r}; remove the line (the same command then redoes that "
+                                 "unit) or use another run directory", file=str(path), field=f"line {lineno}")
+            yield record
+
+
+def check_records(*paths: str | Path) -> None:
+    """Read every record of these files (those that exist) and raise the InputError a damaged one gives, naming
+    file and line: a command checks its run directory before it writes anything there."""
+    for path in paths:
+        for _ in read_records(Path(path)):
+            pass
+

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from execcritic.errors import InputError
+from execcritic.errors import InputError, check_size
 from execcritic.hashing import file_sha256
+from execcritic.limits import MAX_ROW_BYTES
 from execcritic.tasks.model import Task
 
 DATA_SUFFIXES = (".parquet", ".jsonl", ".ndjson", ".json")
@@ -87,7 +88,9 @@ def _rows_from_file(path: Path) -> list[dict[str, Any]]:
         import pandas as pd  # lazy: pandas (slow import)
 
         try:
-            return pd.read_parquet(path).to_dict(orient="records")
+            return [_row(r, path, f"row {i}") for i, r in enumerate(pd.read_parquet(path).to_dict(orient="records"), 1)]
+        except InputError:
+            raise
         except Exception as exc:  # noqa: BLE001 - pyarrow raises many kinds for a file that is not parquet
             raise InputError(f"not a readable parquet file ({type(exc).__name__}: {str(exc)[:200]})",
                              file=str(path)) from None
@@ -100,8 +103,9 @@ def _rows_from_file(path: Path) -> list[dict[str, Any]]:
         for lineno, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
+            check_size(f"line {lineno}", len(line), MAX_ROW_BYTES, file=str(path), field=f"line {lineno}")
             try:
-                rows.append(json.loads(line))
+                rows.append(_row(json.loads(line), path, f"line {lineno}"))
             except json.JSONDecodeError as exc:
                 raise InputError(f"line {lineno} is not JSON ({exc.msg})", file=str(path)) from exc
         return rows
@@ -110,12 +114,26 @@ def _rows_from_file(path: Path) -> list[dict[str, Any]]:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InputError(f"not JSON ({exc.msg} at line {exc.lineno})", file=str(path)) from None
-        if isinstance(data, dict):
-            data = data.get("rows") or data.get("data") or list(data.values())
+        if isinstance(data, dict):        # {"rows": [...]}, {"data": [...]} or {instance_id: row, ...}
+            listed = data.get("rows", data.get("data"))
+            if isinstance(listed, list):
+                data = listed
+            elif data and all(isinstance(v, dict) for v in data.values()):
+                data = list(data.values())
         if not isinstance(data, list):
-            raise InputError("expected a JSON list of rows", file=str(path))
-        return data
+            raise InputError("expected a JSON list of SWE-bench rows (or {\"rows\": [...]}, or rows by instance id), got a "
+                             f"JSON {type(data).__name__}", file=str(path))
+        return [_row(r, path, f"row {i}") for i, r in enumerate(data, 1)]
     raise InputError(f"unsupported dataset file type {suffix!r}; use .parquet, .jsonl or .json", file=str(path))
+
+
+def _row(row: Any, path: Path, where: str) -> dict[str, Any]:
+    """One row of a dataset file: a JSON object (a SWE-bench row) of a sane size."""
+    if not isinstance(row, dict):
+        raise InputError(f"{where} is not a SWE-bench row (a JSON object with instance_id, repo, ...): got "
+                         f"{json.dumps(row, default=str)[:60]}", file=str(path), field=where)
+    check_size(where, len(json.dumps(row, default=str)), MAX_ROW_BYTES, file=str(path), field=where)
+    return row
 
 
 def _rows_from_hub(name: str, split: str) -> list[dict[str, Any]]:
@@ -180,6 +198,9 @@ def load_tasks(source: str, split: str = "test", instance_ids: Sequence[str] | N
     path = Path(resolved)
     if path.exists():
         rows = _rows_from_file(path)
+        if not rows:
+            raise InputError("the dataset file holds no rows: a run over no tasks would report nothing",
+                             file=str(path), field="--dataset")
         digest = file_sha256(path)
     else:
         if source.startswith(("/", "./", "../", "~")) or Path(source).suffix.lower() in DATA_SUFFIXES:

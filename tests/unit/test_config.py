@@ -155,3 +155,12 @@ def test_pipeline_commands_parse_every_option_type(command, tmp_path):
                                       "--out", str(tmp_path / "run"), "--workers", "1"])
     assert result.exit_code == 2, result.output
     assert "internal error" not in result.output and "no-such-dataset" in result.output
+
+
+def test_every_numeric_knob_has_a_lower_and_an_upper_bound():
+    """A count of 10^11 turns or a timeout of a year is a typo, not a protocol: refused where it is given."""
+    loose = [k.key for k in knobs() if k.type in (int, float) and not (
+        {"ge", "gt"} & dict(k.bounds).keys() and {"le", "lt"} & dict(k.bounds).keys())]
+    assert loose == []
+    with pytest.raises(InputError, match=r"repair.round0_turns must be an int >= 1 and <= 100000"):
+        load_protocol(sets=["repair.round0_turns=100000000000"])

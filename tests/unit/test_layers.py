@@ -20,7 +20,7 @@ INSIDE = PACKAGE / "harness" / "reporter" / "inside"
 
 # rank: a package may import packages of a strictly lower rank (and itself).
 LAYERS: dict[str, int] = {
-    "errors": 0, "files": 0, "hashing": 0, "prompts": 0, "swebench_compat": 0,
+    "cancel": 0, "errors": 0, "files": 0, "hashing": 0, "limits": 0, "prompts": 0, "swebench_compat": 0,
     "config": 1,
     "results": 2, "sandbox": 2,
     "tasks": 3,
