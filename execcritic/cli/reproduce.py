@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
         figures: Annotated[Path, typer.Option(help="where paper_figures are written")] = Path("paper_figures"),
         rendered: Annotated[Path, typer.Option(help="--from-results: where re-rendered notebooks go")] = Path(
             "runs/rendered"),
-        workers: Annotated[int | None, typer.Option("--workers", "-w", min=1,
+        workers: Annotated[int | None, typer.Option("--workers", "-w", min=1, max=1024,
                                                     help="parallel pipeline units (default: the preset's)")] = None,
         fresh: Annotated[bool, typer.Option("--fresh", metavar="",
                                             help="start a new session even if one of this preset was killed")] = False,
@@ -57,6 +57,8 @@ def register(app: typer.Typer) -> None:
         t_all = time.monotonic()
         artifacts = rp.check_artifacts(only)
         pre = load_preset(preset)
+        if not from_results:
+            rp.check_parameters(pre.name, artifacts, results, workers)   # before a session file is written
         if from_results and not any(shown_runs(results, artifacts).values()):
             raise InputError(f"--from-results: {results} pins no run of {', '.join(artifacts)} "
                              f"({pins_path(results).name}); nothing to render (run `execcritic reproduce` first)",
@@ -138,16 +140,11 @@ def register(app: typer.Typer) -> None:
 
 
 def _progress(console, quiet: bool):
-    from rich.progress import (  # lazy: rich
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
+    from rich import progress as bars  # lazy: rich, off the start-up path
 
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console, disable=quiet, transient=False)
+
+    return bars.Progress(bars.TextColumn("{task.description}"), bars.BarColumn(), bars.MofNCompleteColumn(),
+                         bars.TimeElapsedColumn(), console=console, disable=quiet, transient=False)
 
 
 def _summary(console, pre, session, runs, rows, timings, total, results, figures) -> None:

@@ -11,6 +11,7 @@ paper's: every instance of the task set; a missing or invalid score counts as a 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -23,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from execcritic.agents.models.local_server import smollm2_gguf_path
+from execcritic.errors import EnvironmentMissing, ExecCriticError
 from execcritic.experiments import training
 from execcritic.experiments.conditions import BUILTIN_SOURCES, ArtifactSpec, Planned, plan
 from execcritic.experiments.envs import SUITE_TASK_SETS, ensure_envs
@@ -30,14 +32,15 @@ from execcritic.experiments.presets import Binding, role_reason, served_spec
 from execcritic.experiments.resolved import Params
 from execcritic.files import atomic_write
 from execcritic.hashing import weights_sha256
-from execcritic.pipeline import stages
+from execcritic.pipeline import preflight, stages
 from execcritic.pipeline.audit import AuditConfig, run_audit
 from execcritic.pipeline.config import PipelineConfig, source_label
-from execcritic.pipeline.models import is_served_locally, served_specs
+from execcritic.pipeline.models import is_served_locally, served_specs, split_endpoint
 from execcritic.pipeline.records import RecordStore, unit_key
 from execcritic.pipeline.stats import revision_turn_stats
 from execcritic.pipeline.units import score_unit
 from execcritic.pipeline.workers import Unit, run_units
+from execcritic.results.fingerprint import owned
 from execcritic.results.schemas import schema
 from execcritic.results.store import Run, load_run, new_run
 from execcritic.tasks import load_tasks
@@ -184,22 +187,84 @@ def _score_round0(g: Group, cfg: PipelineConfig, params: Params, show_progress: 
 
 @dataclass
 class UnitCounts:
-    """How many pipeline units ran, were already done (resume), or raised (left for a resume)."""
+    """How many pipeline units ran, were already done (resume), or raised (left for a resume), and which."""
 
     ran: int = 0
     skipped: int = 0
     errors: int = 0
+    failures: list[dict[str, Any]] = field(default_factory=list)   # RunSummary.failures of every stage
+    stopped: list[str] = field(default_factory=list)
 
     def add(self, summary: Any) -> None:
         if summary is not None:
             self.ran += summary.done
             self.skipped += summary.skipped
             self.errors += summary.errors
+            self.failures += summary.failures
+            if summary.stopped:
+                self.stopped.append(summary.stopped)
+
+    def table(self, limit: int = 20) -> str:
+        """The errored units, one line each (instance/source/run key, stage, first line of the error, where
+        the full record is)."""
+        rows = [f"  {f['key']}  [{f['stage']}]  {f['error']}  ({f['record']})" for f in self.failures[:limit]]
+        if len(self.failures) > limit:
+            rows.append(f"  ... and {len(self.failures) - limit} more (same files)")
+        return "\n".join(rows + [f"  stopped: {why}" for why in self.stopped])
 
     def __str__(self) -> str:
         if not self.ran and not self.errors:
             return f"nothing left to run ({self.skipped} units already done)"
         return f"{self.ran} units run, {self.skipped} already done" + (f", {self.errors} failed" if self.errors else "")
+
+
+class UnitsFailed(ExecCriticError):
+    """Pipeline units of a notebook run raised: the run is left incomplete (its finished records are kept) and
+    the notebook fails, naming them, so that papermill exits non-zero instead of rendering a partial table."""
+
+
+def check_runnable(planned: Sequence[Planned], groups: dict[str, Group], params: Params, *, label: str = "") -> bool:
+    """The command line's preflight, for a notebook run, before its first unit: every model endpoint the runnable
+    conditions use answers and serves its model, and every task of their task sets can get a sandbox (the Docker
+    engine and images for the Docker path, built environments for the image-free one). A condition that cannot
+    run stops the run here with the reasons - or, with `skip_unrunnable`, is rendered `not run here: <reason>`
+    (its real reason). Returns True when a condition was set aside (the caller rebuilds its groups)."""
+    problems: dict[int, tuple[Planned, list[str]]] = {}      # id(planned) -> (planned, why it cannot run)
+    probed: dict[str, str] = {}
+    runnable = [p for p in planned if p.runnable]
+    for p in runnable:
+        for role, b in p.bindings.items():
+            spec = b.spec
+            if spec in BUILTIN_SOURCES or is_served_locally(spec) or split_endpoint(spec) is None:
+                continue
+            if spec not in probed:
+                try:
+                    preflight.probe_endpoint(served_spec(spec), flag=f"models.{role} ({spec})")
+                    probed[spec] = ""
+                except preflight.EndpointUnavailable as exc:
+                    probed[spec] = str(exc)
+            if probed[spec]:
+                problems.setdefault(id(p), (p, []))[1].append(probed[spec])
+    for key, g in groups.items():
+        if any(p.cond.benchmark == key for p in runnable):
+            try:
+                preflight.prepare_environments(g.tasks, params.preset.backend)
+            except EnvironmentMissing as exc:
+                why = f"{g.dataset} ({params.preset.backend or 'the task set'}'s sandboxes): {exc}"
+                for p in runnable:
+                    if p.cond.benchmark == key:
+                        problems.setdefault(id(p), (p, []))[1].append(why)
+    if not problems:
+        return False
+    if not params.skip_unrunnable:
+        shown = "; ".join(dict.fromkeys(why for _, whys in problems.values() for why in whys))
+        labels = ", ".join(p.paper_label for p, _ in problems.values())
+        raise EnvironmentMissing(f"{label or params.artifact}: {len(problems)} condition(s) cannot run here ({labels}): "
+                                 f"{shown}. Nothing was run. Fix that, or pass skip_unrunnable=True to render them as "
+                                 "`not run here` with this reason")
+    for p, whys in problems.values():
+        p.reason = "could not run when this run started: " + "; ".join(whys)
+    return True
 
 
 def run_groups(groups: Sequence[Group], params: Params, *, show_progress: bool = True,
@@ -436,9 +501,12 @@ def execute(spec: ArtifactSpec, params: Params, *, show_progress: bool = True,
     t0 = time.monotonic()
     trainer = training.prepare(params, trained_roles(spec, params))
     planned = plan_artifact(spec, params, trainer)
-    runnable = [p for p in planned if p.runnable]
     timings: dict[str, float] = {}
     groups = build_groups(spec, params, planned, timings=timings)
+    prepared = os.environ.get(PREPARED_ENV) == "1"    # `execcritic reproduce` ran every unit before this notebook
+    if not prepared and check_runnable(planned, groups, params):
+        groups = build_groups(spec, params, planned, build_envs=False)
+    runnable = [p for p in planned if p.runnable]
     instances = list(dict.fromkeys(t.instance_id for g in groups.values() for t in g.tasks))
     roles = {r: b for p in runnable for r, b in p.bindings.items()}
     runs = params.runs if spec.kind == "resolve" else 1
@@ -449,46 +517,54 @@ def execute(spec: ArtifactSpec, params: Params, *, show_progress: bool = True,
              "not_run": _not_run(planned), "parameters": {k: v for k, v in params.given.items()},
              "invoked_by": os.environ.get("EXECCRITIC_INVOKED_BY"), "benchmarks": {k: g.dataset for k, g in groups.items()},
              "training": trainer.manifest(), **(extra_manifest or {})}
-    writer = new_run(spec.artifact, params.preset.name, run_id=params.run_id, root=params.output_dir,
-                     instances=instances, runs=runs,
-                     models={r: _model_entry(b) for r, b in sorted(roles.items())},
-                     command=command_line(spec.artifact, params), config=params.protocol,
-                     datasets=[g.taskset.manifest() for g in groups.values() if g.taskset is not None],
-                     seeds=list(params.seeds), extra=extra)
-    writer.update_manifest(**extra)
-    with writer:
-        dens = {}
-        for p in runnable:
-            ids = [t.instance_id for t in _tasks_of(p, groups[p.cond.benchmark])]
-            if ids != instances:
-                dens[schema(spec.artifact).condition_label(p.fields)] = ids
-        if dens:
-            writer.set_denominators(dens)
-        if os.environ.get(PREPARED_ENV) == "1":      # `execcritic reproduce` ran every unit before this notebook
-            units = "run by `execcritic reproduce` before this notebook (one pass for every artifact)"
-        else:
-            counts = UnitCounts()
-            timings.update(run_groups(list(groups.values()), params, show_progress=show_progress, counts=counts))
-            units = str(counts)
-        turns = []
-        for p in runnable:
-            g = groups[p.cond.benchmark]
-            if spec.kind == "b2g":
-                writer.extend(b2g_records(p, g))
+    # one writer per run: a second notebook on the same run_id (or work_dir) is refused, naming the first
+    with owned(params.output_dir / spec.artifact / params.run_id, option="run_id"), \
+            (contextlib.nullcontext() if prepared else owned(params.pipeline_dir, option="work_dir")):
+        writer = new_run(spec.artifact, params.preset.name, run_id=params.run_id, root=params.output_dir,
+                         instances=instances, runs=runs,
+                         models={r: _model_entry(b) for r, b in sorted(roles.items())},
+                         command=command_line(spec.artifact, params), config=params.protocol,
+                         datasets=[g.taskset.manifest() for g in groups.values() if g.taskset is not None],
+                         seeds=list(params.seeds), extra=extra)
+        writer.update_manifest(**extra)
+        counts = UnitCounts()
+        with writer:
+            dens = {}
+            for p in runnable:
+                ids = [t.instance_id for t in _tasks_of(p, groups[p.cond.benchmark])]
+                if ids != instances:
+                    dens[schema(spec.artifact).condition_label(p.fields)] = ids
+            if dens:
+                writer.set_denominators(dens)
+            if prepared:
+                units = "run by `execcritic reproduce` before this notebook (one pass for every artifact)"
             else:
-                cfg = _repair_cfg(g, p.repair_spec, params, ())
-                writer.extend(resolve_records(p, g, params.runs, cfg, round0_required=spec.round0))
-                mine = {t.instance_id for t in _tasks_of(p, g)}      # the directory is shared with other runs
-                reps = [r for r in RecordStore(cfg.paths["repair"]).iter() if r["source"] == source_label(p.test_spec)
-                        and r["instance_id"] in mine and int(r.get("run", 0)) < params.runs]
-                turns.append({"condition": " / ".join(str(v) for v in p.fields.values()), **revision_turn_stats(reps)})
-        writer.write_table("conditions.csv", _conditions_table(planned))
-        if turns:
-            writer.write_table("revision_turns.csv", pd.DataFrame(turns))
-        timings["total"] = round(time.monotonic() - t0, 1)
-        writer.update_manifest(timings=timings, units=units)
-        return writer.finalize(seed=params.seeds[0])
+                timings.update(run_groups(list(groups.values()), params, show_progress=show_progress, counts=counts))
+                units = str(counts)
+            turns = []
+            for p in runnable:
+                g = groups[p.cond.benchmark]
+                if spec.kind == "b2g":
+                    writer.extend(b2g_records(p, g))
+                else:
+                    cfg = _repair_cfg(g, p.repair_spec, params, ())
+                    writer.extend(resolve_records(p, g, params.runs, cfg, round0_required=spec.round0))
+                    mine = {t.instance_id for t in _tasks_of(p, g)}      # the directory is shared with other runs
+                    reps = [r for r in RecordStore(cfg.paths["repair"]).iter() if r["source"] == source_label(p.test_spec)
+                            and r["instance_id"] in mine and int(r.get("run", 0)) < params.runs]
+                    turns.append({"condition": " / ".join(str(v) for v in p.fields.values()), **revision_turn_stats(reps)})
+            writer.write_table("conditions.csv", _conditions_table(planned))
+            if turns:
+                writer.write_table("revision_turns.csv", pd.DataFrame(turns))
+            timings["total"] = round(time.monotonic() - t0, 1)
+            writer.update_manifest(timings=timings, units=units)
+            if counts.errors or counts.stopped:
+                raise UnitsFailed(f"{spec.artifact} run {params.run_id}: {counts.errors} pipeline unit(s) raised and left "
+                                  f"no record; the run stays incomplete (its {counts.ran + counts.skipped} finished units "
+                                  f"are kept). Run it again with run_id={params.run_id!r} to retry them:\n{counts.table()}")
+            return writer.finalize(seed=params.seeds[0])
 
 
-__all__ = ["PREPARED_ENV", "Group", "UnitCounts", "b2g_records", "build_groups", "command_line", "execute", "load_set",
-           "merge_groups", "plan_artifact", "resolve_records", "run_groups", "trained_roles"]
+__all__ = ["PREPARED_ENV", "Group", "UnitCounts", "UnitsFailed", "b2g_records", "build_groups", "check_runnable",
+           "command_line", "execute", "load_set", "merge_groups", "plan_artifact", "resolve_records", "run_groups",
+           "trained_roles"]

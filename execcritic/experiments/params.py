@@ -24,10 +24,19 @@ from execcritic.results.store import DEFAULT_ROOT, latest_run
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
 
 
-def _int(name: str, v: Any, *, minimum: int = 1) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        raise InputError(f"{name} must be an integer >= {minimum}, got {v!r}", field=name)
+def _int(name: str, v: Any, *, minimum: int = 1, maximum: int = 100_000) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not minimum <= v <= maximum:
+        raise InputError(f"{name} must be an integer >= {minimum} and <= {maximum}, got {v!r}", field=name)
     return v
+
+
+def _path(name: str, v: Any) -> Path | None:
+    """A directory parameter: a non-empty path (str or Path), or None."""
+    if v is None:
+        return None
+    if not isinstance(v, (str, Path)) or not str(v).strip():
+        raise InputError(f"{name} must be a directory path (a non-empty string), got {v!r}", field=name)
+    return Path(v)
 
 
 def _json(name: str, v: Any) -> Any:
@@ -57,27 +66,30 @@ def parameters(artifact: str, *, preset: str = "smoke", dataset: str | None = No
                repair_agent: str | Sequence[str] | None = None, runs: int | None = None, workers: int | None = None,
                seeds: Sequence[int] | None = None, output_dir: str | Path | None = None, reuse: str | None = None,
                run_id: str | None = None, work_dir: str | Path | None = None, train: bool | None = None,
-               allow_gpu_hours: float | None = None) -> Params:
+               allow_gpu_hours: float | None = None, skip_unrunnable: bool | None = None) -> Params:
     """Resolve and check a notebook's parameters (see the module docstring). `models` maps a role
     (execcritic.experiments.presets.ROLES) to a model spec and replaces the preset's binding; `test_sources`
     and `repair_agent` select conditions by their paper labels (None: all of the artifact's). `train`: on a CPU
     preset, train the trained roles the artifact uses (default: the preset's `train_on_cpu`, false in the shipped
     presets); `allow_gpu_hours`: on a verl preset, the GPU-hour estimate a training launch may reach (default 0:
-    the notebook prints the estimate and launches nothing)."""
+    the notebook prints the estimate and launches nothing). `skip_unrunnable`: a condition whose model endpoint does
+    not answer, or whose task set cannot get a sandbox here (no Docker engine, a missing image), is rendered
+    `not run here: <that reason>` instead of stopping the run before its first unit (the default)."""
     models, instances, test_sources = _json("models", models), _json("instances", instances), \
         _json("test_sources", test_sources)
     repair_agent, seeds = _json("repair_agent", repair_agent), _json("seeds", seeds)
     passed = {"preset": preset, "dataset": dataset, "instances": instances, "limit": limit, "models": models,
               "test_sources": test_sources, "repair_agent": repair_agent, "runs": runs, "workers": workers,
               "seeds": seeds, "output_dir": output_dir, "reuse": reuse, "run_id": run_id, "work_dir": work_dir,
-              "train": train, "allow_gpu_hours": allow_gpu_hours}
+              "train": train, "allow_gpu_hours": allow_gpu_hours, "skip_unrunnable": skip_unrunnable}
     given = {k: (str(v) if isinstance(v, Path) else v) for k, v in passed.items() if v is not None}
     if artifact not in PAPER_ARTIFACTS:
         raise InputError(f"unknown artifact {artifact!r}; known: {', '.join(PAPER_ARTIFACTS)}", field="artifact")
     if not isinstance(preset, str) or not preset:
         raise InputError(f"preset must be a preset name or a YAML path, got {preset!r}", field="preset")
     pre = load_preset(preset)
-    root = Path(output_dir) if output_dir is not None else DEFAULT_ROOT
+    root = _path("output_dir", output_dir) or DEFAULT_ROOT
+    work_dir = _path("work_dir", work_dir)
     spec = SPECS[artifact]
 
     if reuse is not None:
@@ -101,6 +113,9 @@ def parameters(artifact: str, *, preset: str = "smoke", dataset: str | None = No
         for role, model in models.items():
             if role not in ROLES:
                 raise InputError(f"models: unknown role {role!r}; known: {', '.join(ROLES)}", field=f"models.{role}")
+            if not isinstance(model, str) or not model:
+                raise InputError(f"models.{role} must be a model spec (a string such as 'local' or "
+                                 f"'openai:<url>#<model>'), got {model!r}", field=f"models.{role}")
             check_spec(model, field=f"models.{role}")
             base = pre.binding(role)
             name = model
@@ -127,8 +142,8 @@ def parameters(artifact: str, *, preset: str = "smoke", dataset: str | None = No
 
     ids = _strings("instances", instances)
     lim = _int("limit", limit) if limit is not None else pre.limit
-    n_runs = _int("runs", runs) if runs is not None else pre.runs
-    n_workers = _int("workers", workers) if workers is not None else pre.workers
+    n_runs = _int("runs", runs, maximum=1000) if runs is not None else pre.runs
+    n_workers = _int("workers", workers, maximum=1024) if workers is not None else pre.workers
     if seeds is not None and (isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence) or not seeds
                               or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
         raise InputError(f"seeds must be a non-empty list of integers, got {seeds!r}", field="seeds")
@@ -143,17 +158,21 @@ def parameters(artifact: str, *, preset: str = "smoke", dataset: str | None = No
         raise InputError(f"train=True trains on CPU; preset {pre.name} trains with {pre.training!r} "
                          "(a verl preset launches training when allow_gpu_hours covers its estimate)", field="train")
     if allow_gpu_hours is not None and (isinstance(allow_gpu_hours, bool) or not isinstance(allow_gpu_hours, (int, float))
-                                        or allow_gpu_hours < 0):
-        raise InputError(f"allow_gpu_hours must be a number >= 0, got {allow_gpu_hours!r}", field="allow_gpu_hours")
+                                        or not 0 <= allow_gpu_hours <= 1e9):
+        raise InputError(f"allow_gpu_hours must be a number >= 0 and <= 1e9, got {allow_gpu_hours!r}",
+                         field="allow_gpu_hours")
+    if skip_unrunnable is not None and not isinstance(skip_unrunnable, bool):
+        raise InputError(f"skip_unrunnable must be True or False, got {skip_unrunnable!r}", field="skip_unrunnable")
     ds = dataset or pre.dataset
     if ds is None and reuse is None:
-        raise InputError(f"preset {pre.name} has no dataset here (its `dataset` names an unset environment "
-                         "variable); pass dataset=...", file=str(pre.path), field="dataset")
+        unset = ", ".join(f"${v}" for v in pre.dataset_unset) or "an environment variable"
+        raise InputError(f"preset {pre.name} takes its dataset from {unset}, which is not set: set it (a dataset "
+                         "file or hub id), or pass dataset=...", file=str(pre.path), field="dataset")
     return Params(artifact=artifact, preset=pre, dataset=ds, instances=ids if ids is not None else pre.instances,
                   limit=lim, models=bindings, test_sources=sources, repair_agents=agents, runs=n_runs,
                   workers=n_workers, seeds=tuple(seeds) if seeds is not None else pre.seeds, output_dir=root,
                   reuse=reuse, run_id=run_id or reuse or new_run_id(pre.name),
-                  work_dir=Path(work_dir) if work_dir is not None else None, protocol=pre.protocol(n_runs),
+                  work_dir=work_dir, protocol=pre.protocol(n_runs), skip_unrunnable=bool(skip_unrunnable),
                   given=given, train=pre.train_on_cpu if train is None else train,
                   allow_gpu_hours=float(allow_gpu_hours or 0.0))
 

@@ -144,6 +144,7 @@ class Preset:
     models: Mapping[str, Binding] = field(default_factory=dict)
     train_on_cpu: bool = False            # CPU presets: train the artifact's roles without being asked (opt-in)
     train: TrainSetup = field(default_factory=TrainSetup)
+    dataset_unset: tuple[str, ...] = ()   # the variables its `dataset: ${VAR}` names that are not set
 
     def protocol(self, runs: int | None = None) -> ProtocolConfig:
         """The protocol this preset runs: its profile, its `set` overrides, and its number of runs."""
@@ -301,16 +302,17 @@ def load_preset(name_or_path: str | Path, *, env: Mapping[str, str] | None = Non
     if set(bench) - set(BENCHMARKS):
         raise InputError(f"benchmarks keys must be among {BENCHMARKS}", file=str(path), field="benchmarks")
     benchmarks = {k: (expand(str(bench[k]), env)[0] if bench.get(k) else None) for k in BENCHMARKS}
-    dataset = data.get("dataset")
+    dataset, dataset_unset = data.get("dataset"), ()
     if dataset is not None:
-        dataset = expand(str(dataset), env)[0]          # an unset ${VAR}: no default dataset (pass one)
+        dataset, dataset_unset = expand(str(dataset), env)   # an unset ${VAR}: no default dataset (pass one)
     settings = _typed(data, "set", dict, path, {})
     models = _typed(data, "models", dict, path, {})
     preset = Preset(
         name=name, path=path, title=_typed(data, "title", str, path, name),
         banner=" ".join(_typed(data, "banner", str, path, "").split()),
         protocol_profile=_typed(data, "protocol", str, path, "paper"), protocol_set=dict(settings),
-        dataset=dataset, instances=tuple(instances) if instances else None, limit=limit,
+        dataset=dataset, dataset_unset=tuple(dataset_unset), instances=tuple(instances) if instances else None,
+        limit=limit,
         build_envs=_typed(data, "build_envs", bool, path, False), backend=_typed(data, "backend", str, path, optional=True),
         runs=runs, workers=workers, seeds=tuple(seeds), benchmarks=benchmarks, training=training,
         models={role: _binding(role, raw, path, env) for role, raw in models.items()},

@@ -23,12 +23,14 @@ from typing import Any
 
 from execcritic.errors import ExecCriticError, InputError
 from execcritic.experiments.artifacts import SPECS
-from execcritic.experiments.core import PREPARED_ENV, UnitCounts, build_groups, merge_groups, plan_artifact, run_groups
+from execcritic.experiments.core import (PREPARED_ENV, UnitCounts, build_groups, check_runnable, merge_groups,
+                                         plan_artifact, run_groups)
 from execcritic.experiments.envs import SUITE_TASK_SETS, ensure_envs
 from execcritic.experiments.params import new_run_id, parameters
 from execcritic.experiments.presets import REPO
 from execcritic.files import atomic_write
 from execcritic.results.schemas import PAPER_ARTIFACTS
+from execcritic.results.fingerprint import owned
 from execcritic.results.pins import read_pins, write_pins
 from execcritic.results.store import FINISHED, attach_notebook
 
@@ -133,16 +135,25 @@ def is_complete(artifact: str, run_id: str, results: Path) -> bool:
         return False
 
 
+def check_parameters(preset: str, artifacts: Sequence[str], results: Path, workers: int | None) -> None:
+    """Every artifact's parameters under `preset`, checked as its notebook will check them - before the session
+    writes anything (a preset whose dataset variable is unset fails here, naming the variable)."""
+    for a in artifacts:
+        parameters(a, preset=preset, output_dir=results, workers=workers)
+
+
 def prepare(session: Session, artifacts: Sequence[str], *, workers: int | None = None,
             show_progress: bool = True, counts: UnitCounts | None = None) -> dict[str, float]:
     """Build the environments and run every pipeline unit the artifacts still need, once."""
     results = Path(session.results)
     todo = [a for a in artifacts if not is_complete(a, session.session, results)]
     timings: dict[str, float] = {}
-    all_groups, params = [], None
+    all_groups, all_planned, params = [], [], None
     for a in todo:
         params = parameters(a, preset=session.preset, run_id=session.session, output_dir=results, workers=workers)
-        all_groups.append(build_groups(SPECS[a], params, plan_artifact(SPECS[a], params), build_envs=False))
+        planned = plan_artifact(SPECS[a], params)
+        all_planned += planned
+        all_groups.append(build_groups(SPECS[a], params, planned, build_envs=False))
     if params is None:
         return timings
     if params.preset.build_envs and params.dataset in SUITE_TASK_SETS and params.instances:
@@ -150,13 +161,16 @@ def prepare(session: Session, artifacts: Sequence[str], *, workers: int | None =
         ensure_envs(params.instances, dataset=params.dataset)
         timings["environments"] = round(time.monotonic() - t0, 1)
     groups = merge_groups(all_groups)
+    # the notebooks' preflight, once for every artifact: a condition that cannot run stops the session here
+    check_runnable(all_planned, {g.benchmark: g for g in groups}, params, label=f"preset {session.preset}")
     counts = counts if counts is not None else UnitCounts()
-    for _ in range(2):                      # a unit that raised is retried once (it left no record)
-        counts.errors = 0
-        for k, v in run_groups(groups, params, show_progress=show_progress, counts=counts).items():
-            timings[k] = round(timings.get(k, 0.0) + v, 1)
-        if not counts.errors:
-            break
+    with owned(params.pipeline_dir, option="session (--fresh)"):
+        for _ in range(2):                      # a unit that raised is retried once (it left no record)
+            counts.errors, counts.failures, counts.stopped = 0, [], []
+            for k, v in run_groups(groups, params, show_progress=show_progress, counts=counts).items():
+                timings[k] = round(timings.get(k, 0.0) + v, 1)
+            if not counts.errors:
+                break
     return timings
 
 
@@ -264,5 +278,5 @@ def finish(session: Session, *, complete: bool = True) -> None:
     session.save()
 
 
-__all__ = ["NOTEBOOKS_DIR", "NotebookFailed", "Part", "Session", "check_artifacts", "execute_notebook", "find_unfinished", "finish", "is_complete",
+__all__ = ["NOTEBOOKS_DIR", "NotebookFailed", "Part", "Session", "check_artifacts", "check_parameters", "execute_notebook", "find_unfinished", "finish", "is_complete",
            "notebook_path", "open_session", "pin", "prepare", "render_notebook", "run_notebook", "timed_part"]

@@ -40,6 +40,7 @@ class Params:
     given: Mapping[str, Any] = field(default_factory=dict)     # what the caller passed (for the manifest)
     train: bool = False                 # CPU presets: train the trained roles the artifact uses (opt-in)
     allow_gpu_hours: float = 0.0        # verl presets: the largest GPU-hour estimate a launch may start with
+    skip_unrunnable: bool = False       # a condition that cannot run here is rendered "not run here", not an error
 
     def binding(self, role: str) -> Binding:
         return self.models[role] if role in self.models else self.preset.binding(role)

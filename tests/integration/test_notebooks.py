@@ -124,6 +124,8 @@ def test_each_notebook_executes_under_papermill_with_ci(session, ci_env, artifac
     ({"preset": "ci", "reuse": "no-such-run"}, "reuse='no-such-run': there is no run table2/no-such-run"),
     ({"preset": "ci", "models": {"repair_base": "openai:http://host:8000/v1"}}, "needs '#<model name>'"),
     ({"preset": "ci", "models": {"repair_base": "not-a-spec"}}, "unknown model spec 'not-a-spec'"),
+    ({"preset": "ci", "models": {"repair_base": 5}}, "models.repair_base must be a model spec"),
+    ({"preset": "ci", "workers": 0}, "workers must be an integer >= 1"),
 ])
 def test_bad_parameters_fail_in_the_parameters_cell(ci_env, tmp_path, params, message):
     import papermill
@@ -139,6 +141,26 @@ def test_bad_parameters_fail_in_the_parameters_cell(ci_env, tmp_path, params, me
     failed = [c for c in nb.cells if c.cell_type == "code" and any(o.get("output_type") == "error" for o in c.outputs)]
     assert len(failed) == 1 and "experiments.parameters(" in failed[0].source
     assert not (tmp_path / "r" / "table2").exists()        # nothing ran, nothing was written
+
+
+def test_a_notebook_run_whose_units_raise_fails_at_its_end_naming_them(ci_env, tmp_path):
+    """A unit that raises leaves no record; the notebook then fails (papermill exits non-zero) with the table of
+    errored units, and the run stays incomplete so that the same run_id retries them."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    store = tmp_path / "r"
+    with pytest.raises(PapermillExecutionError) as exc:
+        papermill.execute_notebook(str(reproduce.notebook_path("table1")), str(tmp_path / "units.ipynb"),
+                                   kernel_name="python3", cwd=str(REPO), progress_bar=False,
+                                   parameters={"preset": "ci", "output_dir": str(store), "run_id": "units-fail",
+                                               "test_sources": ["Qwen3.5-35B-A3B"],
+                                               "models": {"test_base": "scripted:tests/scripted_policies.py:"
+                                                                       "public_test_teacher"}})
+    assert exc.value.ename == "UnitsFailed", exc.value.evalue
+    assert "pipeline unit(s) raised" in exc.value.evalue and "public_test_teacher only knows" in exc.value.evalue
+    assert "run_id='units-fail'" in exc.value.evalue and "generation.errors.jsonl" in exc.value.evalue
+    assert json.loads((store / "table1" / "units-fail" / "manifest.json").read_text())["status"] == "incomplete"
 
 
 @pytest.mark.slow

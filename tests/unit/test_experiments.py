@@ -118,11 +118,39 @@ def test_nonexistent_run_id_fails_clearly(tmp_path):
                                        ({"test_sources": ["Nobody"]}, "test_sources"),
                                        ({"repair_agent": "expert"}, "repair_agent"), ({"train": "yes"}, "train"),
                                        ({"allow_gpu_hours": -1}, "allow_gpu_hours"),
-                                       ({"allow_gpu_hours": "lots"}, "allow_gpu_hours")])
+                                       ({"allow_gpu_hours": "lots"}, "allow_gpu_hours"),
+                                       ({"output_dir": 5}, "output_dir"), ({"work_dir": ""}, "work_dir"),
+                                       ({"models": {"repair_base": 5}}, "models.repair_base"),
+                                       ({"runs": 5000}, "runs"), ({"workers": 100_000}, "workers"),
+                                       ({"skip_unrunnable": "yes"}, "skip_unrunnable")])
 def test_bad_values_name_the_parameter(kw, field):
     with pytest.raises(InputError) as exc:
         parameters("table2", preset="smoke", **kw)
     assert exc.value.field == field
+
+
+def test_a_condition_that_cannot_run_stops_the_run_or_is_set_aside_with_its_reason(tmp_path):
+    """A notebook run's preflight (`core.check_runnable`): an endpoint that does not answer stops the run before its
+    first unit, naming the role, the spec and the condition; with skip_unrunnable the condition is rendered `not run
+    here` with that reason, and the conditions that do not use it stay runnable."""
+    import socket
+
+    with socket.socket() as s:                   # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"openai:http://127.0.0.1:{s.getsockname()[1]}/v1#m"
+    groups = {"verified": core.Group("verified", "d", None, [], tmp_path / "verified")}
+    p = parameters("table2", preset="smoke", models={"repair_trained": dead})
+    planned = core.plan_artifact(SPECS["table2"], p)
+    with pytest.raises(core.EnvironmentMissing) as exc:
+        core.check_runnable(planned, groups, p)
+    assert f"models.repair_trained ({dead}): no model server answers" in str(exc.value)
+    assert "trained / Oracle F2P" in str(exc.value) and "Nothing was run" in str(exc.value)
+    p = parameters("table2", preset="smoke", models={"repair_trained": dead}, skip_unrunnable=True)
+    planned = core.plan_artifact(SPECS["table2"], p)
+    assert core.check_runnable(planned, groups, p) is True
+    plans = {x.paper_label: x for x in planned}
+    assert plans["trained / Oracle F2P"].reason.startswith("could not run when this run started: models.repair_trained")
+    assert plans["base / Oracle F2P"].runnable
 
 
 def test_a_role_given_a_model_under_a_stand_in_preset_stays_a_stand_in():
