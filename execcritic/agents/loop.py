@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from execcritic.agents.models.base import ChatModel, ContextWindowExceeded, FormatError
+from execcritic.cancel import raise_if_cancelled
 from execcritic.config import PAPER, WorkspaceConfig
 from execcritic.errors import SandboxError
 from execcritic.files import atomic_write
@@ -137,6 +138,7 @@ class Session:
         ContextWindowExceeded (no turn spent) when the conversation no longer fits."""
         self._check_context()
         try:
+            raise_if_cancelled("an agent episode")      # (Ctrl-C: execcritic/cancel.py)
             response = self.model.query(self.messages)
         except ContextWindowExceeded as exc:
             self.trajectory.event("context_exhausted", phase=self.phase, turn=self.turns, refused=str(exc)[:500])

@@ -9,8 +9,13 @@ command's own help and the import list against `-X importtime`."""
 
 from __future__ import annotations
 
+import atexit
 import importlib
+import os
+import signal
 import sys
+import threading
+import time
 
 import typer
 import typer.core
@@ -151,7 +156,16 @@ def _root(ctx: typer.Context,
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Errors before any command runs (an unknown command, a bad global option) get the same one line."""
+    """Errors before any command runs (an unknown command, a bad global option) get the same one line.
+
+    SIGTERM is Ctrl-C: a scheduler's or a container's stop raises the same KeyboardInterrupt, so it gets the same
+    one line, exit code 130, and the same cleanup (units cancelled, sandboxes and model servers stopped)."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = None
+    if threading.current_thread() is threading.main_thread():   # (signal handlers live in the main thread)
+        previous = signal.signal(signal.SIGTERM, interrupt)
     command = typer.main.get_command(app)
     try:
         code = command.main(args=argv, prog_name="execcritic", standalone_mode=False)
@@ -164,4 +178,22 @@ def main(argv: list[str] | None = None) -> None:
             code = done.exit_code
     except typer.Abort:
         code = report(KeyboardInterrupt(), as_json=False, debug=False)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    workers = sys.modules.get("execcritic.pipeline.workers")    # (imported only by a command that ran units)
+    if code == ExitCode.INTERRUPTED and workers is not None:
+        # A unit the interrupt cancelled whose thread is still blocked outside any sandbox (an HTTP call to a model
+        # endpoint: up to its timeout and retries) would hold the exit, since Python joins every thread of a
+        # ThreadPoolExecutor before it exits. Nothing of it is wanted (its unit is redone; pipeline/workers.py) and
+        # every record written is already fsynced: run the exit handlers (the sandboxes' finalizers remove their
+        # workspaces) and leave without that join.
+        until = time.monotonic() + 0.5
+        for t in workers.unit_threads_alive():
+            t.join(max(0.0, until - time.monotonic()))
+        if workers.unit_threads_alive():
+            sys.stdout.flush()
+            sys.stderr.flush()
+            atexit._run_exitfuncs()
+            os._exit(int(code))
     sys.exit(code if isinstance(code, int) else ExitCode.OK)

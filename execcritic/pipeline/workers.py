@@ -5,11 +5,19 @@ iff its unit finished. A unit that raises is logged to `<store>.errors.jsonl` an
 resume retries it; an operational problem *inside* a unit (timeouts, invalid executions) is part of its
 record, not an exception. A model endpoint that stays unavailable (`ModelUnavailable`, after the client's own
 retries) stops the run: the units not yet started are left for a rerun instead of each failing the same way.
+
+Ctrl-C (or SIGTERM, which the CLI turns into the same KeyboardInterrupt) stops a run within seconds: the units
+not started are dropped, those in flight are cancelled (`execcritic.cancel`: the processes the run started are
+killed, and keep being killed; the agents' next model call raises) and given `INTERRUPT_GRACE_S` to unwind (their
+`finally`s close the sandboxes), then the interrupt goes on. No unit in flight at the interrupt is recorded, nor
+listed as an error: what it returned may come from a killed command. The same command redoes them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import time
 import traceback
 from collections import Counter
@@ -20,8 +28,19 @@ from typing import Any, Callable, Sequence
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from execcritic import cancel
 from execcritic.agents.models.base import ModelUnavailable
 from execcritic.pipeline.records import RecordStore
+
+# after an interrupt, how long the units in flight get to end (their commands are killed at once; this covers
+# their cleanup); with a model server's shutdown after it, the process still ends within 10 s of the signal
+INTERRUPT_GRACE_S = 5.0
+UNIT_THREAD_PREFIX = "execcritic-unit"
+
+
+def unit_threads_alive() -> list[threading.Thread]:
+    """Worker threads of `run_units` still running a unit (after an interrupt: blocked outside any sandbox)."""
+    return [t for t in threading.enumerate() if t.name.startswith(UNIT_THREAD_PREFIX) and t.is_alive()]
 
 
 @dataclass(frozen=True)
@@ -62,6 +81,7 @@ def run_units(units: Sequence[Unit], fn: Callable[[Any], dict[str, Any]], *, sto
               backend: str = "threads", label: str = "units", count: Callable[[dict], dict[str, int]] | None = None,
               show_progress: bool = True, ray_address: str | None = None) -> RunSummary:
     summary = RunSummary(total=len(units), stage=label)
+    cancel.begin()              # a new run: an interrupt earlier in this process (a notebook, a test) is over
     todo = [u for u in units if u.key not in store]
     summary.skipped = len(units) - len(todo)
     errors_path = store.path.with_suffix(".errors.jsonl")
@@ -93,29 +113,52 @@ def run_units(units: Sequence[Unit], fn: Callable[[Any], dict[str, Any]], *, sto
     with progress:
         bar = progress.add_task(_describe(label, summary.counts, 0), total=len(todo))
         if backend == "threads":
-            queue = list(todo)
-            with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-                pending: dict = {}
-                while queue or pending:       # at most `workers` in flight: a stop leaves the rest unstarted
-                    if summary.stopped:
-                        summary.not_started += len(queue)
-                        queue = []
-                    while queue and len(pending) < max(1, workers):
-                        unit = queue.pop(0)
-                        pending[pool.submit(fn, unit.payload)] = unit
-                    if not pending:
-                        break
-                    finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-                    for fut in finished:
-                        unit = pending.pop(fut)
-                        exc = fut.exception()
-                        finish(unit, None if exc else fut.result(), exc, bar)
+            _run_threads(todo, fn, workers, finish, bar, summary)
         elif backend == "ray":
             _run_ray(todo, fn, workers, finish, bar, ray_address, summary)
         else:
             raise ValueError(f"unknown executor {backend!r}; use 'threads' or 'ray'")
     summary.wall_s = time.monotonic() - started
     return summary
+
+
+def _run_threads(todo: Sequence[Unit], fn, workers: int, finish, bar, summary: RunSummary) -> None:
+    """At most `workers` units in flight in a thread pool; on KeyboardInterrupt, cancel and re-raise (module
+    docstring). The pool is never waited for beyond the grace: a thread blocked outside any sandbox (an HTTP
+    call to a model) must not hold the interrupt (the CLI's `main` does not wait for it at exit either)."""
+    queue = list(todo)
+    pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix=UNIT_THREAD_PREFIX)
+    pending: dict = {}
+
+    def settle(fut) -> None:
+        unit = pending[fut]
+        exc = fut.exception()
+        finish(unit, None if exc else fut.result(), exc, bar)
+        del pending[fut]                # (after `finish`: an interrupt inside it leaves the unit to the handler)
+
+    interrupted = False
+    try:
+        while queue or pending:       # at most `workers` in flight: a stop leaves the rest unstarted
+            if summary.stopped:
+                summary.not_started += len(queue)
+                queue = []
+            while queue and len(pending) < max(1, workers):
+                unit = queue.pop(0)
+                pending[pool.submit(fn, unit.payload)] = unit
+            if not pending:
+                break
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                settle(fut)
+    except KeyboardInterrupt:
+        interrupted = True
+        cancel.cancel_all()
+        for fut in pending:
+            fut.cancel()                # not started yet: never will
+        wait(pending, timeout=INTERRUPT_GRACE_S)     # (nothing recorded: module docstring)
+        raise
+    finally:
+        pool.shutdown(wait=not interrupted, cancel_futures=True)
 
 
 def _run_ray(todo: Sequence[Unit], fn, workers: int, finish, bar, address: str | None,
@@ -128,17 +171,24 @@ def _run_ray(todo: Sequence[Unit], fn, workers: int, finish, bar, address: str |
     remote = ray.remote(fn)
     queue = list(todo)
     inflight: dict[Any, Unit] = {}
-    while queue or inflight:
-        if summary.stopped:
-            summary.not_started += len(queue)
-            queue = []
-        while queue and len(inflight) < max(1, workers):
-            unit = queue.pop(0)
-            inflight[remote.remote(unit.payload)] = unit
-        ready, _ = ray.wait(list(inflight), num_returns=1)
-        for ref in ready:
-            unit = inflight.pop(ref)
-            try:
-                finish(unit, ray.get(ref), None, bar)
-            except Exception as exc:  # the unit raised on the worker
-                finish(unit, None, exc, bar)
+    try:
+        while queue or inflight:
+            if summary.stopped:
+                summary.not_started += len(queue)
+                queue = []
+            while queue and len(inflight) < max(1, workers):
+                unit = queue.pop(0)
+                inflight[remote.remote(unit.payload)] = unit
+            ready, _ = ray.wait(list(inflight), num_returns=1)
+            for ref in ready:
+                unit = inflight.pop(ref)
+                try:
+                    finish(unit, ray.get(ref), None, bar)
+                except Exception as exc:  # the unit raised on the worker
+                    finish(unit, None, exc, bar)
+    except KeyboardInterrupt:
+        cancel.cancel_all()
+        for ref in inflight:          # force: kill the worker processes (their sandboxes die with them)
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
+        raise

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from execcritic import cancel
 from execcritic.errors import EnvironmentMissing
 from execcritic.files import hold_shared
 from execcritic.sandbox.base import Limits, Sandbox
@@ -57,7 +58,7 @@ class TaskEnvironment:
             opts.setdefault("activate", self.activation)
             if self.env:
                 opts.setdefault("env", self.env)
-            return DockerSandbox(self.image, **opts)
+            return cancel.track(DockerSandbox(self.image, **opts))     # (closed at Ctrl-C: execcritic/cancel.py)
         build = self.meta.get("build_command", "execcritic tasks build-sdist")
         # a rebuild (or prune) of the env or the checkout waits until this sandbox closes
         held = [hold_shared(use_lock(Path(r))) for r in (self.meta.get("env_root"), self.meta.get("checkout_root"))

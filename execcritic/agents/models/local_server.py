@@ -278,7 +278,7 @@ class LocalModelServer:
 
     `threads` defaults to 1: on the shared 2-core machines a 2-thread server under load generated ~3x slower
     than a 1-thread one (oversubscription). Logs go to `log_path` (a temp file by default). `stop()` kills
-    the whole process group (SIGTERM, then SIGKILL).
+    the whole process group (SIGTERM, then SIGKILL after 3 s).
     """
 
     def __init__(self, model_dir: Path | str | None = None, *, host: str = "127.0.0.1", port: int | None = None,
@@ -384,7 +384,9 @@ class LocalModelServer:
                                        f"on {url}; log {self.log_path}:\n{_tail(self.log_path)}")
             time.sleep(0.25)
 
-    def stop(self, timeout_s: float = 15.0) -> None:
+    def stop(self, timeout_s: float = 3.0) -> None:
+        # 3 s, not more: uvicorn's graceful shutdown waits for the generation in flight (minutes on CPU), and a
+        # Ctrl-C must end the run within seconds; the server holds nothing worth saving
         proc, self.proc = self.proc, None
         if proc is not None and proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
