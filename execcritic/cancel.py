@@ -24,7 +24,7 @@ from typing import TypeVar
 CANCELLED = threading.Event()
 _spared: set[int] = set()              # descendants that existed when the run began
 _reaper: list[threading.Thread] = []
-_closers: weakref.WeakSet = weakref.WeakSet()    # sandboxes whose commands run elsewhere (a Docker daemon)
+_closers: dict[int, tuple[weakref.ref, str]] = {}     # id -> (what to end at an interrupt, its method)
 T = TypeVar("T")
 
 
@@ -40,6 +40,9 @@ def raise_if_cancelled(what: str = "this unit of work") -> None:
 def begin() -> None:
     """A run starts: no interrupt stands, and the processes below this one now are not the run's to end."""
     CANCELLED.clear()
+    for key, (ref, _) in list(_closers.items()):
+        if ref() is None:
+            del _closers[key]
     _spared.clear()
     _spared.update(descendants())
 
@@ -52,17 +55,20 @@ def cancel_all() -> None:
         _reaper[0].start()
 
 
-def track(sandbox: T) -> T:
-    """A sandbox whose commands are not processes of this one (Docker: they run in the daemon) is closed at an
-    interrupt, which ends its commands there."""
-    _closers.add(sandbox)
-    return sandbox
+def track(thing: T, method: str = "close") -> T:
+    """End `thing` with `thing.<method>()` at an interrupt: a sandbox whose commands are not processes of this one
+    (Docker: they run in the daemon), a model server the run started before its units (their calls in flight
+    then fail at once, instead of waiting for a generation). Held weakly: what is gone needs no ending."""
+    _closers[id(thing)] = (weakref.ref(thing), method)
+    return thing
 
 
 def _reap() -> None:
-    for sandbox in list(_closers):
-        with contextlib.suppress(Exception):      # (closing is best effort: the unit's own close follows)
-            sandbox.close()
+    for ref, method in list(_closers.values()):
+        thing = ref()
+        if thing is not None:
+            with contextlib.suppress(Exception):      # (best effort: the owner's own close follows)
+                getattr(thing, method)()
     while CANCELLED.is_set():
         kill_run_processes()
         time.sleep(0.2)

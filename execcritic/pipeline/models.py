@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+from execcritic import cancel
 from execcritic.agents.models.base import ChatModel, SamplingConfig
 from execcritic.errors import InputError
 from execcritic.tasks.model import Task
@@ -162,7 +163,7 @@ def served_specs(*specs: str | None) -> Iterator[list[str | None]]:
         served: dict[str, str] = {}
         for spec in wanted:
             model_dir = checkpoint_dir(spec) if spec.startswith("hf:") else None
-            server = stack.enter_context(LocalModelServer(model_dir))
+            server = cancel.track(stack.enter_context(LocalModelServer(model_dir)), "stop")   # (ended at Ctrl-C)
             url = f"http://{server.host}:{server.port}/v1"
             # small CPU models have small windows: cap replies (a recorded deviation from the 8,192 budget)
             # and stop a conversation at the model's window (`transformers serve` does not refuse; it degrades)

@@ -52,7 +52,8 @@ def _processes_with(arg: str) -> list[int]:
 
 
 @pytest.fixture
-def cancel_cleared():
+def cancel_cleared(monkeypatch):
+    monkeypatch.setattr(cancel, "_closers", {})   # this test's interrupt ends only what this test starts
     yield
     cancel.CANCELLED.clear()          # the units of the tests after this one run normally
 

@@ -37,6 +37,7 @@ from typing import Any
 
 import platformdirs
 
+from execcritic import cancel
 from execcritic.agents.models.base import FormatError, ModelError, SamplingConfig
 from execcritic.errors import EnvironmentMissing
 from execcritic.hashing import file_sha256
@@ -278,7 +279,7 @@ class LocalModelServer:
 
     `threads` defaults to 1: on the shared 2-core machines a 2-thread server under load generated ~3x slower
     than a 1-thread one (oversubscription). Logs go to `log_path` (a temp file by default). `stop()` kills
-    the whole process group (SIGTERM, then SIGKILL after 3 s).
+    the whole process group (SIGTERM, then SIGKILL; at once after an interrupt).
     """
 
     def __init__(self, model_dir: Path | str | None = None, *, host: str = "127.0.0.1", port: int | None = None,
@@ -384,19 +385,19 @@ class LocalModelServer:
                                        f"on {url}; log {self.log_path}:\n{_tail(self.log_path)}")
             time.sleep(0.25)
 
-    def stop(self, timeout_s: float = 3.0) -> None:
-        # 3 s, not more: uvicorn's graceful shutdown waits for the generation in flight (minutes on CPU), and a
-        # Ctrl-C must end the run within seconds; the server holds nothing worth saving
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """SIGTERM, then SIGKILL after `timeout_s` - at once after an interrupt (execcritic/cancel.py: uvicorn's
+        graceful shutdown waits for the generation in flight, minutes on CPU, and the server holds nothing)."""
         proc, self.proc = self.proc, None
         if proc is not None and proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
             try:
-                proc.wait(timeout=timeout_s)
+                proc.wait(timeout=0 if cancel.CANCELLED.is_set() else timeout_s)
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=timeout_s)
+                proc.wait(timeout=15.0)
         if self._log_fh is not None:
             self._log_fh.close()
             self._log_fh = None
