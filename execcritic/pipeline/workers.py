@@ -32,8 +32,8 @@ from execcritic import cancel
 from execcritic.agents.models.base import ModelUnavailable
 from execcritic.pipeline.records import RecordStore
 
-# after an interrupt, how long the units in flight get to end (their commands are killed at once; this covers
-# their cleanup); with a model server's shutdown after it, the process still ends within 10 s of the signal
+# after an interrupt, how long the units in flight get to end (their commands and the run's model servers are
+# killed at once; this covers their cleanup, or a model client's retries): the process ends within 10 s of the signal
 INTERRUPT_GRACE_S = 5.0
 UNIT_THREAD_PREFIX = "execcritic-unit"
 
