@@ -285,9 +285,9 @@ def load_preset(name_or_path: str | Path, *, env: Mapping[str, str] | None = Non
         raise InputError(f"name {name!r} must equal the file's stem {path.stem!r}", file=str(path), field="name")
     runs = _typed(data, "runs", int, path, 1)
     workers = _typed(data, "workers", int, path, 1)
-    for key, v in (("runs", runs), ("workers", workers)):
-        if v < 1:
-            raise InputError(f"{key} must be >= 1", file=str(path), field=key)
+    for key, v, most in (("runs", runs, 1000), ("workers", workers, 1024)):
+        if not 1 <= v <= most:
+            raise InputError(f"{key} must be >= 1 and <= {most}, got {v}", file=str(path), field=key)
     seeds = _typed(data, "seeds", list, path, [0])
     if not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds) or not seeds:
         raise InputError("seeds must be a non-empty list of integers", file=str(path), field="seeds")
@@ -295,6 +295,8 @@ def load_preset(name_or_path: str | Path, *, env: Mapping[str, str] | None = Non
     if instances is not None and (not instances or not all(isinstance(i, str) for i in instances)):
         raise InputError("instances must be a non-empty list of instance ids", file=str(path), field="instances")
     limit = _typed(data, "limit", int, path, optional=True)
+    if limit is not None and limit < 1:
+        raise InputError(f"limit must be >= 1 (or absent: every instance), got {limit}", file=str(path), field="limit")
     training = _typed(data, "training", str, path, "none")
     if training not in TRAINING_ENGINES:
         raise InputError(f"training must be one of {TRAINING_ENGINES}", file=str(path), field="training")

@@ -13,13 +13,15 @@ line instead of a run of identical unit errors and a plausible 0.0%:
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from execcritic.errors import EnvironmentMissing, ExecCriticError, InputError
+from execcritic.errors import EnvironmentMissing, ExecCriticError, InputError, check_size
+from execcritic.limits import MAX_BUNDLE_BYTES
 from execcritic.pipeline.envs import task_environment
 from execcritic.pipeline.models import split_endpoint, validate_spec
 from execcritic.results.records import RecordStore
@@ -86,6 +88,10 @@ def check_test_source(source: str) -> None:
     except (ValueError, UnicodeDecodeError, OSError) as exc:
         raise InputError(f"--test-source {source}: not a generation record file ({exc})", file=str(path),
                          field="--test-source") from None
+    for n, r in enumerate(records, 1):
+        if r.get("bundle"):
+            check_size(f"the bundle of record {n}", len(json.dumps(r["bundle"])), MAX_BUNDLE_BYTES, file=str(path),
+                       field=f"line {n}")
     if not any(r.get("qualified") and r.get("bundle") for r in records):
         raise InputError(f"--test-source {source}: the file holds no qualified bundle ({len(records)} records)",
                          file=str(path), field="--test-source")

@@ -198,9 +198,6 @@ def load_tasks(source: str, split: str = "test", instance_ids: Sequence[str] | N
     path = Path(resolved)
     if path.exists():
         rows = _rows_from_file(path)
-        if not rows:
-            raise InputError("the dataset file holds no rows: a run over no tasks would report nothing",
-                             file=str(path), field="--dataset")
         digest = file_sha256(path)
     else:
         if source.startswith(("/", "./", "../", "~")) or Path(source).suffix.lower() in DATA_SUFFIXES:
@@ -210,6 +207,9 @@ def load_tasks(source: str, split: str = "test", instance_ids: Sequence[str] | N
                              f"{sorted(HUB_ALIASES) + sorted(_NAMED_TASK_SETS)}", file=source)
         rows = _rows_from_hub(resolved, split)
         digest = hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
+    if not rows:
+        raise InputError(f"the dataset {'file' if path.exists() else f'split {split!r}'} holds no rows: a run over "
+                         "no tasks would report nothing", file=resolved, field="--dataset")
     tasks = []
     skipped: list[tuple[str, str]] = []
     seen: set[str] = set()
