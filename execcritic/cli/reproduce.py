@@ -71,12 +71,12 @@ def register(app: typer.Typer) -> None:
         console.rule(f"[bold]execcritic reproduce[/] - preset {pre.name}")
         console.print(pre.banner)
         if from_results:
-            with _progress(console, as_json) as prog:
+            with _progress(console, as_json) as prog, rp.one_kernel() as km:
                 bar = prog.add_task("re-render notebooks", total=len(artifacts))
                 for a in artifacts:
                     prog.update(bar, description=f"re-render {a}")
                     t0 = time.monotonic()
-                    out = rp.render_notebook(a, results, rendered)
+                    out = rp.render_notebook(a, results, rendered, km=km)
                     timings.append((f"{a} notebook (re-render)", time.monotonic() - t0,
                                     str(out) if out else "no complete run: nothing to render"))
                     prog.advance(bar)

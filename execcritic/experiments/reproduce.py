@@ -11,12 +11,13 @@ complete artifacts are skipped. `from_results` re-renders only, from the latest 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -174,19 +175,66 @@ def prepare(session: Session, artifacts: Sequence[str], *, workers: int | None =
     return timings
 
 
-def execute_notebook(artifact: str, out: Path, parameters_: dict[str, Any]) -> None:
-    """One papermill execution of the artifact's notebook (from the repository root). The kernel's own
-    stderr (ipykernel's transport warnings, shutdown noise) goes to a log, shown only if the notebook fails."""
+@contextlib.contextmanager
+def one_kernel() -> Iterator[Any]:
+    """One Python kernel for several executions (`execute_notebook(km=...)`): a kernel's start and its imports
+    cost seconds each, which is most of a re-render. Each notebook still starts from an empty namespace."""
+    from jupyter_client.manager import KernelManager  # lazy: the notebooks extra (jupyter_client, ipykernel)
+
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(REPO))
+    try:
+        yield km
+    finally:
+        km.shutdown_kernel(now=True)
+
+
+def _fresh_namespace(km: Any) -> None:
+    """`%reset -f` in a shared kernel: nothing of the previous notebook is left to be read by mistake."""
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        kc.execute_interactive("%reset -f", timeout=60, output_hook=lambda msg: None)
+    finally:
+        kc.stop_channels()
+
+
+def _renumber(out: Path) -> None:
+    """Execution counts from 1, as in a kernel of its own (a shared kernel keeps counting across notebooks)."""
+    import nbformat  # lazy: with papermill
+
+    nb = nbformat.read(out, 4)
+    n = 0
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.get("execution_count") is not None:
+            n += 1
+            cell.execution_count = n
+            for o in cell.get("outputs", ()):
+                if "execution_count" in o:
+                    o["execution_count"] = n
+    nbformat.write(nb, out)
+
+
+def execute_notebook(artifact: str, out: Path, parameters_: dict[str, Any], *, km: Any = None) -> None:
+    """One papermill execution of the artifact's notebook (from the repository root), in a kernel of its own or
+    in `km` (`one_kernel`). The kernel's own stderr (ipykernel's transport warnings, shutdown noise) goes to a
+    log, shown only if the notebook fails."""
     import papermill  # lazy: the notebooks extra (papermill, ipykernel) is only needed to execute notebooks
 
     out.parent.mkdir(parents=True, exist_ok=True)
+    if km is not None:
+        _fresh_namespace(km)
     with tempfile.TemporaryFile(mode="w+b") as log:
         saved = os.dup(2)
         sys.stderr.flush()
         os.dup2(log.fileno(), 2)
         try:
             papermill.execute_notebook(str(notebook_path(artifact)), str(out), parameters=parameters_,
-                                       cwd=str(REPO), kernel_name="python3", progress_bar=False, log_output=False)
+                                       cwd=str(REPO), kernel_name="python3", progress_bar=False, log_output=False,
+                                       **({"km": km} if km is not None else {}))
+            if km is not None:
+                _renumber(out)
         except Exception as exc:
             log.seek(0)
             tail = log.read()[-3000:].decode(errors="replace")
@@ -236,14 +284,16 @@ def run_notebook(session: Session, artifact: str, *, workers: int | None = None)
     return results / artifact / session.session
 
 
-def render_notebook(artifact: str, results: Path, out_dir: Path) -> Path | None:
-    """Re-render the pinned run of `artifact` (results.pins; nothing runs); None when none is pinned."""
+def render_notebook(artifact: str, results: Path, out_dir: Path, *, km: Any = None) -> Path | None:
+    """Re-render the pinned run of `artifact` (results.pins; nothing runs); None when none is pinned. `km`: a
+    kernel shared by the re-renders (`one_kernel`)."""
     run_id = read_pins(results)["runs"].get(artifact)
     if run_id is None:
         return None
     manifest = json.loads((results / artifact / run_id / "manifest.json").read_text())
     out = out_dir / f"{artifact}.ipynb"
-    execute_notebook(artifact, out, {"preset": manifest["preset"], "reuse": run_id, "output_dir": _for_kernel(results)})
+    execute_notebook(artifact, out, {"preset": manifest["preset"], "reuse": run_id, "output_dir": _for_kernel(results)},
+                     km=km)
     return out
 
 
@@ -278,5 +328,6 @@ def finish(session: Session, *, complete: bool = True) -> None:
     session.save()
 
 
-__all__ = ["NOTEBOOKS_DIR", "NotebookFailed", "Part", "Session", "check_artifacts", "check_parameters", "execute_notebook", "find_unfinished", "finish", "is_complete",
-           "notebook_path", "open_session", "pin", "prepare", "render_notebook", "run_notebook", "timed_part"]
+__all__ = ["NOTEBOOKS_DIR", "NotebookFailed", "Part", "Session", "check_artifacts", "check_parameters", "execute_notebook",
+           "find_unfinished", "finish", "is_complete", "notebook_path", "one_kernel", "open_session", "pin", "prepare",
+           "render_notebook", "run_notebook", "timed_part"]

@@ -205,6 +205,10 @@ def test_from_results_only_rerenders(session, ci_env, tmp_path):
     assert (results / "index.csv").read_text() == index_before             # nothing new was run or written
     assert sorted(p.name for p in (tmp_path / "rendered").iterdir()) == sorted(f"{a}.ipynb" for a in PAPER_ARTIFACTS)
     assert (tmp_path / "pf" / "figure5.png").is_file()
+    for a in PAPER_ARTIFACTS:        # one shared kernel: each notebook as from a kernel of its own
+        cells = [c for c in nbformat.read(tmp_path / "rendered" / f"{a}.ipynb", 4).cells if c.cell_type == "code"]
+        assert [c.execution_count for c in cells] == list(range(1, len(cells) + 1)), a
+        assert not any(o.get("output_type") == "error" for c in cells for o in c.get("outputs", [])), a
 
 
 def test_figure5_bars_are_the_results_tables(session):
