@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import http.server
 import json
 import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.endpoints import models_handler, serve
 from tests.paths import REPO, VERIFIED, rows_missing
 
 pytestmark = pytest.mark.integration
@@ -106,20 +105,7 @@ def bad_inputs(d: Path):
     silent.bind(("127.0.0.1", 0))
     silent.listen(8)
 
-    class Models(http.server.BaseHTTPRequestHandler):   # an OpenAI-compatible /models listing another model
-        def do_GET(self):                               # noqa: N802
-            body = json.dumps({"object": "list", "data": [{"id": "other-model", "object": "model"}]}).encode()
-            self.send_response(200 if self.path.endswith("/models") else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Models)
-    threading.Thread(target=other.serve_forever, daemon=True).start()
+    other = serve(models_handler("other-model"))   # an OpenAI-compatible /models listing another model
     try:
         yield {"dir": d, "silent": f"http://127.0.0.1:{silent.getsockname()[1]}/v1",
                "other": f"http://127.0.0.1:{other.server_address[1]}/v1"}

@@ -10,7 +10,6 @@ that never answers (no sandbox command to cancel: the exit must not wait for tha
 from __future__ import annotations
 
 import contextlib
-import http.server
 import json
 import os
 import shutil
@@ -28,6 +27,7 @@ from execcritic.errors import SandboxError
 from execcritic.pipeline.records import RecordStore
 from execcritic.pipeline.workers import INTERRUPT_GRACE_S, Unit, run_units
 from execcritic.sandbox.local import LocalSandbox
+from tests.endpoints import models_handler, serve
 from tests.paths import REPO, VERIFIED, rows_missing
 
 pytestmark = pytest.mark.integration
@@ -213,26 +213,7 @@ def stalled_endpoint():
     """An OpenAI-compatible endpoint on loopback that lists its model and never answers a chat completion (until
     the test ends): the caller's request stays in flight. Yields (base URL, event set when a completion came in)."""
     asked, release = threading.Event(), threading.Event()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_GET(self):
-            body = json.dumps({"object": "list", "data": [{"id": "stalled", "object": "model"}]}).encode()
-            self.send_response(200 if self.path.endswith("/models") else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_POST(self):
-            asked.set()
-            release.wait(120)
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = serve(models_handler("stalled", on_post=lambda: (asked.set(), release.wait(120))))
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/v1", asked
     finally:
