@@ -18,6 +18,7 @@ import signal
 import threading
 import time
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -61,6 +62,17 @@ def track(thing: T, method: str = "close") -> T:
     then fail at once, instead of waiting for a generation). Held weakly: what is gone needs no ending."""
     _closers[id(thing)] = (weakref.ref(thing), method)
     return thing
+
+
+@contextlib.contextmanager
+def cancellable() -> Iterator[None]:
+    """A run of work outside `pipeline.workers` (threads of its own): `begin` now, `cancel_all` at a Ctrl-C."""
+    begin()
+    try:
+        yield
+    except KeyboardInterrupt:
+        cancel_all()
+        raise
 
 
 def _reap() -> None:

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
                            TimeElapsedColumn)
 
+from execcritic import cancel
 from execcritic.cli.common import (BACKEND, DATASET, INSTANCES, JSON_OPTION, LIMIT, NO_PROGRESS, SPLIT,
                                    WORKERS, ExitCode, emit_json, load_selected, progress_on, protocol_options,
                                    stderr_console)
@@ -45,7 +46,7 @@ def official(dataset: str = DATASET, instance: Optional[List[str]] = INSTANCES, 
     columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn()]
     with Progress(*columns, console=stderr_console(), disable=not show, transient=True) as progress, \
-            ThreadPoolExecutor(max_workers=workers) as pool:
+            ThreadPoolExecutor(max_workers=workers) as pool, cancel.cancellable():    # (Ctrl-C: within seconds)
         bar = progress.add_task(f"official evaluation ({patch})", total=len(tasks))
 
         def one(task):

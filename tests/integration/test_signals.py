@@ -239,3 +239,35 @@ def test_sigterm_does_not_wait_for_a_model_call_in_flight(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("error: interrupted"), err
     assert took < STOP_WITHIN_S, f"the run took {took:.1f} s to stop"
     assert not any(_keys(out).values()) and not list(out.glob("*.errors.jsonl"))
+
+
+def test_sigterm_stops_official_while_its_tests_run(tmp_path):
+    """`official` runs its evaluations in threads of its own (not `run_units`): a SIGTERM while the eval script runs
+    in its sandbox kills that sandbox's processes and ends with the one line and 130, not after the evaluation."""
+    if why := rows_missing():
+        pytest.skip(why)
+    env = {**os.environ, "EXECCRITIC_VERIFIED": str(VERIFIED)}
+    proc = subprocess.Popen([EXECCRITIC, "official", "-i", TASK, "--patch", "gold"], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None and not cancel.descendants(proc.pid):
+        time.sleep(0.1)
+    time.sleep(1.0)                       # into the eval script
+    sandboxed = cancel.descendants(proc.pid)
+    assert proc.poll() is None and sandboxed, "official ended before it could be interrupted"
+    code, err, took = _stop(proc, signal.SIGTERM)
+    print(f"signal -> exit, official: SIGTERM {took:.2f} s")
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 130 and len(lines) == 1 and lines[0].startswith("error: interrupted"), err[-3000:]
+    assert took < STOP_WITHIN_S
+    time.sleep(0.5)
+    alive = [p for p in sandboxed if _running(p)]
+    assert not alive, f"processes of the evaluation survived: {alive}"
+
+
+def _running(pid: int) -> bool:
+    """Is `pid` a process that has not exited (a zombie awaiting its reaper has)?"""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
