@@ -66,8 +66,12 @@ class Root(typer.core.TyperGroup):
     becomes one message and a documented exit code. Commands are loaded by name when they are used
     (`COMMANDS`); the root's own help lists them from the table without importing any."""
 
-    _loaded: dict
     _listing = False
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._loaded: dict = {}
+        self.commands = dict.fromkeys(COMMANDS)   # (only its keys are read by click: "Did you mean ...?")
 
     def list_commands(self, ctx):
         return list(COMMANDS)
@@ -77,14 +81,9 @@ class Root(typer.core.TyperGroup):
             return None
         if self._listing:                      # the root's --help: the line from the table, nothing imported
             return typer.core.TyperCommand(cmd_name, short_help=COMMANDS[cmd_name][1])
-        loaded = self.__dict__.setdefault("_loaded", {})
-        if cmd_name not in loaded:
-            loaded[cmd_name] = load_command(cmd_name)
-        return loaded[cmd_name]
-
-    def resolve_command(self, ctx, args):
-        self.commands = dict.fromkeys(COMMANDS)   # (only its keys are read: "Did you mean ...?")
-        return super().resolve_command(ctx, args)
+        if cmd_name not in self._loaded:
+            self._loaded[cmd_name] = load_command(cmd_name)
+        return self._loaded[cmd_name]
 
     def format_help(self, ctx, formatter):
         self.rich_markup_mode = None           # click's plain layout: rendering with rich costs more than the rest

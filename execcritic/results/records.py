@@ -86,14 +86,15 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise InputError(f"corrupt record at line {lineno} ({exc.msg}): not written by execcritic, or "
-                                 "damaged; remove the line (the same command then redoes that unit) or use "
-                                 "another run directory", file=str(path), field=f"line {lineno}") from None
+                raise _corrupt(path, lineno, f"({exc.msg}): not written by execcritic, or damaged") from None
             if not isinstance(record, dict) or not isinstance(record.get("key"), str):
-                raise InputError(f"corrupt record at line {lineno}: a record is a JSON object with a \"key\", "
-                                 f"got {line.strip()[:60]!r}; remove the line (the same command then redoes that "
-                                 "unit) or use another run directory", file=str(path), field=f"line {lineno}")
+                raise _corrupt(path, lineno, f": a record is a JSON object with a \"key\", got {line.strip()[:60]!r}")
             yield record
+
+
+def _corrupt(path: Path, lineno: int, what: str) -> InputError:
+    return InputError(f"corrupt record at line {lineno} {what}; remove the line (the same command then redoes that "
+                      "unit) or use another run directory", file=str(path), field=f"line {lineno}")
 
 
 def check_records(*paths: str | Path) -> None:
@@ -102,4 +103,3 @@ def check_records(*paths: str | Path) -> None:
     for path in paths:
         for _ in read_records(Path(path)):
             pass
-
