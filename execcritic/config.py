@@ -149,6 +149,12 @@ class TestRewardConfig:
                                     "same-level rollout gets the penalty factor", source="§4", ge=0, le=100_000)
     turn_penalty_factor: float = knob(0.5, "reward factor of a too-long rollout", source="§4", ge=0, le=1)
 
+    def bounds(self) -> tuple[float, float]:
+        """The smallest and largest reward Eq. 5 can give (a penalized level included): a curve's range."""
+        levels = (self.no_valid_submission, self.not_base_to_gold, self.q_low_ba, self.q_mid_ba, self.q_full_ba)
+        values = [*levels, *(v * self.turn_penalty_factor for v in levels[2:])]
+        return (min(values), max(values))
+
 
 @dataclass(frozen=True)
 class RepairRewardConfig:
@@ -169,6 +175,12 @@ class RepairRewardConfig:
         "stands in for the missing test verdict (z := u), 0.1 when both are missing, 0 when aborted",
         source="App. A.2 keeps the masked rollout's raw reward in the group mean but does not say what it is",
         unstated=True, choices=("lower_bound", "official_stand_in"))
+
+    def bounds(self) -> tuple[float, float]:
+        """The smallest and largest reward Eq. 6 can give: a curve's range."""
+        values = (self.invalid, self.usable_selected_fails, self.selected_passes_official_fails,
+                  self.resolved_after_revision, self.resolved_at_round0)
+        return (min(values), max(values))
 
 
 @dataclass(frozen=True)

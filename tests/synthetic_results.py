@@ -119,6 +119,7 @@ def make_figure6(root: Path) -> Run:
 
 def curve(steps: int, start: float, slope: float) -> list[dict[str, Any]]:
     return [{"step": s, "reward_mean": round(start + slope * s, 6), "reward_std": 0.05, "masked_share": 0.0625,
+             "reward_mean_offered": round(start + slope * s, 6), "episodes": 152,
              "kept_groups": 16, "dropped_groups": 3, "n_rollouts": 128, "level_zero": 60, "level_q": 40,
              "level_ba1": 28} for s in range(steps)]
 

@@ -96,22 +96,22 @@ def _training_section(runs: list[Run]) -> str:
         return (head + "\nNo training run under `results/training/` (schema: `execcritic.results.schemas`, "
                 "artifact `training`, one row per GRPO step in `metrics.jsonl`). The paper reports these curves "
                 "only qualitatively, so there is no reported number to show.\n")
-    header = ["Run", "What", "Role", "Init", "Steps", "Reward (first -> last, max; summary.csv)", "Reward over",
+    header = ["Run", "What", "Role", "Init", "Steps (with an update)", "Reward (first -> last, max; summary.csv)",
               "Masked share (mean)", "Kept / dropped groups (mean)"]
     body = []
     for r in runs:
         c = training_curve(r)
         s = dict(zip(r.summary["metric"], r.summary["value"])) if r.summary is not None else {}
-        over = ", ".join(f"{k} {n}" for k, n in c["over"].value_counts().sort_index().items())
         reward = ("none (every rollout masked)" if c["reward"].isna().all() else
                   f"{s['reward_mean_first']:.3f} -> {s['reward_mean_last']:.3f} ({s['reward_mean_max']:.3f})")
         body.append([f"training/{r.run_id}", str(r.manifest.get("label") or f"preset {r.preset}"),
-                     str(r.manifest["role"]), training_init(r.manifest), str(len(c)), reward, over,
+                     str(r.manifest["role"]), training_init(r.manifest), f"{len(c)} ({int(c['trained'].sum())})",
+                     reward,
                      f"{s.get('masked_share_mean', float('nan')):.3f}",
                      f"{s.get('kept_groups_mean', float('nan')):.1f} / {s.get('dropped_groups_mean', float('nan')):.1f}"])
-    return (head + "\nMeasured (this suite); the paper reports these curves only qualitatively. *Reward over*: "
-            "steps whose mean is over the kept rollouts (DAPO) vs over the offered rollouts of a step that kept "
-            "no group (it trained on nothing).\n\n" + md_table(header, body))
+    return (head + "\nMeasured (this suite); the paper reports these curves only qualitatively. *Reward*: each step's "
+            "mean over every offered rollout with a reward (kept or dropped by DAPO), the series Figure 6 draws; "
+            "a step without an update kept no group and trained nothing.\n\n" + md_table(header, body))
 
 
 def build_all(results: str | Path = "results", out: str | Path = "paper_figures", *,

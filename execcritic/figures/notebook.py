@@ -16,9 +16,9 @@ from execcritic.figures.build import BuildReport, training_runs
 from execcritic.figures.plots import figure5, figure6
 from execcritic.figures.tables import ArtifactView, build_view, delta_rows, fmt, table_rows
 from execcritic.results import paper
-from execcritic.results.schemas import paper_part, stand_in_name
-from execcritic.results.stats import is_null
 from execcritic.results.pins import read_pins
+from execcritic.results.schemas import paper_part, stand_in_name
+from execcritic.results.stats import CURVE_COLUMNS, is_null
 from execcritic.results.store import Run, list_runs, load_run, training_curve, training_init
 
 
@@ -94,7 +94,7 @@ CURVE_EXTRA = ("kept_groups", "dropped_groups", "masked_share", "episodes", "rol
 
 def training_curves(run: Run | None = None, *, results: str | Path | None = None) -> pd.DataFrame:
     """Figure 6b/6c's points as a table: one row per training run x GRPO step (`training_curve`: the mean reward
-    and what it is over), with the run's label (e.g. CPU smoke run) and its measured per-step costs."""
+    over every offered rollout, n, its 95% interval, the kept mean, whether the step trained), with the run's label (e.g. CPU smoke run) and its measured per-step costs."""
     runs = curve_runs(run, results)
     frames = []
     for r in runs:
@@ -109,7 +109,7 @@ def training_curves(run: Run | None = None, *, results: str | Path | None = None
         c.insert(0, "run", f"training/{r.run_id}")
         frames.append(c)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["run", "label", "role", "init", "step", "reward", "reward_sd", "over"])
+        columns=["run", "label", "role", "init", *CURVE_COLUMNS])
 
 
 def png(fig: Figure, dpi: int = 110) -> bytes:

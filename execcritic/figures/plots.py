@@ -32,11 +32,12 @@ from execcritic.figures.tables import (
 )
 from execcritic.results.schemas import paper_part, stand_in_name
 from execcritic.results.stats import is_null
-from execcritic.results.store import Run, training_curve, training_init
+from execcritic.results.store import Run, reward_bounds, training_curve, training_init
 
 RC = {"font.family": "DejaVu Sans", "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9,
-      "legend.fontsize": 7.5, "xtick.labelsize": 8, "ytick.labelsize": 8, "svg.hashsalt": "execcritic",
+      "legend.fontsize": 8, "xtick.labelsize": 8, "ytick.labelsize": 8, "svg.hashsalt": "execcritic",
       "axes.spines.top": False, "axes.spines.right": False}
+MIN_FONT = 8       # the smallest text of any figure, in points at its saved size: readable at 100% on a laptop
 REPORTED_STYLE = {"facecolor": "#d9d9d9", "edgecolor": "#555555", "hatch": "///", "linewidth": 0.6}
 REPORTED_COLOR = "#777777"
 MEASURED_COLOR = "#1f5fa8"
@@ -53,15 +54,15 @@ def _footnote_lines(lines: Sequence[str], width: int) -> list[str]:
     return [w for line in dict.fromkeys(lines) for w in textwrap.wrap(line, width)]
 
 
-def _footnote(fig: Figure, lines: Sequence[str], width: int = 220) -> None:
+def _footnote(fig: Figure, lines: Sequence[str], width: int = 180) -> None:
     text = "\n".join(_footnote_lines(lines, width))
     if text:
-        fig.text(0.01, 0.01, text, fontsize=6.5, va="bottom", ha="left", color="#333333")
+        fig.text(0.01, 0.01, text, fontsize=MIN_FONT, va="bottom", ha="left", color="#333333")
 
 
 def _layout(fig: Figure, *, axes_h: float, below_h: float, top_h: float, notes: int, **kw: float) -> None:
     """Size the figure so the axes keep their height whatever the number of footnote lines (inches)."""
-    note_h = 0.12 * notes + (0.1 if notes else 0.0)
+    note_h = 0.15 * notes + (0.1 if notes else 0.0)
     total = axes_h + below_h + top_h + note_h
     fig.set_figheight(total)
     fig.subplots_adjust(bottom=(below_h + note_h) / total, top=1 - top_h / total, **kw)
@@ -155,7 +156,7 @@ def figure5(view: ArtifactView) -> Figure:
                         (bar,) = ax.bar(pos[0], own["reported"], w, **REPORTED_STYLE)
                         bar.set_gid(f"reported|{ident}")
                         ax.text(pos[0], own["reported"] + 1, fmt(own["reported"]), ha="center", va="bottom",
-                                fontsize=6.5)
+                                fontsize=MIN_FONT)
                         drawn["reported"] = True
                     for k, r in [(1, own)] + [(2 + names.index(stand_in_names(r, cols)), r) for r in here
                                               if stand_in_names(r, cols)]:
@@ -164,7 +165,7 @@ def figure5(view: ArtifactView) -> Figure:
                         gid = "|".join(str(r[c]) for c in cols)
                         if is_null(r["measured"]):
                             ax.text(pos[k], 2, _nr(notes, r["measured_note"], "the orange bar beside it"),
-                                    rotation=90, ha="center", va="bottom", fontsize=6.5, color="#555555")
+                                    rotation=90, ha="center", va="bottom", fontsize=MIN_FONT, color="#555555")
                             continue
                         color = STAND_IN_COLOR if k >= 2 else MEASURED_COLOR
                         (bar,) = ax.bar(pos[k], r["measured"], w, color=color)
@@ -174,7 +175,7 @@ def figure5(view: ArtifactView) -> Figure:
                         cont = _interval(ax, pos[k], r, gid)
                         drawn["interval"] = drawn["interval"] or cont
                         top = r["ci_high"] if not is_null(r["ci_high"]) else r["measured"]
-                        ax.text(pos[k], top + 1.5, fmt(r["measured"]), ha="center", va="bottom", fontsize=6.5,
+                        ax.text(pos[k], top + 1.5, fmt(r["measured"]), ha="center", va="bottom", fontsize=MIN_FONT,
                                 color=color)
                         if k >= 2:
                             stand_names.append(names[k - 2])
@@ -185,7 +186,7 @@ def figure5(view: ArtifactView) -> Figure:
                     x += 1.0
                 if len(benches) > 1:
                     ax.text((start + x - 1) / 2, -0.17, bench, transform=ax.get_xaxis_transform(), ha="center",
-                            va="top", fontsize=7.5, fontweight="bold")
+                            va="top", fontsize=MIN_FONT, fontweight="bold")
                 x += 0.6
             ax.set_xticks(ticks, labels)
             ax.set_xlim(-0.7, max(x - 0.6 - 0.3, 0.8))
@@ -210,9 +211,9 @@ def figure5(view: ArtifactView) -> Figure:
             handles.append(drawn["interval"])
             drawn["interval"].set_label("95% interval (method in the notes)")
         fig.legend(handles=handles, loc="upper center", ncol=2, frameon=False, bbox_to_anchor=(0.5, 1.0),
-                   fontsize=7)
+                   fontsize=MIN_FONT)
         lines = _notes_lines(view, notes, measured, drawn["interval"] is not None)
-        width = 230
+        width = 190
         _layout(fig, axes_h=3.2, below_h=0.85, top_h=0.45 + 0.15 * ((len(handles) + 1) // 2),
                 notes=len(_footnote_lines(lines, width)), left=0.06, right=0.99, wspace=0.12)
         _footnote(fig, lines, width)
@@ -228,12 +229,15 @@ def _curve_label(run: Run) -> str:
 
 def _curve_panel(ax, runs: Sequence[Run], role: str, panel: str, xmax: int, ylim: tuple[float, float],
                  inits: Sequence[str], title: str, notes: Notes) -> None:
-    """A panel of Figure 6b/6c: each training run's mean reward per GRPO step (`training_curve`: over the kept
-    rollouts; a step without a kept group shows the offered rollouts' reward as a hollow marker), +/-1 sd band,
-    the paper's description beside it (the paper gives these curves only qualitatively), and for each of the
-    paper's curves that has no run here, an n/r line saying why."""
+    """A panel of Figure 6b/6c: each training run's per-step series (`training_curve`, the one source every
+    curve of the suite reads): the mean reward over every offered rollout, filled where the step updated the
+    policy and hollow where it did not, its 95% interval as a band inside the reward's range with n stated, and
+    the kept groups' mean (what trained) as a second, labeled line; the paper's description beside it (it gives
+    these curves only qualitatively), and for each of the paper's curves without a run here an n/r line."""
     mine = [r for r in runs if r.manifest.get("role") == role]
-    offered_any = banded = False
+    untrained_any = False
+    ns: list[int] = []
+    bounds = [reward_bounds(r.manifest) for r in mine]
     for run in sorted(mine, key=lambda r: (training_init(r.manifest), r.run_id)):
         c = training_curve(run)
         init = training_init(run.manifest)
@@ -241,17 +245,20 @@ def _curve_panel(ax, runs: Sequence[Run], role: str, panel: str, xmax: int, ylim
         (line,) = ax.plot(c["step"], c["reward"], linewidth=1.2, marker="o", markersize=4, color=color,
                           label=_curve_label(run), clip_on=False)
         line.set_gid(f"measured|{panel}|{init}|{run.run_id}")
-        hollow = c[c["over"] == "offered"]
-        if len(hollow):
-            offered_any = True
-            (pts,) = ax.plot(hollow["step"], hollow["reward"], linestyle="none", marker="o", markersize=6,
+        idle = c[~c["trained"]]
+        if len(idle):
+            untrained_any = True
+            (pts,) = ax.plot(idle["step"], idle["reward"], linestyle="none", marker="o", markersize=6,
                              markerfacecolor="white", markeredgecolor=color, zorder=3, clip_on=False)
-            pts.set_gid(f"measured-offered|{panel}|{init}|{run.run_id}")
-        band = c.dropna(subset=["reward", "reward_sd"])
-        if len(band):
-            banded = True
-            ax.fill_between(band["step"], band["reward"] - band["reward_sd"], band["reward"] + band["reward_sd"],
-                            alpha=0.15, color=color, linewidth=0)
+            pts.set_gid(f"measured-untrained|{panel}|{init}|{run.run_id}")
+        (kept,) = ax.plot(c["step"], c["reward_kept"], linewidth=0.9, linestyle="--", marker="x", markersize=3.5,
+                          color=color, alpha=0.7, clip_on=False,
+                          label="the same run, mean over the kept groups only (what trained; DAPO keeps "
+                                "groups whose rewards differ, so this is not the policy's reward)")
+        kept.set_gid(f"measured-kept|{panel}|{init}|{run.run_id}")
+        band = c.dropna(subset=["ci_low", "ci_high"])
+        ns += [int(n) for n in band["n"]]
+        ax.fill_between(band["step"], band["ci_low"], band["ci_high"], alpha=0.15, color=color, linewidth=0)
     have = {training_init(r.manifest) for r in mine}
     absent = []
     for init in inits:
@@ -261,32 +268,34 @@ def _curve_panel(ax, runs: Sequence[Run], role: str, panel: str, xmax: int, ylim
             absent.append(f"RL from {'SFT' if init == 'sft' else 'Base'}, measured: "
                           f"{_marks([notes.add(p) for p in why])}")
     reported = ax.text(0.5, 0.97, QUALITATIVE[panel], transform=ax.transAxes, ha="center", va="top",
-                       fontsize=6.5, color="#333333", style="italic")
+                       fontsize=8, color="#333333", style="italic")
     reported.set_gid(f"reported|{panel}|qualitative")
     if absent:
-        t = ax.text(0.5, 0.80, "\n".join(absent), transform=ax.transAxes, ha="center", va="top", fontsize=7,
+        t = ax.text(0.5, 0.86, "\n".join(absent), transform=ax.transAxes, ha="center", va="top", fontsize=8,
                     color="#555555")
         t.set_gid(f"absent|{panel}")
     if not mine:
         ax.set_xlim(0, xmax)
         ax.set_ylim(*ylim)
     else:
-        values = [v for r in mine for v in training_curve(r)["reward"].dropna()]
-        lo, hi = min([ylim[0], *values]) - 0.1, max([ylim[1], *values]) + 0.1
-        ax.set_ylim(lo, hi + 0.6 * (hi - lo))    # the paper's axis range, the measured points, and room above
+        lo, hi = min(b[0] for b in bounds), max(b[1] for b in bounds)
+        ax.set_ylim(lo - 0.05 * (hi - lo), hi + 0.35 * (hi - lo))   # the reward's range, room above for the text
+        ax.axhline(hi, color="#999999", linewidth=0.6, linestyle=":")
+        ax.set_yticks([t for t in ax.get_yticks() if lo - 1e-9 <= t <= hi + 1e-9])
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         handles = ax.get_legend_handles_labels()[0]
-        if banded:
-            handles.append(Patch(facecolor="#999999", alpha=0.3, label="band: +/-1 sd across the step's rollouts"))
-        if offered_any:
+        if ns:
+            handles.append(Patch(facecolor="#999999", alpha=0.3, label=f"band: 95% interval of the step's mean "
+                                 f"(Hoeffding, within the reward's range; n = {min(ns)}-{max(ns)} rollouts per step)"))
+        if untrained_any:
             handles.append(Line2D([], [], linestyle="none", marker="o", markersize=6, markerfacecolor="white",
-                                  markeredgecolor="#555555", label="hollow: no group kept; mean of the offered "
-                                  "rollouts (trained nothing)"))
+                                  markeredgecolor="#555555", label="hollow: no optimizer update at this step "
+                                  "(no group kept)"))
         for h in handles:
-            h.set_label(textwrap.fill(h.get_label(), 62, break_on_hyphens=False))
-        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.66), frameon=False, fontsize=6.0)
+            h.set_label(textwrap.fill(h.get_label(), 50, break_on_hyphens=False))
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(-0.05, -0.15), frameon=False, fontsize=8)
     ax.set_xlabel("Training step (GRPO)")
-    ax.set_ylabel("Training reward")
+    ax.set_ylabel("Training reward (dotted: the maximum)" if mine else "Training reward")
     ax.set_title(title)
     ax.grid(linewidth=0.3, alpha=0.6)
 
@@ -326,7 +335,7 @@ def figure6(view: ArtifactView, training: Sequence[Run]) -> Figure:
                         intervals.append(_interval(ax, xv, r, f"a|{r['checkpoint']}|{r['sft_trajectories']}", 0.01))
                     ax.annotate(frac(yv), (xv, yv), textcoords="offset points", xytext=(5, -9 if kind == "reported"
                                                                                         else 3),
-                                fontsize=6, color=color)
+                                fontsize=MIN_FONT, color=color)
             for r in mine:
                 ck, v = paper_part(r["checkpoint"]), r[col] / 100
                 gid = f"{kind if kind != 'stand-in' else 'measured'}|a|{r['checkpoint']}"
@@ -335,7 +344,7 @@ def figure6(view: ArtifactView, training: Sequence[Run]) -> Figure:
                                       label=f"DeepSeek-V4-Flash teacher, {who}")
                     line.set_gid(gid)
                     ax.annotate(frac(v), (10000, v), textcoords="offset points", xytext=(-2, 3), ha="right",
-                                fontsize=6, color=color)
+                                fontsize=MIN_FONT, color=color)
                     if kind != "reported":
                         intervals.append(_interval(ax, 10000 + dx, r, f"a|{r['checkpoint']}", 0.01))
                 if ck == "sft_rl":
@@ -349,7 +358,7 @@ def figure6(view: ArtifactView, training: Sequence[Run]) -> Figure:
                         ax.annotate("", xy=(x0, v - 0.02 * (1 if v > base else -1)),
                                     xytext=(x0, base + 0.02 * (1 if v > base else -1)),
                                     arrowprops={"arrowstyle": "->", "color": color, "linewidth": 0.9})
-                    ax.annotate(frac(v), (x0, v), textcoords="offset points", xytext=(8, -3), fontsize=6.5,
+                    ax.annotate(frac(v), (x0, v), textcoords="offset points", xytext=(8, -3), fontsize=MIN_FONT,
                                 color=color)
                     if kind != "reported":
                         intervals.append(_interval(ax, x0, r, f"a|{r['checkpoint']}|{r['sft_trajectories']}", 0.01))
@@ -358,12 +367,12 @@ def figure6(view: ArtifactView, training: Sequence[Run]) -> Figure:
             if is_null(r["measured"]) and not stand_in_name(r["checkpoint"]):
                 nr_labels.append(f"{figure6_row(r)}: {_nr(notes, r['measured_note'], 'the orange point beside it')}")
         if nr_labels:
-            t = ax.text(0.99, 0.015, "measured, the paper's models:\n" + "\n".join(nr_labels), transform=ax.transAxes,
-                        ha="right", va="bottom", fontsize=5.8, color="#555555")
+            t = ax.text(0.99, 0.99, "measured, the paper's models:\n" + "\n".join(nr_labels), transform=ax.transAxes,
+                        ha="right", va="top", fontsize=MIN_FONT, color="#555555")
             t.set_gid("absent|a")
         ax.set_xlabel("Off-policy samples (SFT teacher trajectories)")
         ax.set_ylabel("Base-to-Gold success (fraction)")
-        ax.set_ylim(-0.04, 1.0)                 # below 0: a measured 0 stays visible above the axis
+        ax.set_ylim(-0.04, 1.45)    # below 0: a measured 0 stays visible; above 1: room for the n/r lines
         ax.axhline(0, color="#555555", linewidth=0.6, zorder=1)
         ax.set_yticks([0.0, 0.15, 0.30, 0.45, 0.60, 0.75, 0.90])
         ax.set_xticks([0, 1000, 3000, 5000, 10000], ["0k", "1k", "3k", "5k", "10k"])
@@ -375,15 +384,17 @@ def figure6(view: ArtifactView, training: Sequence[Run]) -> Figure:
         if drawn:
             drawn[0].set_label("95% interval (method in the notes)")
             handles.append(drawn[0])
+        for h in handles:
+            h.set_label(textwrap.fill(h.get_label(), 50, break_on_hyphens=False))
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(-0.12, -0.15), ncol=1, frameon=False,
-                  fontsize=6.5)
+                  fontsize=MIN_FONT)
         _curve_panel(bx, training, "test", "b", 200, (0.15, 0.75), ("base", "sft"),
                      "(b) Test agent RL reward (from Base / from SFT)", notes)
         _curve_panel(cx, training, "repair", "c", 100, (0.2, 0.8), ("base",), "(c) Repair agent RL reward", notes)
         lines = _notes_lines(view, notes, measured, bool(drawn))
-        _layout(fig, axes_h=3.6, below_h=1.3, top_h=0.35, notes=len(_footnote_lines(lines, 240)), left=0.05,
+        _layout(fig, axes_h=3.6, below_h=2.2, top_h=0.35, notes=len(_footnote_lines(lines, 195)), left=0.05,
                 right=0.99, wspace=0.25)
-        _footnote(fig, lines, width=240)
+        _footnote(fig, lines, width=195)
     return fig
 
 

@@ -18,9 +18,9 @@
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -45,6 +45,7 @@ CI_METHODS = {
     "wilson_instances": "Wilson score interval of the mean over runs, n = instances (conservative)",
     "newcombe_paired": "Newcombe's score interval for a paired difference of proportions (method 10)",
     "bootstrap_percentile": "cluster bootstrap over instances, percentile (runs resampled together)",
+    "hoeffding": "Hoeffding's inequality for a mean of values within the reward's range (valid at every n)",
     "undefined": "no interval: zero instances, or too few for the bootstrap",
 }
 
@@ -314,47 +315,66 @@ def summarize(schema: ArtifactSchema, records: pd.DataFrame, instances: Sequence
     return pd.DataFrame(rows, columns=[*schema.condition, *SUMMARY_COLUMNS])
 
 
-def curve_points(records: pd.DataFrame) -> pd.DataFrame:
-    """The points of a training run's reward curve, one row per GRPO step: `step`, `reward`, `reward_sd`, `over`.
+def hoeffding_mean_ci(mean: float, n: int, bounds: tuple[float, float], *,
+                      level: float = LEVEL) -> tuple[float, float]:
+    """Hoeffding's interval of a mean of `n` independent values in `bounds`, clipped to `bounds`: valid at every n
+    and never zero-width (n rollouts that all scored the same still leave the mean uncertain), unlike a percentile
+    bootstrap or mean +/- sd at n = 2-5. Wide at small n, as it should be."""
+    lo, hi = bounds
+    if n <= 0 or is_null(mean):
+        return (math.nan, math.nan)
+    half = (hi - lo) * math.sqrt(math.log(2.0 / (1.0 - level)) / (2.0 * n))
+    return (max(lo, mean - half), min(hi, mean + half))
 
-    `over` says which rollouts the mean is over: `kept` (the groups DAPO dynamic sampling kept - the rollouts
-    that trained), `offered` (no group was kept: the offered rollouts' mean reward; that step trained on
-    nothing), `none` (every rollout masked or aborted: no reward; the point is NaN, a gap in the curve).
-    Rows written before `reward_over` existed flag a step without a kept group with `reward_mean_undefined`
-    (their `reward_mean` is a 0.0 placeholder) and keep the offered mean in `reward_mean_offered`."""
+
+CURVE_COLUMNS = ("step", "reward", "n", "ci_low", "ci_high", "ci_method", "reward_kept", "trained")
+
+
+def curve_points(records: pd.DataFrame, bounds: tuple[float, float] | None = None) -> pd.DataFrame:
+    """The one per-step series of a GRPO run (Figure 6b/6c, the learning-curve study, summary.csv all read it).
+
+    `reward`: the mean over every offered rollout that has a reward (kept or dropped by DAPO; masked ones have
+    none), NaN when none has (a gap); `n` those rollouts; `ci_low`/`ci_high`: its 95% Hoeffding interval within
+    the reward's `bounds` (`hoeffding_mean_ci`; undefined without bounds); `reward_kept`: the mean over the kept
+    groups' rollouts - what trained - NaN when no group was kept; `trained`: an optimizer update moved the
+    policy at that step (a kept group, and the step not skipped). The kept mean alone would overstate a run:
+    DAPO keeps the groups whose rewards differ, so it is not the policy's reward."""
     rows = []
     for r in records.sort_values("step").to_dict("records") if not records.empty else []:
-        over = r.get("reward_over")
-        mean, sd = r.get("reward_mean"), r.get("reward_std")
-        if is_null(over):
-            over = "kept"
-            undefined = r.get("reward_mean_undefined")
-            if not is_null(undefined) and bool(undefined):
-                off = r.get("reward_mean_offered")
-                over, mean = ("none", math.nan) if is_null(off) else ("offered", off)
-                sd = r.get("reward_std_offered")
-        if over == "none":
-            mean, sd = math.nan, math.nan
-        rows.append({"step": int(r["step"]), "reward": math.nan if is_null(mean) else float(mean),
-                     "reward_sd": math.nan if is_null(sd) else float(sd), "over": str(over)})
-    return pd.DataFrame(rows, columns=["step", "reward", "reward_sd", "over"])
+        offered = r.get("reward_mean_offered")
+        undefined = r.get("reward_mean_undefined")
+        no_kept = r.get("reward_over") in ("offered", "none") or (not is_null(undefined) and bool(undefined))
+        kept = math.nan if no_kept else r.get("reward_mean")
+        mean = math.nan if is_null(offered) else float(offered)
+        n = r.get("reward_n_offered")
+        if is_null(n):        # runs written before the count: masked_share is masked / episodes, so this is exact
+            n = 0 if is_null(r.get("episodes")) else round(r["episodes"] * (1.0 - (r.get("masked_share") or 0.0)))
+        n = 0 if math.isnan(mean) else int(n)
+        lo, hi = hoeffding_mean_ci(mean, n, bounds) if bounds and n else (math.nan, math.nan)
+        trained = int(r.get("kept_groups") or 0) > 0 and not int(r.get("optimizer_steps_skipped") or 0)
+        rows.append({"step": int(r["step"]), "reward": mean, "n": n, "ci_low": lo, "ci_high": hi,
+                     "ci_method": "hoeffding" if not math.isnan(lo) else "undefined",
+                     "reward_kept": math.nan if is_null(kept) else float(kept), "trained": bool(trained)})
+    return pd.DataFrame(rows, columns=list(CURVE_COLUMNS))
 
 
 def summarize_curve(records: pd.DataFrame) -> pd.DataFrame:
     """A training run's summary: steps; GRPO: first/last/max mean reward, mean masked share and group counts;
     SFT: first/last/min loss and first/last token accuracy.
 
-    GRPO rewards are the curve's points (`curve_points`), so summary.csv says what Figure 6 draws: a legacy step
-    whose `reward_mean` is a 0.0 placeholder counts with its offered rollouts' mean (e.g. -0.2, Eq. 5's
-    reward for no valid submission), and a step without any reward is left out (all NaN: the value is NaN)."""
+    GRPO rewards are the curve's points (`curve_points`: the mean over every offered rollout with a reward), so
+    summary.csv says what Figure 6 draws; a step without any reward is left out (all NaN: the value is NaN).
+    `steps_trained`: steps with an optimizer update."""
     rows: list[tuple[str, float]] = []
     if not records.empty:
         r = records.sort_values("step")
         rows = [("n_steps", len(r)), ("first_step", r["step"].iloc[0]), ("last_step", r["step"].iloc[-1])]
         if "reward_mean" in r:     # a GRPO run
-            reward = curve_points(r)["reward"].dropna()
+            points = curve_points(r)
+            reward = points["reward"].dropna()
             first, last, top = (reward.iloc[0], reward.iloc[-1], reward.max()) if len(reward) else (math.nan,) * 3
-            rows += [("reward_mean_first", first), ("reward_mean_last", last), ("reward_mean_max", top),
+            rows += [("steps_trained", points["trained"].sum()),
+                     ("reward_mean_first", first), ("reward_mean_last", last), ("reward_mean_max", top),
                      ("masked_share_mean", r["masked_share"].mean()), ("kept_groups_mean", r["kept_groups"].mean()),
                      ("dropped_groups_mean", r["dropped_groups"].mean())]
         else:                      # an SFT run
@@ -448,9 +468,10 @@ def contrasts(schema: ArtifactSchema, records: pd.DataFrame, instances: Sequence
 
 __all__ = [
     "CI_METHODS",
+    "CURVE_COLUMNS",
     "DECIMALS",
-    "MIN_BOOTSTRAP_N",
     "LEVEL",
+    "MIN_BOOTSTRAP_N",
     "N_BOOT",
     "SEED",
     "ContrastPair",
@@ -462,6 +483,7 @@ __all__ = [
     "contrasts",
     "curve_points",
     "denominator",
+    "hoeffding_mean_ci",
     "is_null",
     "mcnemar_exact",
     "newcombe_paired",

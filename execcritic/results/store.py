@@ -18,6 +18,7 @@ duplicate record, or a summary that does not match what its records recompute to
 from __future__ import annotations
 
 import csv
+import dataclasses
 import fcntl
 import io
 import json
@@ -514,8 +515,17 @@ def training_init(manifest: Mapping[str, Any]) -> str:
 
 
 def training_curve(run: Run) -> pd.DataFrame:
-    """The points of a training run's reward curve (`stats.curve_points`: what each mean is over)."""
-    return stats.curve_points(run.records)
+    """The points of a GRPO run's reward curve (`stats.curve_points`), their intervals within the reward range of
+    the reward levels the run recorded in its manifest (the paper's where it recorded none)."""
+    return stats.curve_points(run.records, reward_bounds(run.manifest))
+
+
+def reward_bounds(manifest: Mapping[str, Any]) -> tuple[float, float]:
+    key = "test_reward" if manifest.get("role") == "test" else "repair_reward"
+    default = getattr(PAPER, key)
+    recorded = ((manifest.get("config") or {}).get(key) or {})
+    known = {f.name for f in dataclasses.fields(default)}
+    return dataclasses.replace(default, **{k: v for k, v in recorded.items() if k in known}).bounds()
 
 
 def _read_records(path: Path, sch: ArtifactSchema, m: dict[str, Any]) -> list[dict[str, Any]]:
@@ -727,6 +737,7 @@ __all__ = [
     "rebuild_index",
     "record_key",
     "remove_run",
+    "reward_bounds",
     "training_curve",
     "training_init",
     "validate_record",

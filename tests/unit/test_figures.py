@@ -6,6 +6,7 @@ drawn and its method named, escaped LaTeX."""
 from __future__ import annotations
 
 import filecmp
+import math
 import re
 
 import pandas as pd
@@ -396,10 +397,10 @@ def _curve_artists(fig):
 
 
 def test_figure6_curves_of_the_committed_training_runs_are_their_metrics_and_summary(tmp_path):
-    """Panels (b) and (c) from results/training/: each line's points are the run's metrics.jsonl (the offered
-    rollouts' mean where no group was kept, drawn hollow), labeled with the run's own label (CPU smoke), the
-    paper's curves beside them as reported (qualitative only), and summary.csv's first/last/max are the same
-    points (a legacy step's 0.0 placeholder is not the reward: -0.2 is, Eq. 5's no-valid-submission reward)."""
+    """Panels (b) and (c) from results/training/: each line's points are the run's metrics.jsonl (the mean over
+    every offered rollout; a step without an update drawn hollow; the kept groups' mean a second line), labeled
+    with the run's own label (CPU smoke), the paper's curves beside them as reported (qualitative only), and
+    summary.csv's first/last/max are the same points."""
     import json
 
     from execcritic.figures.build import BuildReport, training_runs
@@ -424,8 +425,8 @@ def test_figure6_curves_of_the_committed_training_runs_are_their_metrics_and_sum
         panel = "b" if run.manifest["role"] == "test" else "c"
         rows = sorted((json.loads(x) for x in (run.path / "metrics.jsonl").read_text().splitlines()),
                       key=lambda r: r["step"])
-        offered = [r for r in rows if r.get("reward_mean_undefined") or r.get("reward_over") == "offered"]
-        want = [r["reward_mean_offered"] if r.get("reward_mean_undefined") else r["reward_mean"] for r in rows]
+        idle = [r for r in rows if not r["kept_groups"] or r.get("optimizer_steps_skipped")]
+        want = [r["reward_mean_offered"] for r in rows]
         key = f"{panel}|{training_init(run.manifest)}|{run.run_id}"
         line = lines[f"measured|{key}"]
         assert list(line.get_xdata()) == [r["step"] for r in rows]
@@ -439,10 +440,13 @@ def test_figure6_curves_of_the_committed_training_runs_are_their_metrics_and_sum
         row = _find(md_tables(shown)[-1], Run=f"training/{run.run_id}")
         assert row["Reward (first -> last, max; summary.csv)"] == (
             f"{want[0]:.3f} -> {want[-1]:.3f} ({max(want):.3f})")
-        if offered:
-            hollow = lines[f"measured-offered|{key}"]
-            assert list(hollow.get_xdata()) == [r["step"] for r in offered]
+        if idle:
+            hollow = lines[f"measured-untrained|{key}"]
+            assert list(hollow.get_xdata()) == [r["step"] for r in idle]
             assert hollow.get_markerfacecolor() == "white"
+        kept = lines[f"measured-kept|{key}"]
+        assert [y for y in kept.get_ydata() if not math.isnan(y)] == pytest.approx(
+            [r["reward_mean"] for r in rows if r.get("reward_over", "kept") == "kept"])
         label = " ".join(line.get_label().split())          # the legend wraps long labels
         assert label.startswith("RL from ") and ", measured: " in label
         assert str(run.manifest.get("label") or run.preset) in label

@@ -432,30 +432,54 @@ def test_training_init_label_and_legacy_model_facts():
 def _legacy_and_new_training(tmp_path: Path):
     w = new_run("training", PRESET, root=tmp_path, runs=1, instances=[], run_id="curve-points",
                 extra={"role": "test", "init": {"spec": "smollm2", "path": "/m"}})
-    base = {"masked_share": 0.0, "kept_groups": 0, "dropped_groups": 1, "n_rollouts": 0}
+    base = {"masked_share": 0.0, "kept_groups": 0, "dropped_groups": 1, "n_rollouts": 0, "episodes": 4}
     w.extend([
         # legacy rows: no kept group -> a 0.0 placeholder flagged undefined, the offered mean beside it
         {**base, "step": 0, "reward_mean": 0.0, "reward_std": 0.0, "reward_mean_undefined": True,
          "reward_mean_offered": -0.2},
         {**base, "step": 1, "reward_mean": 0.0, "reward_std": 0.0, "reward_mean_undefined": True,
+         "reward_mean_offered": None, "masked_share": 1.0},
+        # current rows: the kept mean (what trained) differs from the offered one (what the policy scored)
+        {**base, "step": 2, "reward_mean": 0.35, "reward_std": 0.1, "reward_over": "kept", "kept_groups": 1,
+         "reward_mean_offered": 0.1, "masked_share": 0.25, "optimizer_steps_skipped": 0},
+        {**base, "step": 3, "reward_mean": -0.1, "reward_std": 0.05, "reward_over": "offered",
+         "reward_mean_offered": -0.1, "episodes": 12, "optimizer_steps_skipped": 1},
+        {**base, "step": 4, "reward_mean": 0.0, "reward_std": 0.0, "reward_over": "none", "masked_share": 1.0,
          "reward_mean_offered": None},
-        # current rows: reward_over says what the mean is over
-        {**base, "step": 2, "reward_mean": 0.35, "reward_std": 0.1, "reward_over": "kept", "kept_groups": 1},
-        {**base, "step": 3, "reward_mean": -0.1, "reward_std": 0.05, "reward_over": "offered"},
-        {**base, "step": 4, "reward_mean": 0.0, "reward_std": 0.0, "reward_over": "none", "masked_share": 1.0},
     ])
     return w.finalize()
 
 
-def test_training_curve_points_say_what_each_mean_is_over(tmp_path):
+def test_training_curve_points_are_the_offered_mean_with_a_valid_interval(tmp_path):
+    """One series: the mean over every offered rollout with a reward, n of them, a 95% interval inside Eq. 5's
+    range [-0.2, 1] that is not zero-width at n = 3-4, the kept mean beside it, and whether the step trained."""
     run = _legacy_and_new_training(tmp_path)
     c = training_curve(run)
     assert list(c["step"]) == [0, 1, 2, 3, 4]
-    assert list(c["over"]) == ["offered", "none", "kept", "offered", "none"]
-    assert c["reward"].iloc[0] == pytest.approx(-0.2) and c["reward"].iloc[2] == pytest.approx(0.35)
-    assert c["reward"].iloc[3] == pytest.approx(-0.1) and c["reward_sd"].iloc[2] == pytest.approx(0.1)
+    assert list(c["reward"].iloc[[0, 2, 3]]) == pytest.approx([-0.2, 0.1, -0.1])
     assert math.isnan(c["reward"].iloc[1]) and math.isnan(c["reward"].iloc[4])   # no reward: a gap, not 0.0
+    assert list(c["n"]) == [4, 0, 3, 12, 0]
+    assert list(c["trained"]) == [False, False, True, False, False]
+    assert c["reward_kept"].iloc[2] == pytest.approx(0.35) and c["reward_kept"].isna().sum() == 4
+    for _, p in c.dropna(subset=["reward"]).iterrows():
+        assert -0.2 <= p["ci_low"] < p["reward"] + 1e-12 and p["reward"] - 1e-12 < p["ci_high"] <= 1.0
+        assert p["ci_high"] - p["ci_low"] > 0.3 and p["ci_method"] == "hoeffding"
+    # n = 12, mean -0.1 in [-0.2, 1]: half-width 1.2 * sqrt(ln(40) / 24) = 0.4705, hand-computed; clipped below
+    assert (c["ci_low"].iloc[3], c["ci_high"].iloc[3]) == pytest.approx((-0.2, 0.3705), abs=1e-4)
     assert training_init(run.manifest) == "base"
+
+
+def test_hoeffding_interval_is_never_zero_width_and_stays_in_range():
+    """Four rollouts that all scored 1.0 still leave the mean uncertain; a percentile bootstrap says [1, 1]."""
+    assert stats.hoeffding_mean_ci(1.0, 4, (0.0, 1.5)) == (0.0, 1.5)      # half-width 1.02, clipped to the range
+    lo, hi = stats.hoeffding_mean_ci(1.0, 40, (0.0, 1.5))
+    half = 1.5 * math.sqrt(math.log(40) / 80)                                 # 0.3221, inside the range
+    assert (lo, hi) == pytest.approx((1.0 - half, 1.0 + half))
+    assert stats.bootstrap_mean_ci(np.ones(4)) == (1.0, 1.0)
+    for n in (1, 2, 5, 50, 5000):
+        lo, hi = stats.hoeffding_mean_ci(0.5, n, (0.0, 1.0))
+        assert 0.0 <= lo < 0.5 < hi <= 1.0
+    assert all(math.isnan(v) for v in stats.hoeffding_mean_ci(0.5, 0, (0.0, 1.0)))
 
 
 @pytest.mark.parametrize(("edit", "field"), [({"role": "critic"}, "role"), ({"init": 3}, "init"),
@@ -471,15 +495,14 @@ def test_a_training_manifest_with_a_bad_role_or_init_is_rejected(tmp_path, edit,
 
 def test_the_committed_training_runs_load_and_their_curves_are_their_metrics():
     """results/training/*: every run in the index loads through the schema check; its curve points are the
-    metrics.jsonl values (the offered rollouts' mean where a legacy row flags the kept mean undefined)."""
+    metrics.jsonl values: the mean over every offered rollout with a reward."""
     root = Path(__file__).resolve().parents[2] / "results"
     idx = list_runs("training", root=root)
     for run_id in idx["run_id"]:
         run = load_run("training", run_id, root=root)
         rows = [json.loads(x) for x in (run.path / "metrics.jsonl").read_text().splitlines()]
-        want = [r["reward_mean_offered"] if r.get("reward_mean_undefined") else r["reward_mean"]
-                for r in sorted(rows, key=lambda r: r["step"])]
+        want = [r["reward_mean_offered"] for r in sorted(rows, key=lambda r: r["step"])]
         got = training_curve(run)
         assert list(got["step"]) == sorted(r["step"] for r in rows)
-        assert list(got["reward"]) == pytest.approx(want, nan_ok=True)
+        assert list(got["reward"]) == pytest.approx([math.nan if w is None else w for w in want], nan_ok=True)
         assert run.manifest["role"] in ("test", "repair") and training_init(run.manifest)
