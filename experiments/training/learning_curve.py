@@ -19,6 +19,7 @@ import argparse
 import gzip
 import json
 import sys
+import textwrap
 from collections import Counter
 from pathlib import Path
 
@@ -31,8 +32,8 @@ import numpy as np
 from execcritic.errors import InputError
 from execcritic.results import stats
 from execcritic.results.manifest import build_manifest, note_start, write_result
-from execcritic.results.store import load_run
-from execcritic.training.heldout import METRICS, read_records
+from execcritic.results.store import load_run, reward_bounds, training_curve
+from execcritic.training.heldout import METRICS, read_records, summarize
 
 REPO = Path(__file__).resolve().parents[2]
 CHECKPOINTS = ("base", "sft-n1", "sft-n2", "grpo")
@@ -284,13 +285,24 @@ def remake_check(pinned, remade) -> dict:
             if len(a) == len(b) else None}
 
 
-def rollouts(path: Path) -> list[dict]:
+def rollouts(path: Path, episodes: dict[int, int]) -> list[dict]:
+    """The per-rollout records of a GRPO run, each step's as written last. A step is written as one block when its
+    rollouts are scored, again if a resumed run redoes it: the last `episodes[step]` records of a step (its count in
+    metrics.jsonl) are the ones that trained. (Keying records by (step, group, rollout, instance) merged the dropped
+    groups of one instance, whose group is None: 4 of 12 rollouts lost at four Test steps.)"""
     with gzip.open(path, "rt") as fh:
         recs = [json.loads(line) for line in fh if line.strip()]
-    latest: dict[tuple, dict] = {}           # a resumed step is written twice: keep the last
+    by: dict[int, list[dict]] = {}
     for r in recs:
-        latest[(r["step"], r["group"], r["rollout"], r["instance_id"], r["kept"])] = r
-    return list(latest.values())
+        by.setdefault(int(r["step"]), []).append(r)
+    out = []
+    for step, rs in sorted(by.items()):
+        n = episodes.get(step)
+        if n is None or len(rs) < n:
+            raise InputError(f"step {step} has {len(rs)} rollout records where metrics.jsonl counts {n} episodes",
+                             file=str(path), field=f"step {step}")
+        out += rs[-n:]
+    return out
 
 
 def evals(study_eval: Path, agent: str) -> dict:
@@ -301,7 +313,11 @@ def evals(study_eval: Path, agent: str) -> dict:
             summ = Path(f"{path}.summary.json")
             if summ.is_file():
                 doc = json.loads(summ.read_text())
-                out[(ck, split)] = {"summary": doc["summary"], "records": read_records(path),
+                records = read_records(path)
+                # intervals recomputed from the episodes (`heldout.summarize`): the stored ones of evaluations made
+                # before it used a bootstrap over 2-3 instances, zero-width where the instances agreed
+                out[(ck, split)] = {"summary": summarize(records, agent, doc["manifest"]["instances"]),
+                                    "records": records,
                                     "made_by": _made_by(doc["manifest"]),
                                     "instances": doc["manifest"]["instances"],
                                     "wall_s": doc["manifest"]["timings"].get("wall_s")}
@@ -367,44 +383,70 @@ def extrapolate(agent: str, recs: list[dict], per_step: list[dict]) -> dict:
                                            ("training", gpu_train)), key=lambda kv: kv[1])[0]}}
 
 
+def _declared_lines(r: dict) -> list[str]:
+    """What a GRPO panel states, declared statistics first (with CI and whether met), post hoc ones labeled."""
+    lines = []
+    for name, ct in (r.get("checkpoint_tests") or {}).items():
+        t = ct["tests"][0]
+        if t.get("delta") is not None:
+            lines.append(f"declared checkpoint test {name} ({SPLIT_NAMES[ct['declared']['split']]}): reward "
+                         f"{t['delta']:+.3f} [{t['ci_low']:+.3f}, {t['ci_high']:+.3f}] - {ct['verdict']}")
+    ir = r["instance_rise"]
+    if ir.get("delta") is not None:
+        met = "CI excludes 0" if ir["ci_low"] > 0 or ir["ci_high"] < 0 else "CI includes 0"
+        lines.append(f"per-instance rise ({ir['label']}): {ir['delta']:+.3f} [{ir['ci_low']:+.3f}, "
+                     f"{ir['ci_high']:+.3f}] - {met}")
+    w = r["rise"]
+    if w.get("delta") is not None:
+        lines.append(f"post hoc: last {w['k']} - first {w['k']} steps {w['delta']:+.3f} [{w['ci_low']:+.3f}, "
+                     f"{w['ci_high']:+.3f}] (DAPO alternates instances, so it mixes them)")
+    return lines
+
+
 def plot_grpo(runs: dict, path: Path) -> None:
-    fig, axes = plt.subplots(2, len(runs), figsize=(6.2 * len(runs), 6.4), squeeze=False,
-                             gridspec_kw={"height_ratios": [3, 1.3]})
+    """Each GRPO run's per-step series (`training_curve`, the series Figure 6 draws) over its rollouts' rewards."""
+    fig, axes = plt.subplots(2, len(runs), figsize=(7.4 * len(runs), 8.4), squeeze=False,
+                             gridspec_kw={"height_ratios": [3, 1.2]})
     for col, (agent, r) in enumerate(runs.items()):
         ax, bx = axes[0][col], axes[1][col]
-        by = r["by_step"]
-        steps = sorted(by)
-        for s in steps:
-            ax.scatter([s] * len(by[s]), by[s], s=14, alpha=0.35, color="#1f77b4", linewidths=0)
-        means = [np.mean(by[s]) if by[s] else np.nan for s in steps]
-        ax.plot(steps, means, marker="o", color="#1f77b4",
-                label=f"mean reward of the step's scored rollouts (sampling seed {r['seed']})")
-        for (seed, rby), color in zip(r["replications"], ("#9467bd", "#8c564b", "#e377c2")):
-            rs = sorted(rby)
-            ax.plot(rs, [np.mean(rby[s]) if rby[s] else np.nan for s in rs], marker="s", linestyle="--",
-                    color=color, alpha=0.8, label=f"replication, sampling seed {seed}: mean reward")
-        rise = r["rise"]
-        if rise.get("delta") is not None:
-            for win, m in ((rise["first_steps"], rise["first_mean"]), (rise["last_steps"], rise["last_mean"])):
-                ax.hlines(m, win[0] - 0.3, win[-1] + 0.3, color="#d62728", linewidth=2)
-            ax.set_title(f"{agent} agent GRPO from SFT: last {rise['k']} - first {rise['k']} steps = "
-                         f"{rise['delta']:+.3f} [{rise['ci_low']:+.3f}, {rise['ci_high']:+.3f}] (95% CI)", fontsize=9)
-        ax.set_xlabel(f"made by {r['made_by']}", fontsize=7)
+        by, c = r["by_step"], r["curve"]
+        for s in sorted(by):
+            ax.scatter([s] * len(by[s]), by[s], s=14, alpha=0.3, color="#1f77b4", linewidths=0)
+        ax.fill_between(c["step"], c["ci_low"], c["ci_high"], color="#1f77b4", alpha=0.12, linewidth=0,
+                        label=f"95% interval of the step's mean (Hoeffding; n = {c['n'].min()}-{c['n'].max()})")
+        ax.plot(c["step"], c["reward"], marker="o", color="#1f77b4",
+                label=f"mean over every offered rollout (sampling seed {r['seed']}); dots: each rollout")
+        idle = c[~c["trained"]]
+        if len(idle):
+            ax.plot(idle["step"], idle["reward"], linestyle="none", marker="o", markersize=8, markerfacecolor="white",
+                    markeredgecolor="#1f77b4", label="hollow: no optimizer update at this step")
+        ax.plot(c["step"], c["reward_kept"], linestyle="--", marker="x", color="#1f77b4", alpha=0.6,
+                label="mean over the kept groups only (what trained)")
+        for (seed, rc), color in zip(r["replications"], ("#9467bd", "#8c564b", "#e377c2")):
+            ax.plot(rc["step"], rc["reward"], marker="s", linestyle=":", color=color, alpha=0.8,
+                    label=f"replication, sampling seed {seed}: mean over every offered rollout")
+        ax.set_title(f"{agent} agent GRPO from SFT", fontsize=10)
+        ax.text(0.0, -0.1, "\n".join(textwrap.fill(x, 105, subsequent_indent="    ") for x in _declared_lines(r)),
+                transform=ax.transAxes, fontsize=8, va="top")
+        lo, hi = r["bounds"]
+        ax.set_ylim(lo - 0.05 * (hi - lo), hi + 0.6 * (hi - lo))     # the reward's range, room above for the legend
+        ax.axhline(hi, color="#999999", linewidth=0.6, linestyle=":")
         ax.set_ylabel("Eq. 5 reward" if agent == "test" else "Eq. 6 reward")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=8, loc="upper left")
         m = r["metrics"]
         x = np.array(m["step"])
         bx.bar(x - 0.2, m["kept_groups"], 0.2, label="kept groups", color="#2ca02c")
         bx.bar(x, m["dropped_groups"], 0.2, label="dropped groups", color="#ff7f0e")
         bx.bar(x + 0.2, m["masked"], 0.2, label="masked rollouts", color="#7f7f7f")
-        bx.set_xlabel("GRPO step")
-        bx.legend(fontsize=7, ncol=3)
+        bx.set_xlabel(f"GRPO step (made by {r['made_by']})", fontsize=8)
+        bx.set_ylabel("count")
+        bx.legend(fontsize=8, ncol=3)
         bx.grid(alpha=0.3)
     fig.suptitle(f"Measured on CPU with {STAND_IN};\nreal verified-sdist episodes, real harness and official "
-                 "evaluator", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130, metadata={"Software": None})
+                 "evaluator", fontsize=10)
+    fig.tight_layout(h_pad=7.5)
+    fig.savefig(path, dpi=110, metadata={"Software": None})
     plt.close(fig)
 
 
@@ -421,7 +463,7 @@ def plot_sft(sft: dict, path: Path) -> None:
     for ax in axes:
         ax.set_xlabel("optimizer step")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=8)
     fig.suptitle(f"SFT of {STAND_IN} on scripted stand-in teacher trajectories", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=130, metadata={"Software": None})
@@ -431,8 +473,14 @@ def plot_sft(sft: dict, path: Path) -> None:
 def plot_evals(allev: dict, path: Path, tests: dict | None = None) -> None:
     """Every checkpoint's evaluation; `tests` (agent -> name -> its checkpoint test) adds each test's two checkpoints
     as squares, so the 2-episode points are read beside the larger samples."""
-    panels = [(a, m) for a in allev if allev[a] for m in METRICS[a]]      # agents whose study has run
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.0 * len(panels), 3.6), squeeze=False)
+    agents = [a for a in allev if allev[a]]                               # agents whose study has run
+    cols = max(len(METRICS[a]) for a in agents) + 1                     # the last column: legends
+    fig, grid = plt.subplots(len(agents), cols, figsize=(3.6 * cols, 3.4 * len(agents) + 1.6), squeeze=False)
+    panels = [(a, m) for a in agents for m in METRICS[a]]
+    axes = [[grid[i][j] for i, a in enumerate(agents) for j in range(len(METRICS[a]))]]
+    for i, a in enumerate(agents):
+        for j in range(len(METRICS[a]), cols):
+            grid[i][j].axis("off")
     colors = ("tab:green", "tab:purple", "tab:brown")
     for ax, (agent, metric) in zip(axes[0], panels):
         for k, ct in enumerate(((tests or {}).get(agent) or {}).values()):
@@ -442,7 +490,8 @@ def plot_evals(allev: dict, path: Path, tests: dict | None = None) -> None:
             d = ct["declared"]
             pts = [(CHECKPOINTS.index(d[side]) + 0.1 * k, t[key]) for side, key in (("from", "before"), ("to", "after"))]
             ax.errorbar([x for x, _ in pts], [v["mean"] for _, v in pts],
-                        yerr=[[v["mean"] - v["ci_low"] for _, v in pts], [v["ci_high"] - v["mean"] for _, v in pts]],
+                        yerr=[[max(0.0, v["mean"] - v["ci_low"]) for _, v in pts],     # (float rounding)
+                              [max(0.0, v["ci_high"] - v["mean"]) for _, v in pts]],
                         fmt="s", color=colors[k % len(colors)], capsize=3,
                         label=f"test {d['name']}:\n{d['episodes']} episodes per\n{SPLIT_NAMES[d['split']]} instance")
         for j, split in enumerate(("train", "heldout")):
@@ -454,27 +503,31 @@ def plot_evals(allev: dict, path: Path, tests: dict | None = None) -> None:
                 s = e["summary"][metric]
                 xs.append(i + (2 * j - 1) * 0.22)
                 ys.append(s["value"])
-                lo.append(s["value"] - s["ci_low"])
-                hi.append(s["ci_high"] - s["value"])
+                lo.append(max(0.0, s["value"] - s["ci_low"]))
+                hi.append(max(0.0, s["ci_high"] - s["value"]))
             ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3,
                         label="training (fresh seeds)" if split == "train" else "held-out")
-        ax.set_xticks(range(len(CHECKPOINTS)), CHECKPOINTS, fontsize=7)
-        ax.set_title(f"{agent}: {metric}", fontsize=8)
+        ax.set_xticks(range(len(CHECKPOINTS)), CHECKPOINTS, fontsize=8)
+        ax.set_xlabel("checkpoint")
+        ax.set_ylabel(f"{metric} ({'Eq. 5' if agent == 'test' else 'Eq. 6'} level)" if metric == "reward"
+                      else f"{metric} (rate)")
+        ax.set_title(f"{agent} agent: {metric}", fontsize=9)
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=6)
-    seen = set()
-    for ax, (agent, _) in zip(axes[0], panels):      # each agent's first panel carries its tests' legend
-        if (tests or {}).get(agent) and agent not in seen:
-            seen.add(agent)
-            ax.legend(fontsize=5, loc="center left", bbox_to_anchor=(0, 0.42))   # clear of every point
-    fig.suptitle(f"Checkpoints of {STAND_IN};\ncircles: 2 episodes per training instance, 1 per held-out instance, "
-                 "95% bootstrap CI over instances; squares: the declared checkpoint tests, 95% CI resampling episodes "
-                 "within instances", fontsize=9)
+    for i, agent in enumerate(agents):             # each agent's legend in its row's free cell, or its first panel
+        handles, labels = grid[i][0].get_legend_handles_labels()
+        spare = len(METRICS[agent]) < cols
+        where = grid[i][cols - 1] if spare else grid[i][0]
+        where.legend(handles, labels, fontsize=8, loc="center left" if spare else "best", frameon=not spare)
+    fig.suptitle(f"Checkpoints of {STAND_IN}. Circles: 2 episodes per training instance, 1 per held-out instance; "
+                 "95% intervals over instances\n(Wilson for rates, Hoeffding within the reward's range: valid at 2-3 "
+                 "instances, hence wide). Squares: the declared checkpoint tests, 95% CI resampling episodes within "
+                 "instances", fontsize=9)
     made = sorted({e["made_by"] for ev in allev.values() for e in ev.values()}
                   | {m for cts in (tests or {}).values() for ct in cts.values() for m in ct["made_by"]})
-    fig.text(0.5, 0.01, "evaluations made by: " + "; ".join(made), ha="center", fontsize=6)
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
-    fig.savefig(path, dpi=130, metadata={"Software": None})
+    fig.text(0.01, 0.01, "\n".join(textwrap.wrap("evaluations made by (they differ where listed apart): "
+                                                   + "; ".join(made), 190)), ha="left", fontsize=8)
+    fig.tight_layout(rect=(0, 0.03 + 0.018 * len(made), 1, 0.95))
+    fig.savefig(path, dpi=110, metadata={"Software": None})
     plt.close(fig)
 
 
@@ -542,10 +595,52 @@ def _checkpoint_test_lines(ct: dict | None) -> list[str]:
     return out
 
 
+def _test_line(ct: dict | None) -> str:
+    if not ct or ct["tests"][0].get("delta") is None:
+        return "not run"
+    t = ct["tests"][0]
+    return f"{t['delta']:+.2f} [{t['ci_low']:+.2f}, {t['ci_high']:+.2f}]: {ct['verdict']}"
+
+
+def _top(rise: dict) -> str:
+    """The instance whose rise is largest in a per-instance rise."""
+    return max(rise["per_instance"].items(), key=lambda kv: kv[1]["last"] - kv[1]["first"])[0]
+
+
+def conclusion(summary: dict) -> str:
+    """What the study shows and does not show, in one paragraph a reviewer can quote (its numbers from `summary`)."""
+    rep = summary["agents"].get("repair", {})
+    cts = rep.get("checkpoint_tests") or {}
+    held = (cts.get("confirm-heldout") or {}).get("tests") or []
+    usable = next((t for t in held if t["metric"] == "usable_patch"), None)
+    n_held = {side: sum(v[f"n_{side}"] for v in usable["per_instance"].values()) for side in ("before", "after")} \
+        if usable else None
+    reps = (rep.get("grpo") or {}).get("replications") or []
+    rr = reps[0]["instance_rise"]["reward"] if reps else None
+    tst = summary["agents"].get("test", {}).get("checkpoint_tests") or {}
+    return (
+        "**What these results show, and what they do not.** On the 2 training instances the Repair GRPO checkpoint "
+        f"scores more reward than the SFT checkpoint it started from (declared test confirm2, 30 episodes per "
+        f"instance: {_test_line(cts.get('confirm2'))}; the first, smaller test confirm: "
+        f"{_test_line(cts.get('confirm'))}). The SFT teachers are recitals of each row's gold patch, so this is the "
+        "policy reproducing a memorised patch more often, not a skill. Nothing carries to instances it never saw: "
+        f"held-out (confirm-heldout) {_test_line(cts.get('confirm-heldout'))}"
+        + (f"; usable patches {usable['before']['mean'] * n_held['before']:.0f}/{n_held['before']} before and "
+           f"{usable['after']['mean'] * n_held['after']:.0f}/{n_held['after']} after" if usable else "")
+        + ". The sampling-seed replication of the Repair run "
+        + (f"gives a per-instance rise of {rr['delta']:+.2f} [{rr['ci_low']:+.2f}, {rr['ci_high']:+.2f}] "
+           f"(its CI {'includes' if rr['ci_low'] <= 0 <= rr['ci_high'] else 'excludes'} 0), its largest rise on "
+           f"{_top(rr)} where the pinned run's is on {_top(rep['grpo']['instance_rise']['reward'])}"
+           if rr and rr.get("delta") is not None else "has not run")
+        + ". The Test agent shows no rise (training: " + _test_line(tst.get("confirm-test")) + "; held-out: "
+        + _test_line(tst.get("confirm-test-heldout")) + "). In-run rises over steps are post hoc where so labeled "
+        "and mix DAPO's instance schedule with the policy's change.\n")
+
+
 def tables(summary: dict) -> str:
     """The numbers of `summary` as Markdown tables (tables.md: what the README quotes)."""
     out = ["<!-- generated by experiments/training/learning_curve.py from summary.json; do not edit -->\n",
-           f"All measured with {STAND_IN}.\n"]
+           f"All measured with {STAND_IN}.\n", conclusion(summary)]
     for agent, a in summary["agents"].items():
         out.append(f"## {agent} agent\n\n### SFT\n\n| data | steps | loss first -> last | token accuracy (last) | "
                    "train wall s | run |\n|---|---|---|---|---|---|")
@@ -553,7 +648,8 @@ def tables(summary: dict) -> str:
             out.append(f"| {n} ({', '.join(s['instances'])}) | {s['steps']} | {_f(s['loss_first'])} -> "
                        f"{_f(s['loss_last'])} | {_f(s['token_accuracy_last'])} | {_f(s['wall_s'], 0)} | `{s['run']}` |")
         mets = METRICS[agent]
-        out.append("\n### Checkpoints (train: 2 episodes per instance, held-out: 1; value [95% CI over instances])\n\n| checkpoint | split | "
+        out.append("\n### Checkpoints (train: 2 episodes per instance, held-out: 1; value [95% interval over instances: "
+                   "Wilson for rates, Hoeffding within the reward's range])\n\n| checkpoint | split | "
                    + " | ".join(mets) + " | instances | episodes (aborted) | wall s |\n|---|---|"
                    + "---|" * len(mets) + "---|---|---|")
         for key, e in a["evals"].items():
@@ -658,7 +754,7 @@ def main(argv: list[str] | None = None) -> int:
         run = _complete("training", rid, root)
         if run is not None:
             m = run.records.sort_values("step")
-            recs = rollouts(out / "rollouts" / f"{rid}.jsonl.gz")
+            recs = rollouts(out / "rollouts" / f"{rid}.jsonl.gz", dict(zip(m["step"], m["episodes"])))
             by_step = scored_rewards_by_step(recs, m["step"])
             masked = [sum(1 for r in recs if r["step"] == s and r["masked"]) for s in m["step"]]
             rise = window_rise(by_step, args.window)
@@ -667,7 +763,10 @@ def main(argv: list[str] | None = None) -> int:
                     "masked_share", "loss", "grad_norm", "entropy", "kl_sampling", "clip_ratio",
                     "optimizer_steps_skipped", "stop_reason", "tokens_per_s", "rollout_s", "train_s", "wall_s", "lr"]
             per_step = [{c: (None if stats.is_null(r.get(c)) else r.get(c)) for c in cols} for r in m.to_dict("records")]
-            grpo[agent] = {"by_step": by_step, "rise": rise, "made_by": _made_by(run.manifest), "replications": [],
+            grpo[agent] = {"by_step": by_step, "curve": training_curve(run), "rise": rise,
+                           "bounds": reward_bounds(run.manifest),
+                           "instance_rise": instance_rises(recs, agent, label)["reward"],
+                           "made_by": _made_by(run.manifest), "replications": [],
                            "seed": (run.manifest.get("seeds") or [None])[0],
                            "metrics": {"step": list(m["step"]), "kept_groups": list(m["kept_groups"]),
                                        "dropped_groups": list(m["dropped_groups"]), "masked": masked}}
@@ -685,10 +784,10 @@ def main(argv: list[str] | None = None) -> int:
                 if rep is None:
                     continue
                 seed = (rep.manifest.get("seeds") or [None])[0]
-                rrecs = rollouts(out / "rollouts" / f"{rdir.name}.jsonl.gz")
                 rm = rep.records
+                rrecs = rollouts(out / "rollouts" / f"{rdir.name}.jsonl.gz", dict(zip(rm["step"], rm["episodes"])))
                 rby = scored_rewards_by_step(rrecs, rm["step"])
-                grpo[agent]["replications"].append((seed, rby))
+                grpo[agent]["replications"].append((seed, training_curve(rep)))
                 reps.append({"run": f"training/{rdir.name}", "seed": seed, "made_by": _made_by(rep.manifest),
                              "rise": window_rise(rby, args.window),
                              "instance_rise": instance_rises(rrecs, agent, instance_rise_label(
@@ -708,6 +807,7 @@ def main(argv: list[str] | None = None) -> int:
             cts = {n: confirm(out / "eval", agent, n) for n, d in CHECKPOINT_TESTS.items() if d["agent"] == agent}
             if any(cts.values()):
                 a["checkpoint_tests"] = {n: ct for n, ct in cts.items() if ct}
+                grpo[agent]["checkpoint_tests"] = a["checkpoint_tests"]
         ev = evals(out / "eval", agent)
         allev[agent] = ev
         a["evals"] = {f"{ck}/{split}": {**e["summary"], "wall_s": e["wall_s"], "made_by": e["made_by"]}

@@ -116,3 +116,67 @@ def test_the_held_out_checkpoint_test_reads_held_out_episodes_and_says_so(tmp_pa
     ct = lc.confirm(tmp_path, d["agent"], d["name"])
     assert ct["verdict"].startswith("not shown") and ct["levels"]["before"] == {"x": 2 * d["episodes"]}
     assert any("held-out instances" in line for line in lc._checkpoint_test_lines(ct))
+
+
+def _rollout(step: int, group, k: int, iid: str, kept: bool, reward: float) -> dict:
+    return {"step": step, "group": group, "rollout": k, "instance_id": iid, "kept": kept, "reward": reward}
+
+
+def test_rollouts_keep_every_dropped_group_and_the_last_write_of_a_resumed_step(tmp_path):
+    """Two dropped groups of one instance (group None) are both the step's rollouts; a step written again by a
+    resumed run counts once, as written last. Keying by (step, group, rollout, instance) lost the second group."""
+    import gzip
+
+    step0 = [_rollout(0, 0, k, "a", True, float(k)) for k in range(2)]
+    step1 = ([_rollout(1, None, k, "a", False, 0.0) for k in range(2)]
+             + [_rollout(1, None, k, "a", False, 1.0) for k in range(2)])
+    redo1 = [_rollout(1, 0, k, "b", True, 0.5) for k in range(4)]
+    path = tmp_path / "r.jsonl.gz"
+    with gzip.open(path, "wt") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in [*step0, *step1])
+    got = lc.rollouts(path, {0: 2, 1: 4})
+    assert len(got) == 6 and sorted(r["reward"] for r in got if r["step"] == 1) == [0.0, 0.0, 1.0, 1.0]
+    with gzip.open(path, "at") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in redo1)
+    assert [r["instance_id"] for r in lc.rollouts(path, {0: 2, 1: 4}) if r["step"] == 1] == ["b"] * 4
+    with pytest.raises(InputError, match="step 1 has 8 rollout records where metrics.jsonl counts 9"):
+        lc.rollouts(path, {0: 2, 1: 9})
+
+
+def test_checkpoint_summaries_have_intervals_at_two_instances():
+    """heldout.summarize: two instances that agree (all 0, or all 1.5) still get an interval, inside the range."""
+    from execcritic.training.heldout import summarize
+
+    recs = [{"instance_id": i, "aborted": False, "usable_patch": 1.0, "resolved": 1.0, "reward": 1.5}
+            for i in ("a", "b") for _ in range(2)]
+    s = summarize(recs, "repair", ["a", "b"])
+    for m in ("usable_patch", "resolved", "reward"):
+        assert s[m]["ci_high"] - s[m]["ci_low"] > 0.2, (m, s[m])
+    assert s["reward"]["ci_high"] == 1.5 and s["reward"]["ci_method"] == "hoeffding"
+    assert s["resolved"]["ci_high"] == pytest.approx(1.0) and s["resolved"]["ci_method"] == "wilson_instances"
+
+
+def test_no_committed_interval_is_zero_width_at_small_n():
+    """Every interval the committed results print over 5 or fewer units (instances, or a step's rollouts) has width:
+    the paper tables' summary.csv, the training curves, and the learning-curve study's checkpoint evaluations."""
+    from execcritic.results.store import load_run, training_curve
+
+    root = Path(__file__).resolve().parents[2] / "results"
+    bad = []
+    for path in root.glob("*/*/summary.csv"):
+        df = pd.read_csv(path)
+        if {"ci_low", "ci_high", "n_instances"} <= set(df.columns):
+            small = df[(df["n_instances"] <= 5) & df["ci_low"].notna()]
+            bad += [f"{path}: {r['metric']}" for _, r in small.iterrows() if r["ci_low"] == r["ci_high"]]
+    for run in (root / "training").iterdir():
+        if run.is_dir():
+            c = training_curve(load_run("training", run.name, root=root)).dropna(subset=["ci_low"])
+            bad += [f"training/{run.name} step {s}" for s, lo, hi in zip(c["step"], c["ci_low"], c["ci_high"])
+                    if lo == hi]
+    for path in (root / "learning_curve").glob("*/summary.json"):
+        study, summary = path.parent, json.loads(path.read_text())
+        for agent, a in summary.get("result", summary)["agents"].items():
+            for key, e in a["evals"].items():
+                bad += [f"{study.name} {agent} {key} {m}" for m, v in e.items() if isinstance(v, dict)
+                        and v.get("value") is not None and e["n_instances"] <= 5 and v["ci_low"] == v["ci_high"]]
+    assert not bad, bad
