@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 EXTRAS ?= dev,serve,notebooks,lab,cpu-model,ray,train,verl
 
-.PHONY: run test venv system-deps clean-venv
+.PHONY: run test lab venv system-deps clean-venv
 
 system-deps:
 	@./scripts/system-deps.sh
@@ -36,7 +36,11 @@ run: system-deps venv
 
 # The whole test suite, every tier (unit, integration, docker, slow, train).
 test: system-deps venv
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q --durations=30
+
+# JupyterLab on the notebooks; as root (a container) it needs --allow-root, else it exits at once
+lab: venv
+	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
 clean-venv:
 	rm -rf $(VENV)
