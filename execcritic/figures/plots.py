@@ -27,6 +27,7 @@ from execcritic.figures.tables import (
     figure6_row,
     fmt,
     interval_methods,
+    measured_on,
     n_text,
     stand_in_names,
 )
@@ -106,7 +107,8 @@ def _notes_lines(view: ArtifactView, notes: Notes, measured: Sequence[dict[str, 
     lines = []
     run = view.run
     if run is not None and measured and run.manifest.get("banner"):
-        lines.append(f"Measured values: preset {run.preset}, run {run.run_id} (made at {run.made_at}). "
+        lines.append(f"Measured values: preset {run.preset}, run {run.run_id} (made at {run.made_at}), on "
+                     f"{measured_on(run)}. "
                      f"{run.manifest['banner']}")
     if measured:
         n = n_text(measured) or "n (instances × runs) per value in paper_figures/" + view.artifact + ".md"

@@ -477,3 +477,25 @@ def test_paper_values_are_never_stand_in_values(stand_in_table2):
     for r in v.rows.to_dict("records"):
         if paper_part(r["repair_agent"]) != r["repair_agent"]:
             assert pd.isna(r["reported"])
+
+
+def test_no_figure_text_is_smaller_than_eight_points():
+    """Figures 5 and 6 of the pinned runs, as `execcritic figures` draws them: every visible text (ticks, legends,
+    notes, annotations) is at least MIN_FONT = 8 pt at the saved size, readable at 100% on a laptop screen."""
+    from matplotlib.text import Text
+
+    from execcritic.figures.build import BuildReport, training_runs
+    from execcritic.figures.plots import MIN_FONT
+    from execcritic.results.store import load_run
+
+    results = REPO / "results"
+    pins = read_pins(results)["runs"]
+    figs = {"figure5": figure5(view_of("figure5", load_run("figure5", pins["figure5"], root=results))),
+            "figure6": figure6(view_of("figure6", load_run("figure6", pins["figure6"], root=results)),
+                               training_runs(results, BuildReport(results)))}
+    assert MIN_FONT >= 8
+    for name, fig in figs.items():
+        fig.canvas.draw()          # tick labels exist once drawn
+        small = [(t.get_text()[:40], t.get_fontsize()) for t in fig.findobj(Text)
+                 if t.get_visible() and t.get_text().strip() and t.get_fontsize() < MIN_FONT]
+        assert not small, (name, small)
