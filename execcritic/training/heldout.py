@@ -142,7 +142,15 @@ def summarize(records: Sequence[dict[str, Any]], role: str, instances: Sequence[
     return out
 
 
-__all__ = ["METRICS", "episode_metrics", "evaluate_policy", "read_records", "summarize"]
+def sampling_record(role: str, protocol: ProtocolConfig = PAPER) -> dict[str, Any]:
+    """What `evaluate_policy` sampled with, as its manifest records it: the role's GRPO rollout sampling under
+    `protocol` (a preset's temperature, not the paper's default)."""
+    s = rollout_sampling(role_config(role, protocol), protocol)
+    return {"what": "the role's GRPO rollout sampling", "temperature": s.temperature, "top_p": s.top_p,
+            "top_k": s.top_k, "max_tokens": s.max_tokens}
+
+
+__all__ = ["METRICS", "episode_metrics", "evaluate_policy", "read_records", "sampling_record", "summarize"]
 
 
 def run_evaluation(model_spec: str, role: str, tasks: Sequence[Task], out: str | Path, *,
@@ -165,7 +173,7 @@ def run_evaluation(model_spec: str, role: str, tasks: Sequence[Task], out: str |
                                        "episode_s": round(sum(r["seconds"] for r in recs), 2)},
                               extra={"artifact": "policy-evaluation", "role": role, "instances": ids,
                                      "episodes_per_instance": episodes, "label": label, "candidates": candidates,
-                                     "sampling": "the role's rollout sampling (temperature 1.0), as in GRPO",
+                                     "sampling": sampling_record(role, protocol),
                                      "records": str(out)})
     write_result(Path(f"{out}.summary.json"), {"summary": summary}, manifest)
     return {"out": str(out), "summary": summary}

@@ -180,3 +180,17 @@ def test_no_committed_interval_is_zero_width_at_small_n():
                 bad += [f"{study.name} {agent} {key} {m}" for m, v in e.items() if isinstance(v, dict)
                         and v.get("value") is not None and e["n_instances"] <= 5 and v["ci_low"] == v["ci_high"]]
     assert not bad, bad
+
+
+def test_an_evaluation_manifest_records_the_temperature_it_sampled_at():
+    """A preset that sets the rollout temperature (cpu-curve: 0.8) is what the manifest says, not the paper's 1.0."""
+    from execcritic.config import PAPER, apply_overrides
+    from execcritic.training.heldout import sampling_record
+
+    assert sampling_record("repair")["temperature"] == PAPER.grpo.rollout_temperature == 1.0
+    cpu = apply_overrides(PAPER, {"grpo.rollout_temperature": 0.8})
+    assert sampling_record("repair", cpu)["temperature"] == 0.8 and sampling_record("test", cpu)["top_k"] == -1
+    root = Path(__file__).resolve().parents[2] / "results" / "learning_curve"
+    for path in root.glob("*/eval/*.summary.json"):
+        m = json.loads(path.read_text())["manifest"]
+        assert m["sampling"]["temperature"] == m["config"]["grpo"]["rollout_temperature"], path
