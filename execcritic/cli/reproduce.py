@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
         preset: Annotated[str, typer.Option(help="paper | smoke | ci, or a preset YAML (experiments/presets/)")] = "smoke",
         only: Annotated[list[str] | None, typer.Option(help="only this artifact (repeatable): table1 ... figure6")] = None,
         from_results: Annotated[bool, typer.Option(
-            "--from-results", metavar="", help="run nothing: re-render the latest complete runs and paper_figures/"
+            "--from-results", metavar="", help="run nothing: re-render the pinned runs (results/paper_runs.json) and paper_figures/"
         )] = False,
         results: Annotated[Path, typer.Option(help="results store")] = Path("results"),
         figures: Annotated[Path, typer.Option(help="where paper_figures are written")] = Path("paper_figures"),
@@ -78,7 +78,7 @@ def register(app: typer.Typer) -> None:
                     t0 = time.monotonic()
                     out = rp.render_notebook(a, results, rendered, km=km)
                     timings.append((f"{a} notebook (re-render)", time.monotonic() - t0,
-                                    str(out) if out else "no complete run: nothing to render"))
+                                    str(out) if out else "no pinned run: nothing to render"))
                     prog.advance(bar)
             session, failed = None, ""
         else:
@@ -150,6 +150,8 @@ def _progress(console, quiet: bool):
 def _summary(console, pre, session, runs, rows, timings, total, results, figures) -> None:
     from rich.table import Table  # lazy: rich, off the start-up path
 
+    from execcritic.results.pins import pins_path  # lazy: pandas
+
     console.rule("[bold]Summary")
     console.print(f"Preset [bold]{pre.name}[/]: {pre.banner}")
     t = Table(title="What ran, and how long it took", show_lines=False)
@@ -185,7 +187,8 @@ def _summary(console, pre, session, runs, rows, timings, total, results, figures
     console.print("Paper conditions without a measurement of their own (the reason is in each table): " +
                   "; ".join(counts))
     where = [f"results: {results}/<artifact>/{session.session}/ (records.jsonl, summary.csv, deltas.csv, "
-             "conditions.csv, notebook.ipynb)" if session else f"results: {results}/ (latest complete runs)",
+             "conditions.csv, notebook.ipynb)" if session
+             else f"results: {results}/ (the pinned runs: {pins_path(results).name})",
              f"figures: {figures}/ (README.md, <artifact>.md/.tex, figure5/figure6 .png/.pdf)"]
     if session:
         where.append(f"session log: {session.path}")

@@ -6,7 +6,7 @@ parts: the task environments, the pipeline units every selected artifact needs (
 process, with live progress; shared between artifacts), one papermill execution per notebook (which
 finds its units done, writes its records through the store and renders; the executed notebook is
 attached to the run), then the figures. Killed and restarted, a session continues: finished units and
-complete artifacts are skipped. `from_results` re-renders only, from the latest complete runs.
+complete artifacts are skipped. `from_results` re-renders only, the pinned runs (results/paper_runs.json).
 """
 
 from __future__ import annotations
