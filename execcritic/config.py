@@ -210,6 +210,14 @@ class GRPOConfig:
                                    "instead of sampling forever",
                                    source="§5.1 states no cap; 4 x groups_per_step is ours (slime bounds its "
                                    "oversampling batches too: --over-sampling-batch-size)", ge=1, le=1_000_000)
+    aborted_baseline: str = knob(
+        "invalid_level", "how an aborted Repair rollout (no verdict at all: an operational failure before scoring) "
+        "enters the group baseline before its advantage is set to 0: 'invalid_level' = in the mean with Eq. 6's "
+        "invalid reward (0), as a masked rollout enters at its lower bound, so frequent aborts pull the mean down "
+        "and shift every unmasked advantage up; 'exclude' = out of the mean (and std), so the others' advantages "
+        "sum to zero. Test rollouts: aborted ones are always out (§4.1 masks them from group statistics)",
+        source="Table 8b masks aborted rollouts and App. A.2 keeps masked ones in the mean; the paper is silent on "
+        "whether an aborted one is in the mean", unstated=True, choices=("invalid_level", "exclude"))
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ them before the machine goes offline, or carry the cache) and the embedded model
 the script and the environments, and measures nothing. Results: results/learning_curve/gpu-curve/, labeled
 stand-in; never quote a number from a dry run.
 
-Exit status: 0 ran (or a dry run passed), 2 could not run here (no CUDA or no vLLM: the JSON says why), 1 failed.
+Exit status: 0 ran (or a dry run passed), 2 could not run here (no CUDA or no vLLM: the JSON says why), 1 failed
+(the learning-curve recipe with a task environment missing, dry run or not: one line names them).
 """
 
 from __future__ import annotations
@@ -198,7 +199,7 @@ def learning_curve(args, dry_run: bool) -> dict[str, Any]:
     commands = [["bash", str(LEARNING_CURVE), "all"],
                 [sys.executable, str(REPO / "experiments" / "training" / "learning_curve.py"), "--study", args.profile]]
     facts["commands"] = [" ".join(c) for c in commands]
-    if dry_run:
+    if dry_run or missing:      # a run without its environments would fail hours in: main says what is missing
         return facts
     started = time.monotonic()
     for cmd in commands:
@@ -256,9 +257,17 @@ def main(argv: list[str] | None = None) -> int:
         report["error"] = f"{type(exc).__name__}: {exc}"
         report["traceback"] = traceback.format_exc()[-4000:]
         status = 1
+    missing = (report.get("learning_curve") or {}).get("environments_missing")
+    if missing:
+        report["ran"], report["error"] = False, (f"missing task environments ({len(missing)}): {', '.join(missing)} "
+                                                 "(build them: execcritic tasks build-sdist)")
+        status = 1
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1, default=str) + "\n")
+    if missing:                 # one line: what the run needs and this machine lacks
+        print(f"[gpu-check] {report['error']}", file=sys.stderr)
+        return status
     summary = report.get("results") or {k: report.get(k) for k in ("note", "not_run", "error") if report.get(k)}
     print(json.dumps(summary, indent=1, default=str))
     print(f"[gpu-check] ran={report['ran']} -> {out}", file=sys.stderr)

@@ -350,6 +350,7 @@ def curve_points(records: pd.DataFrame, bounds: tuple[float, float] | None = Non
         if is_null(n):        # runs written before the count: masked_share is masked / episodes, so this is exact
             n = 0 if is_null(r.get("episodes")) else round(r["episodes"] * (1.0 - (r.get("masked_share") or 0.0)))
         n = 0 if math.isnan(mean) else int(n)
+        mean = math.nan if n == 0 else mean      # no rollout with a reward (verl writes 0.0 with n = 0)
         lo, hi = hoeffding_mean_ci(mean, n, bounds) if bounds and n else (math.nan, math.nan)
         trained = int(r.get("kept_groups") or 0) > 0 and not int(r.get("optimizer_steps_skipped") or 0)
         rows.append({"step": int(r["step"]), "reward": mean, "n": n, "ci_low": lo, "ci_high": hi,

@@ -2,6 +2,7 @@
 
 from execcritic.rewards.advantages import (
     GroupAdvantages,
+    aborted_out_of_baseline,
     advantages_for_repair_agent,
     advantages_for_test_agent,
     group_advantages,
@@ -14,7 +15,17 @@ from execcritic.rewards.repair_reward import (
     group_repair_rewards,
     repair_reward,
 )
-from execcritic.rewards.sampling import DropReason, DynamicSampler, SamplingDecision, drop_reason
+from execcritic.rewards.sampling import (
+    REWARD_OVER,
+    STOP_REASONS,
+    DropReason,
+    DynamicSampler,
+    SamplingDecision,
+    StepEnd,
+    drop_reason,
+    end_step,
+    offer_room,
+)
 from execcritic.rewards.test_reward import (
     POSITIVE_LEVELS,
     TestLevel,
@@ -29,6 +40,8 @@ from execcritic.rewards.test_reward import (
 
 __all__ = [
     "POSITIVE_LEVELS",
+    "REWARD_OVER",
+    "STOP_REASONS",
     "DropReason",
     "DynamicSampler",
     "GroupAdvantages",
@@ -36,19 +49,23 @@ __all__ = [
     "RepairRewardBreakdown",
     "RepairRollout",
     "SamplingDecision",
+    "StepEnd",
     "TestLevel",
     "TestRewardBreakdown",
     "TestRollout",
     "TurnSlack",
+    "aborted_out_of_baseline",
     "aborted_raw_reward",
     "advantages_for_repair_agent",
     "advantages_for_test_agent",
     "balanced_accuracy",
     "drop_reason",
+    "end_step",
     "eq5_level",
     "group_advantages",
     "group_repair_rewards",
     "group_test_rewards",
+    "offer_room",
     "repair_reward",
     "turn_slack",
 ]

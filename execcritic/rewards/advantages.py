@@ -46,16 +46,21 @@ class GroupAdvantages:
 
 
 def group_advantages(rewards: Sequence[float], masked: Sequence[bool], *, masked_in_statistics: bool,
-                     config: GRPOConfig = PAPER.grpo) -> GroupAdvantages:
+                     config: GRPOConfig = PAPER.grpo, excluded: Sequence[bool] | None = None) -> GroupAdvantages:
     """reward - group mean (optionally / group std); masked rollouts get 0.
 
-    `masked_in_statistics=False` is the Test-agent rule, True the Repair-agent rule (module docstring)."""
+    `masked_in_statistics=False` is the Test-agent rule, True the Repair-agent rule (module docstring).
+    `excluded`: masked rollouts left out of the statistics whatever the rule (aborted Repair rollouts under
+    `grpo.aborted_baseline='exclude'`, see `aborted_out_of_baseline`)."""
     if len(rewards) != len(masked):
         raise ValueError(f"{len(rewards)} rewards but {len(masked)} mask flags")
+    out = list(excluded) if excluded is not None else [False] * len(rewards)
+    if len(out) != len(rewards) or any(x and not m for x, m in zip(out, masked)):
+        raise ValueError("excluded needs one flag per rollout, and only masked rollouts can be excluded")
     for r in rewards:
         if not math.isfinite(r):
             raise ValueError(f"non-finite reward {r!r}")
-    stats = [float(r) for r, m in zip(rewards, masked) if masked_in_statistics or not m]
+    stats = [float(r) for r, m, x in zip(rewards, masked, out) if not x and (masked_in_statistics or not m)]
     if not stats:
         return GroupAdvantages(tuple(0.0 for _ in rewards), None, None, 0)
     # exact arithmetic: a group of equal rewards gets advantages of exactly 0, not float dust
@@ -68,6 +73,16 @@ def group_advantages(rewards: Sequence[float], masked: Sequence[bool], *, masked
             scale = std
     adv = tuple(0.0 if m else float(Fraction(float(r)) - mean) / scale for r, m in zip(rewards, masked))
     return GroupAdvantages(adv, float(mean), std, len(stats))
+
+
+def aborted_out_of_baseline(role: str, aborted: Sequence[bool], config: GRPOConfig = PAPER.grpo) -> list[bool] | None:
+    """`group_advantages`' `excluded` for a group: the aborted Repair rollouts under `aborted_baseline='exclude'`
+    (None: nothing beyond the role's rule; a Test rollout that aborted is masked and out of the mean anyway)."""
+    if role != "repair" or config.aborted_baseline == "invalid_level":
+        return None
+    if config.aborted_baseline != "exclude":
+        raise ValueError(f"grpo.aborted_baseline must be 'invalid_level' or 'exclude', got {config.aborted_baseline!r}")
+    return [bool(a) for a in aborted]
 
 
 def advantages_for_test_agent(breakdowns: Sequence[_Scored],

@@ -51,6 +51,7 @@ from execcritic.rewards import (
     RepairRollout,
     TestRewardBreakdown,
     TestRollout,
+    aborted_out_of_baseline,
     aborted_raw_reward,
     group_advantages,
     group_test_rewards,
@@ -413,8 +414,8 @@ def score_group(role: str, results: Sequence[EpisodeResult], protocol: ProtocolC
 
     Test: Eq. 5 over the group (turn slack against the shortest unmasked rollout of the same level); masked
     and aborted rollouts are left out of the mean. Repair: Eq. 6 per rollout; masked rollouts enter the mean
-    with their raw reward (`repair_reward.masked_raw_reward`), an aborted one with `aborted_raw_reward`, then
-    both get 0 - the same numbers the verl estimator computes from its batch."""
+    with their raw reward (`repair_reward.masked_raw_reward`), an aborted one with `aborted_raw_reward` or not at
+    all (`grpo.aborted_baseline`), then both get 0 - the same numbers the verl estimator computes from its batch."""
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}, got {role!r}")
     live = [i for i, r in enumerate(results) if not r.aborted]
@@ -427,7 +428,8 @@ def score_group(role: str, results: Sequence[EpisodeResult], protocol: ProtocolC
         scored = [results[i].breakdown for i in live]
     for i, b in zip(live, scored):
         rewards[i], masked[i], breakdowns[i] = b.reward, b.masked, b
-    adv = group_advantages(rewards, masked, masked_in_statistics=role == "repair", config=protocol.grpo)
+    adv = group_advantages(rewards, masked, masked_in_statistics=role == "repair", config=protocol.grpo,
+                           excluded=aborted_out_of_baseline(role, [r.aborted for r in results], protocol.grpo))
     return GroupScore(rewards, masked, adv, breakdowns)
 
 

@@ -9,8 +9,9 @@ and no dynamic sampling (DAPO: keep only groups with non-zero reward variance, o
   step asks for (threads: `workers`, each with its own `HFPolicy` on the shared weights), scores each group
   with `episodes.score_group` (Eq. 5 with turn slack / Eq. 6; both masking rules; `execcritic.rewards`
   only) and offers it to `rewards.DynamicSampler`; a dropped group is replaced by a fresh group of another
-  issue until the step is full or `grpo.max_groups_offered` groups were offered (the step's `stop_reason`:
-  `full` | `offer_cap`); a capped step proceeds with dropped groups as fillers whose samples train nothing.
+  issue until the step is full or `grpo.max_groups_offered` groups were offered (`rewards.offer_room`); how the
+  step ends (`stop_reason` `full` | `offer_cap`, fillers, reward summary) is `rewards.end_step`, shared with
+  verl's replay buffer: a capped step proceeds with dropped groups as fillers whose samples train nothing.
   Masked rollouts and fillers get an all-zero loss mask too, so they are out of the update (slime's
   `remove_sample`) and out of the per-token normalizer. With `records_path`, every rollout of the step is
   written there (token ids, sampling logprobs, the loss mask used, reward breakdown, advantage).
@@ -49,7 +50,7 @@ from transformers import TrainerCallback
 from execcritic.agents.models.base import SamplingConfig
 from execcritic.config import PAPER, ProtocolConfig, RepairRLConfig, TestRLConfig
 from execcritic.errors import InputError
-from execcritic.rewards import DynamicSampler
+from execcritic.rewards import DynamicSampler, end_step, offer_room
 from execcritic.training.episodes import EpisodeResult, GroupScore, run_episode, score_group
 from execcritic.training.policy import HFPolicy, TrajectorySample
 from execcritic.training.trl_adapter import (
@@ -91,6 +92,11 @@ class Group:
 
 def _mean(xs: list[float]) -> float | None:
     return statistics.fmean(xs) if xs else None
+
+
+def _live(groups: list[Group]) -> list[float]:
+    """The unmasked rollouts' final rewards of `groups` (what DAPO and the step's reward summary are over)."""
+    return [rw for gr in groups for rw, m in zip(gr.score.rewards, gr.score.masked) if not m]
 
 
 def _std(xs: list[float]) -> float | None:
@@ -208,15 +214,13 @@ class GroupRolloutRunner:
         draws = self._draws(step)
         queue = list(slots)
         offered = 0
-        stop_reason = "full"
         was_training = self._model.training
         self._model.eval()   # once for the phase: worker threads must not toggle train/eval under each other
         try:
             while not sampler.full:
-                need = min(len(slots) - len(sampler.kept), cap - offered)
+                need = offer_room(len(slots) - len(sampler.kept), offered, cap)
                 if need <= 0:
-                    stop_reason = "offer_cap"
-                    break
+                    break       # the cap: end_step fills the step with dropped groups (stop reason offer_cap)
                 batch = [queue.pop(0) if queue else next(draws) for _ in range(need)]
                 for row, results in zip(batch, self.run_groups(batch, g, step, offered)):
                     group = Group(row, results, score_group(self.role, results, self.protocol), False, None)
@@ -231,15 +235,15 @@ class GroupRolloutRunner:
                         dropped.append(group)
         finally:
             self._model.train(was_training)
-        groups: list[Group] = list(sampler.kept)
-        short = len(slots) - len(groups)
-        for filler in dropped[len(dropped) - short:] if short > 0 else []:
-            groups.append(dataclasses.replace(filler, filler=True))
+        end = end_step(len(sampler.kept), dropped, len(slots), offered=offered, cap=cap,
+                       kept_rewards=_live(sampler.kept), offered_rewards=_live([*sampler.kept, *dropped]))
+        groups: list[Group] = [*sampler.kept, *(dataclasses.replace(f, filler=True) for f in end.fillers)]
         self.last_groups = groups
         out = self._output(groups, step, dropped if training else [])
         seconds = time.monotonic() - started
-        self.step_stats = self._stats(groups, dropped, sampler, offered, short, seconds, g)
-        self.step_stats["stop_reason"] = stop_reason if training else "eval"
+        self.step_stats = self._stats(groups, dropped, sampler, offered, seconds, g)
+        self.step_stats.update(end.record())
+        stop_reason = self.step_stats["stop_reason"] = end.stop_reason if training else "eval"
         self.step_stats["trained_tokens"] = sum(sum(m) for m in out["env_mask"])
         self.step_stats["sample_tokens"] = sum(len(a) + len(b) for a, b in zip(out["prompt_ids"],
                                                                                 out["completion_ids"]))
@@ -282,15 +286,13 @@ class GroupRolloutRunner:
     def _placeholder(self, row: dict[str, Any]) -> TrajectorySample:
         return RolloutRunner._placeholder(self._policy(), row)
 
-    def _stats(self, groups: list[Group], dropped: list[Group], sampler, offered: int, short: int,
+    def _stats(self, groups: list[Group], dropped: list[Group], sampler, offered: int,
                seconds: float, g: int) -> dict[str, Any]:
-        """The per-step facts the metrics row needs (`results/training/*/metrics.jsonl`)."""
+        """The per-step facts the metrics row needs (`results/training/*/metrics.jsonl`; the stop reason, fillers
+        and reward summary are `end_step`'s, shared with verl)."""
         kept = [gr for gr in groups if not gr.filler]
         offered_groups = kept + dropped
         episodes = [r for gr in offered_groups for r in gr.results]
-        kept_pairs = [(r, rw, m) for gr in kept for r, rw, m in zip(gr.results, gr.score.rewards, gr.score.masked)]
-        rewards = [rw for _, rw, m in kept_pairs if not m]
-        live_all = [rw for gr in offered_groups for rw, m in zip(gr.score.rewards, gr.score.masked) if not m]
         levels: Counter[str] = Counter()
         columns = TEST_LEVEL_COLUMNS if self.role == "test" else REPAIR_LEVEL_COLUMNS
         for gr in offered_groups:
@@ -302,14 +304,11 @@ class GroupRolloutRunner:
                     col += "_halved"
                 levels[col] += 1
         stats: dict[str, Any] = {
-            "reward_mean": _mean(rewards), "reward_std": _std(rewards),
-            "reward_mean_offered": _mean(live_all), "reward_std_offered": _std(live_all),
             "masked_share": (sum(1 for gr in offered_groups for m in gr.score.masked if m) / len(episodes))
             if episodes else 0.0,
             "aborted": sum(1 for r in episodes if r.aborted),
             "aborted_reasons": sorted({str(r.info.get("aborted"))[:300] for r in episodes if r.aborted}),
-            "kept_groups": len(kept), "dropped_groups": len(dropped), "offered_groups": offered,
-            "filler_groups": max(0, short),
+            "dropped_groups": len(dropped), "offered_groups": offered,
             "dropped_reasons": dict(sorted(sampler.dropped.items())),
             "n_rollouts": len(kept) * g, "episodes": len(episodes),
             "rollout_s": round(seconds, 3),
@@ -508,17 +507,7 @@ class MetricsRecorder(TrainerCallback):
                "response_tokens_mean": s.get("model_tokens_mean"),
                "optimizer_s": round(self._iteration_opt_s, 4),
                "wall_s": round(time.perf_counter() - self._step_t0, 3), "peak_rss_mb": round(peak_rss_mb(), 1)}
-        row["reward_over"] = "kept"
-        if row.get("reward_mean") is None:
-            # no kept group (every group dropped or masked): the curve shows the offered rollouts' reward instead,
-            # and says so - the step trained on nothing (kept_groups = 0)
-            row["reward_mean"], row["reward_std"] = s.get("reward_mean_offered"), s.get("reward_std_offered")
-            row["reward_over"] = "offered"
-        if row.get("reward_mean") is None:
-            row["reward_mean"] = 0.0    # not even an unmasked offered rollout: every rollout masked or aborted
-            row["reward_over"] = "none"
-        if row.get("reward_std") is None:
-            row["reward_std"] = 0.0     # fewer than two rewards: no sample sd
+        # reward_mean / reward_std / reward_over / stop_reason / filler_groups: `end_step`'s (the runner's stats)
         self.pending.append(row)
         self.rows.append(row)
         line = (f"[{self.label + ' ' if self.label else ''}{self.runner.role}-rl step {iteration}] reward {row['reward_mean']:.3f} +- {row['reward_std']:.3f} "

@@ -15,7 +15,9 @@ sample is the same trajectory-level sample the TRL path trains on.
   it trains nothing and is how the estimator, which sees only tensors, knows it is masked.
 - Advantage estimators (`register_adv_est`): `execcritic_test_grpo` (masked rollouts out of the group mean,
   Eq. 5's turn slack within the group) and `execcritic_repair_grpo` (masked rollouts in the mean with their
-  raw reward, then 0); group mean baseline, no std division - `execcritic.rewards` does the arithmetic.
+  raw reward, then 0; an aborted one too, at `aborted_raw_reward`: only `grpo.aborted_baseline='invalid_level'`
+  runs here, see `verl_config.check_aborted_baseline`); group mean baseline, no std division - `execcritic.rewards`
+  does the arithmetic.
   What they read from verl's batch: the reward (sum of `token_level_rewards`), the mask flag (an all-zero
   `response_mask`) and, for the turn slack, the number of model turns (runs of 1s in `response_mask`: every
   turn is one run, separated by non-empty envelopes; the loop checks this against the episode's turn count
@@ -73,7 +75,12 @@ from execcritic.training.episodes import (
     test_row,
 )
 from execcritic.training.policy import LocalSampler, TokenPolicy, TrajectorySample, stop_ids_for
-from execcritic.training.verl_config import ADV_ESTIMATOR_NAMES, AGENT_LOOP_NAMES, PROTOCOL_ENV
+from execcritic.training.verl_config import (
+    ADV_ESTIMATOR_NAMES,
+    AGENT_LOOP_NAMES,
+    PROTOCOL_ENV,
+    check_aborted_baseline,
+)
 
 BACKEND_ENV = "EXECCRITIC_SANDBOX_BACKEND"
 # Repair: run the official evaluation on every usable terminal patch ("always": the resolved rate of rollouts
@@ -465,6 +472,7 @@ def _estimate(role: str, token_level_rewards: torch.Tensor, response_mask: torch
         raise InputError(f"algorithm.norm_adv_by_std_in_grpo={config.norm_adv_by_std_in_grpo} contradicts "
                          f"grpo.std_normalization={protocol.grpo.std_normalization} of the protocol",
                          field="algorithm.norm_adv_by_std_in_grpo")
+    check_aborted_baseline(role, protocol)
     if index is None:
         raise InputError("the batch has no 'uid' column: GRPO groups cannot be formed", field="uid")
     rewards, masked, turns = batch_facts(token_level_rewards, response_mask)

@@ -41,7 +41,8 @@ import yaml
 
 from execcritic.config import ProtocolConfig
 from execcritic.errors import ExecCriticError, InputError
-from execcritic.training.verl_config import PROTOCOL_ENV, RUNTIME, render_yaml
+from execcritic.rewards import REWARD_OVER, STOP_REASONS
+from execcritic.training.verl_config import ENGINE_DEVIATIONS, PROTOCOL_ENV, RUNTIME, render_yaml
 
 REPO = Path(__file__).resolve().parents[2]        # verl resolves `agent_loop_config_path` from the working dir
 PPO_MODULE = "verl.trainer.main_ppo"
@@ -56,6 +57,11 @@ TRAINING_COLUMNS = {
     "reward_mean": "training/execcritic/reward_mean", "reward_std": "training/execcritic/reward_std",
     "masked_share": "training/execcritic/masked_share", "kept_groups": "training/execcritic/kept_groups",
     "dropped_groups": "training/execcritic/dropped_groups", "n_rollouts": "training/execcritic/n_rollouts",
+    "filler_groups": "training/execcritic/filler_groups", "offered_groups": "training/execcritic/groups_offered",
+    "stop_reason": "training/execcritic/offer_cap", "reward_over": "training/execcritic/reward_over",
+    "optimizer_steps_skipped": "training/execcritic/optimizer_steps_skipped",
+    "reward_mean_offered": "training/execcritic/reward_mean_offered",
+    "reward_n_offered": "training/execcritic/reward_n_offered",
     "loss": "actor/pg_loss", "kl": "actor/ppo_kl", "lr": "actor/lr", "entropy": "actor/entropy",
     "clip_ratio": "actor/pg_clipfrac", "response_tokens_mean": "response_length/mean", "wall_s": "timing_s/step",
 }
@@ -234,6 +240,11 @@ def schema_rows(kind: str, verl_rows: Sequence[Mapping[str, Any]]) -> list[dict[
                              "selected: trainer.v1.sampler.custom_sampler?)", field=missing[0])
         row = {k: r.get(v) for k, v in TRAINING_COLUMNS.items()}
         row.update(step=int(r["step"]) - 1, **{k: int(row[k]) for k in ("kept_groups", "dropped_groups", "n_rollouts")})
+        # the replay buffer's numeric codes back to the TRL row's words (`rewards.end_step`); absent in old runs
+        for key, words in (("stop_reason", STOP_REASONS), ("reward_over", REWARD_OVER)):
+            row[key] = None if row[key] is None else words[int(row[key])]
+        for key in ("filler_groups", "offered_groups", "optimizer_steps_skipped", "reward_n_offered"):
+            row[key] = None if row[key] is None else int(row[key])
         row.update({k.rsplit("/", 1)[1]: int(v) for k, v in r.items() if k.startswith("training/execcritic/level_")})
         out.append(row)
     return out
@@ -348,7 +359,7 @@ def train_verl(run: Any, *, task_set: str, ray_address: str | None = None, log: 
     else:
         job = rl_job(run.kind, run_id=run.run_id, model=run.model, rows=rows, task_set=task_set,
                      protocol=p, home=run.home, results=writer.path, ray_address=ray_address)
-    writer.manifest.update({"verl_command": job.command, "gpus": job.gpus})
+    writer.manifest.update({"verl_command": job.command, "gpus": job.gpus, "engine_deviations": ENGINE_DEVIATIONS})
     try:
         out = run_job(job, log=log)
         for row in schema_rows(run.kind, out["verl_rows"]):

@@ -49,15 +49,21 @@ def test_gpu_check_without_cuda_says_it_did_not_run(tiny_model_dir, tmp_path):
 
 
 @needs_rows
-def test_gpu_learning_curve_recipe_dry_run_plans_without_measuring(tmp_path, monkeypatch):
+def test_gpu_learning_curve_recipe_dry_run_plans_without_measuring(tmp_path, monkeypatch, capsys):
     """`--recipe learning-curve`: the CPU study's recipe at the gpu-curve size; the dry run validates the profile and
-    the study script and lists the commands a GPU machine would run - it measures nothing."""
+    the study script and lists the commands a GPU machine would run - it measures nothing. With the task
+    environments missing (an empty cache here) it fails: exit 1 and one line naming every missing one (it exited 0
+    before, so a GPU session started a run that could not work)."""
     monkeypatch.setenv("EXECCRITIC_VERIFIED", str(VERIFIED))   # the rows the suite reads, as `make test` exports
+    monkeypatch.setenv("EXECCRITIC_CACHE", str(tmp_path / "empty-cache"))   # no task environment built
     gc = _module()
     out = tmp_path / "gpu_check.json"
-    assert gc.main(["--recipe", "learning-curve", "--dry-run", "--out", str(out)]) == 0
+    assert gc.main(["--recipe", "learning-curve", "--dry-run", "--out", str(out)]) == 1
     report = json.loads(out.read_text())
     lc = report["learning_curve"]
+    said = capsys.readouterr()
+    assert said.out == "" and len(said.err.strip().splitlines()) == 1
+    assert lc["environments_missing"] == lc["instances"] and all(i in said.err for i in lc["instances"])
     assert report["ran"] is False and "nothing was measured" in report["note"] and "results" not in report
     assert lc["profile"] == "gpu-curve" and lc["batch_shape"]["repair"]["num_generations"] == 8
     assert "psf__requests-2931" in lc["instances"] and lc["commands"][0].endswith("learning_curve.sh all")

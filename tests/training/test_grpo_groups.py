@@ -9,13 +9,13 @@ exercised in test_rl_real_episodes.py."""
 from __future__ import annotations
 
 import dataclasses
-import math
 import itertools
+import math
 from types import SimpleNamespace
 
 import pytest
 
-from execcritic.config import load_protocol
+from execcritic.config import load_protocol, manifest_deviations
 from execcritic.errors import InputError
 from execcritic.rewards import RepairRollout, TestRollout, repair_reward
 from execcritic.training.episodes import EpisodeResult, aborted_result, score_group
@@ -74,6 +74,26 @@ def test_an_aborted_repair_rollout_enters_the_mean_with_the_floor_as_in_verl():
     assert verl.advantages == pytest.approx(s.advantages.advantages)
 
 
+@pytest.mark.parametrize("choice", ["invalid_level", "exclude"])
+def test_the_baseline_of_aborted_repair_rollouts_is_one_named_choice(choice):
+    """Two aborted rollouts in a group of six (1.5, 0.1, 0.2 unmasked; a masked one at its 0.1 lower bound):
+    'invalid_level' (default, the paper is silent) puts them in the mean at 0, 'exclude' leaves them out, so the
+    unmasked advantages differ by a hand-computed shift. Masked and aborted rollouts get 0 either way."""
+    proto = load_protocol(values={"grpo.aborted_baseline": choice})
+    group = [repair_result(patch_usable=True, selected_test="PASS", official_resolved=True, at_round0=True),
+             repair_result(patch_usable=True, selected_test="FAIL"),
+             repair_result(patch_usable=True, selected_test="PASS", official_resolved=False),
+             repair_result(patch_usable=True, selected_test="INVALID", official_resolved=False),
+             aborted_result("repair", None, "SandboxError: x"), aborted_result("repair", None, "ModelError: y")]
+    s = score_group("repair", group, proto)
+    assert s.masked == [False, False, False, True, True, True]
+    mean = {"invalid_level": (1.5 + 0.1 + 0.2 + 0.1 + 0.0 + 0.0) / 6, "exclude": (1.5 + 0.1 + 0.2 + 0.1) / 4}[choice]
+    assert s.advantages.advantages == pytest.approx((1.5 - mean, 0.1 - mean, 0.2 - mean, 0.0, 0.0, 0.0))
+    assert s.advantages.n_statistics == {"invalid_level": 6, "exclude": 4}[choice]
+    # every manifest records it (the config, and as a choice the paper leaves open)
+    assert manifest_deviations(proto)["grpo.aborted_baseline"]["used"] == choice
+
+
 def test_the_masked_repair_raw_reward_is_one_named_choice():
     """A usable patch whose terminal test gave no verdict, official PASS: 'lower_bound' (default) brings 0.1 into
     the mean; 'official_stand_in' (the earlier behaviour) 1.5. Either way its own advantage is 0."""
@@ -82,7 +102,8 @@ def test_the_masked_repair_raw_reward_is_one_named_choice():
     assert low.masked and low.reward == 0.1 and PAPER.repair_reward.masked_raw_reward == "lower_bound"
     stand_in = load_protocol(values={"repair_reward.masked_raw_reward": "official_stand_in"}).repair_reward
     assert repair_reward(r, stand_in).reward == 1.5
-    assert PAPER.unstated() == {"repair_reward.masked_raw_reward": "lower_bound", "sft.learning_rate": 1e-6}
+    assert PAPER.unstated() == {"repair_reward.masked_raw_reward": "lower_bound", "sft.learning_rate": 1e-6,
+                                "grpo.aborted_baseline": "invalid_level"}
     with pytest.raises(ValueError, match="masked_raw_reward"):
         repair_reward(r, load_protocol(values={"repair_reward.masked_raw_reward": "zero"}).repair_reward)
 
@@ -194,6 +215,8 @@ def test_the_default_cap_ends_a_step_on_a_policy_without_variance(tiny_model):
     runner([rows[0]["prompt"]] * 2, _trainer(model, tok, 2, 1))
     assert runner.step_stats["offered_groups"] == PAPER.grpo.max_groups_offered == 64
     assert runner.step_stats["stop_reason"] == "offer_cap" and runner.step_stats["kept_groups"] == 0
+    st = runner.step_stats                                  # the curve's point: every offered rollout with a reward
+    assert st["reward_n_offered"] == round(st["episodes"] * (1 - st["masked_share"]))
     with pytest.raises(InputError, match="max_groups_offered"):
         GroupRolloutRunner("repair", scripted_episode({}), rows,
                            protocol=load_protocol(values={"grpo.max_groups_offered": 0}))

@@ -80,6 +80,8 @@ def test_committed_launch_files_equal_the_derivation_and_mirror_tables_7_8():
         assert (m["tensor_model_parallel_size"], m["context_parallel_size"], m["expert_model_parallel_size"]) == (2, 4, 4)
         assert cfg["data"]["train_batch_size"] == 16 and rollout["n"] == 8 and rollout["name"] == "sglang"
         assert rollout["prompt_length"] + rollout["response_length"] == ctx == rollout["max_model_len"]
+        # the split is ours, a named deviation every verl manifest records (verl_launch.train_verl)
+        assert rollout["prompt_length"] == vc.ENGINE_DEVIATIONS["verl.rollout.prompt_length"]["used"]
         assert cfg["trainer"]["total_training_steps"] == rl.steps
         assert actor["ppo_mini_batch_size"] * 8 == rl.global_batch_size
         assert cfg["algorithm"]["norm_adv_by_std_in_grpo"] is False
@@ -588,36 +590,146 @@ def test_replay_buffer_evicts_and_refills_by_the_papers_rule_on_a_live_transferq
     assert refills == [2]                                   # verl's sync rule: 2 refills per evicted group
 
 
+def test_the_turn_slack_counts_the_last_turn_of_a_truncated_response(monkeypatch):
+    """verl's estimator counts turns from `response_mask` (runs of 1s). A response cut at the response budget ends
+    inside its last model turn (no envelope after it) and is right-padded with zeros in verl's batch; that last
+    turn must still count, so Eq. 5's turn slack sees the episode's count: 11 turns against a 2-turn rollout of the
+    same level is more than 8 longer (halved), 10 turns is not."""
+    va = pytest.importorskip("execcritic.training.verl_adapter")
+    from execcritic.training.episodes import EpisodeResult
+    from execcritic.training.policy import TrajectorySample
+
+    monkeypatch.delenv(vc.PROTOCOL_ENV, raising=False)
+
+    def sample(turns, truncated):
+        mask = []
+        for t in range(turns):      # 2 model tokens, then a 2-token envelope - except after a truncated last turn
+            mask += [1, 1] + ([] if truncated and t == turns - 1 else [0, 0])
+        return TrajectorySample([1, 2, 3], list(range(10, 10 + len(mask))), [-0.5] * len(mask), mask, turns)
+
+    samples = [sample(2, False), sample(11, True), sample(10, True)]
+    infos = []
+    for smp in samples:
+        out = va.loop_output(EpisodeResult(smp, 1.0, False, None, {}, "test", object()), smp, seconds=0.0)
+        infos.append(out.extra_fields["reward_extra_info"])
+        assert out.response_mask[-1] == 1 or smp.turns == 2          # the truncated ones end inside a model turn
+    assert [i[va.TURNS_KEY] for i in infos] == [2.0, 11.0, 10.0] and not any(i[va.TURN_MISMATCH_KEY] for i in infos)
+    width = 64                                                        # verl's padded response_length
+    mask = torch.zeros(3, width, dtype=torch.int64)
+    rewards = torch.zeros(3, width)
+    for row, smp in enumerate(samples):
+        mask[row, :len(smp.env_mask)] = torch.tensor(smp.env_mask)
+        rewards[row, len(smp.env_mask) - 1] = 1.0
+    assert va.batch_facts(rewards, mask)[2] == [2, 11, 10]
+    adv, _ = va.test_agent_advantages(rewards, mask, index=np.array(["g"] * 3, dtype=object))
+    final = [1.0, 0.5, 1.0]                                           # only the 11-turn rollout is halved
+    mean = sum(final) / 3
+    for row in range(3):
+        assert torch.allclose(adv[row][mask[row].bool()], torch.full((int(mask[row].sum()),), final[row] - mean))
+    assert va.group_scores("test", {"g": infos})["g"][0] == pytest.approx(final)   # DAPO sees the same counts
+
+
+def test_verl_refuses_an_aborted_baseline_its_estimator_cannot_compute(tmp_path, monkeypatch):
+    """verl's estimator sees an aborted and a masked Repair rollout alike (all-zero response_mask), so
+    `grpo.aborted_baseline='exclude'` is refused by the launch config and by the estimator, never silently run as
+    'invalid_level'; the Test role is unaffected (its aborted rollouts are out of the mean by its own rule)."""
+    proto = load_protocol(values={"grpo.aborted_baseline": "exclude"})
+    with pytest.raises(InputError, match="aborted_baseline"):
+        vc.verl_config("repair", proto)
+    assert vc.verl_config("test", proto)["algorithm"]["adv_estimator"] == vc.ADV_ESTIMATOR_NAMES["test"]
+    va = pytest.importorskip("execcritic.training.verl_adapter")
+    path = tmp_path / "protocol.yaml"
+    path.write_text(yaml.safe_dump(proto.to_dict()))
+    monkeypatch.setenv(vc.PROTOCOL_ENV, str(path))
+    with pytest.raises(InputError, match="aborted_baseline"):
+        va.repair_agent_advantages(torch.zeros(2, 3), torch.ones(2, 3), index=np.array(["u", "u"], dtype=object))
+
+
 @pytest.mark.integration
-def test_replay_buffer_stops_at_the_offer_cap_on_a_live_transferqueue(local_ray, monkeypatch):
-    """With `max_groups_offered` groups offered and too few kept, the sync buffer stops the run with the reason
-    (verl would otherwise refill forever on a policy without reward variance); the step's offered count and its
-    turn-mismatch masks are in its metrics when it completes."""
+def test_replay_buffer_skips_a_capped_step_like_the_trl_path_on_a_live_transferqueue(local_ray, monkeypatch):
+    """With `max_groups_offered` groups offered and too few kept, the sync buffer no longer stops the run: the step
+    ends as the TRL runner's does (`rewards.end_step`: the latest dropped groups fill the empty slots and train
+    nothing, the stop reason is `offer_cap`), so the next step - and a resumed run, which replays the step - goes
+    on. The generators behind `refill_fn` are scripted (they store finished groups at once)."""
     tq = pytest.importorskip("transfer_queue")
     from omegaconf import OmegaConf
 
-    from execcritic.training.verl_sampler import ExecCriticReplayBuffer, OfferCapReached
+    from execcritic.rewards import REWARD_OVER
+    from execcritic.training.verl_sampler import ExecCriticReplayBuffer
 
     monkeypatch.delenv(vc.PROTOCOL_ENV, raising=False)
 
     put_group = _put_group
 
-    def buffer(cap, refill):
+    def buffer(cap, refill, size=1):
         b = ExecCriticReplayBuffer("sync", OmegaConf.create({}), 8, "drop",
-                                   OmegaConf.create({"role": "repair", "train_batch_size": 1,
+                                   OmegaConf.create({"role": "repair", "train_batch_size": size,
                                                      "max_groups_offered": cap}), refill_fn=refill)
         b.poll_interval = 0.2
         return b
 
+    def stats(metrics):
+        return {k.rsplit("/", 1)[1]: v for k, v in metrics.items() if k.startswith("training/execcritic/")}
+
+    def stored(keys, field):
+        data = tq.kv_batch_get(keys=sorted(keys), partition_id="train", select_fields=[field])
+        return [t.tolist() for t in data[field].unbind(0)]
+
     tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
     try:
+        # no group kept: the dropped group fills the step with its rewards zeroed (masks kept: verl's actor divides
+        # by the trainable tokens), so every advantage is 0
         put_group("flat", [0.1, 0.1, 0.1])
         refills: list[int] = []
-        with pytest.raises(OfferCapReached, match="1 groups offered"):
-            buffer(1, refills.append).sample(global_steps=0, partition_id="train", batch_size=1)
+        meta, metrics = buffer(1, refills.append).sample(global_steps=1, partition_id="train", batch_size=1)
         assert refills == []                     # nothing dispatched past the cap
+        assert {k.split("_")[0] for k in meta.keys} == {"flat"}
+        got = stats(metrics)
+        assert {k: got[k] for k in ("offer_cap", "kept_groups", "filler_groups", "dropped_groups", "groups_offered",
+                                    "n_rollouts", "optimizer_steps_skipped")} == \
+            {"offer_cap": 1, "kept_groups": 0, "filler_groups": 1, "dropped_groups": 1, "groups_offered": 1,
+             "n_rollouts": 0, "optimizer_steps_skipped": 0}
+        assert REWARD_OVER[got["reward_over"]] == "offered" and got["reward_mean"] == pytest.approx(0.1)
+        assert all(not any(r) for r in stored(meta.keys, "rm_scores"))
+        assert all(any(m) for m in stored(meta.keys, "response_mask"))
+        tq.kv_clear(keys=meta.keys, partition_id="train")
+
+        # one of two kept: the latest dropped group fills the other slot with an all-zero response mask (out of
+        # the update and the normalizer); the earlier dropped one is evicted
+        put_group("keep", [1.5, 0.1, 0.0])
+        put_group("flat1", [0.1, 0.1, 0.1])
+
+        def refill(k):                           # scripted generator: flat groups only
+            refills.append(k)
+            for j in range(k):
+                put_group(f"flat{len(refills) + 1}x{j}", [0.2, 0.2, 0.2])
+        b = buffer(3, refill, size=2)
+        meta, metrics = b.sample(global_steps=2, partition_id="train", batch_size=2)
+        assert refills == [1]                    # 2 asked (2 per eviction), 1 room under the cap
+        assert {k.split("_")[0] for k in meta.keys} == {"keep", "flat2x0"}
+        got = stats(metrics)
+        assert {k: got[k] for k in ("offer_cap", "kept_groups", "filler_groups", "dropped_groups", "groups_offered",
+                                    "n_rollouts")} == \
+            {"offer_cap": 1, "kept_groups": 1, "filler_groups": 1, "dropped_groups": 2, "groups_offered": 3,
+             "n_rollouts": 3}
+        assert REWARD_OVER[got["reward_over"]] == "kept" and got["reward_mean"] == pytest.approx(1.6 / 3)
+        masks = dict(zip(sorted(meta.keys), stored(meta.keys, "response_mask")))
+        assert all(not any(m) for k, m in masks.items() if k.startswith("flat2x0"))
+        assert all(any(m) for k, m in masks.items() if k.startswith("keep"))
+        assert not any(k.startswith("flat1") for k in (tq.kv_list() or {}).get("train", {}))
+        tq.kv_clear(keys=meta.keys, partition_id="train")
+
+        # the next step (as a resumed run's) starts afresh: a full step, nothing capped
+        put_group("next", [1.0, 0.1, 0.1])
+        put_group("next2", [1.5, 0.1, 0.1])
+        meta, metrics = b.sample(global_steps=3, partition_id="train", batch_size=2)
+        got = stats(metrics)
+        assert {k.split("_")[0] for k in meta.keys} == {"next", "next2"} and refills == [1]
+        assert (got["offer_cap"], got["kept_groups"], got["filler_groups"], got["groups_offered"]) == (0, 2, 0, 2)
     finally:
         tq.close()
+    # a step that fills up under the cap: its offered count and turn-mismatch masks are in its metrics
+    refills.clear()
     tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
     try:
         put_group("flat", [0.1, 0.1, 0.1])

@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 pytest.importorskip("verl", reason="the verl extra is not installed (make venv installs it)")
@@ -123,10 +124,15 @@ def test_verls_file_logger_becomes_the_results_stores_rows(tmp_path, monkeypatch
 
     def step(n, reward):
         return {"training/execcritic/reward_mean": reward, "training/execcritic/reward_std": 0.5,
-                "training/execcritic/masked_share": 0.125, "training/execcritic/kept_groups": 16,
+                "training/execcritic/masked_share": 0.125, "training/execcritic/kept_groups": 16 * (n != 3),
                 "training/execcritic/dropped_groups": 3, "training/execcritic/n_rollouts": 128,
                 "actor/pg_loss": -0.01 * n, "actor/entropy": 0.9, "actor/pg_clipfrac": 0.02, "actor/ppo_kl": 1e-4,
-                "actor/lr": 1e-6, "response_length/mean": 900.0, "timing_s/step": 3600.0, "critic/score/mean": reward}
+                "actor/lr": 1e-6, "response_length/mean": 900.0, "timing_s/step": 3600.0, "critic/score/mean": reward,
+                # the replay buffer's `rewards.end_step` record as numbers (step 3: capped, no group kept)
+                "training/execcritic/offer_cap": int(n == 3), "training/execcritic/reward_over": int(n == 3),
+                "training/execcritic/filler_groups": 16 * (n == 3), "training/execcritic/groups_offered": 64,
+                "training/execcritic/optimizer_steps_skipped": 0,
+                "training/execcritic/reward_mean_offered": reward / 2, "training/execcritic/reward_n_offered": 152}
 
     for attempt, steps in ((1, {1: 0.1, 2: 0.2}), (2, {2: 0.25, 3: 0.3})):
         monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(tmp_path / f"verl_metrics.attempt{attempt}.jsonl"))
@@ -139,6 +145,14 @@ def test_verls_file_logger_becomes_the_results_stores_rows(tmp_path, monkeypatch
     rows = vl.schema_rows("repair-rl", raw)
     assert [r["step"] for r in rows] == [0, 1, 2] and rows[1]["reward_mean"] == 0.25
     assert rows[0]["kept_groups"] == 16 and rows[0]["loss"] == pytest.approx(-0.01) and rows[0]["wall_s"] == 3600.0
+    # a capped step reads as the TRL path's row does
+    assert [(r["stop_reason"], r["reward_over"], r["filler_groups"]) for r in rows] == \
+        [("full", "kept", 0), ("full", "kept", 0), ("offer_cap", "offered", 16)]
+    # the one curve every figure reads: the mean over every offered rollout, with its n
+    from execcritic.results.stats import curve_points
+    points = curve_points(pd.DataFrame(rows), (0.0, 1.5))
+    assert list(points["reward"]) == pytest.approx([0.05, 0.125, 0.15]) and list(points["n"]) == [152] * 3
+    assert list(points["trained"]) == [True, True, False]
     sch = schema("training")
     for r in rows:
         assert {c.name for c in sch.columns if c.required} <= set(r)
