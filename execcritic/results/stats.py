@@ -8,6 +8,8 @@
 * 95% intervals of a rate: exact Clopper-Pearson for one run (k of n instances); with several runs, the Wilson
   score interval of the mean with n = instances (conservative: an instance's mean over runs varies no more than
   one Bernoulli outcome); undefined (NaN) over zero instances. Every row names its `ci_method`.
+* A training curve's per-step mean reward (`curve_points`): Hoeffding's interval within the reward's range,
+  valid and never zero-width at the 4-12 rollouts a CPU step has.
 * Every Δ is paired on the same instances, with an exact two-sided p-value - exact McNemar for one binary run,
   otherwise the exact sign-flip permutation distribution of the per-instance differences (which reduces to
   McNemar for 0/1 data). Its interval: Newcombe's paired score interval (method 10) for one binary run; a
