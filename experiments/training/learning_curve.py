@@ -482,6 +482,10 @@ def plot_evals(allev: dict, path: Path, tests: dict | None = None) -> None:
         for j in range(len(METRICS[a]), cols):
             grid[i][j].axis("off")
     colors = ("tab:green", "tab:purple", "tab:brown")
+    made = sorted({e["made_by"] for ev in allev.values() for e in ev.values()}
+                  | {m for cts in (tests or {}).values() for ct in cts.values() for m in ct["made_by"]})
+    codes = sorted({_code(m) for m in made})
+    classes = {c: "ABCDEFGHIJ"[i] for i, c in enumerate(codes)}
     for ax, (agent, metric) in zip(axes[0], panels):
         for k, ct in enumerate(((tests or {}).get(agent) or {}).values()):
             t = next((x for x in ct["tests"] if x["metric"] == metric and x.get("delta") is not None), None)
@@ -494,6 +498,10 @@ def plot_evals(allev: dict, path: Path, tests: dict | None = None) -> None:
                               [max(0.0, v["ci_high"] - v["mean"]) for _, v in pts]],
                         fmt="s", color=colors[k % len(colors)], capsize=3,
                         label=f"test {d['name']}:\n{d['episodes']} episodes per\n{SPLIT_NAMES[d['split']]} instance")
+            if len(classes) > 1:
+                for (x, v), m in zip(pts, ct["made_by"]):
+                    ax.annotate(classes[_code(m)], (x, v["mean"]), fontsize=8, xytext=(3, -9),
+                                textcoords="offset points", color=colors[k % len(colors)])
         for j, split in enumerate(("train", "heldout")):
             xs, ys, lo, hi = [], [], [], []
             for i, ck in enumerate(CHECKPOINTS):
@@ -507,6 +515,11 @@ def plot_evals(allev: dict, path: Path, tests: dict | None = None) -> None:
                 hi.append(max(0.0, s["ci_high"] - s["value"]))
             ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3,
                         label="training (fresh seeds)" if split == "train" else "held-out")
+            if len(classes) > 1:                   # which code measured each point, where the points differ
+                for x, y, ck in zip(xs, ys, [c for c in CHECKPOINTS if (c, split) in allev[agent]
+                                             and allev[agent][(c, split)]["summary"][metric]["value"] is not None]):
+                    ax.annotate(classes[_code(allev[agent][(ck, split)]["made_by"])], (x, y), fontsize=8,
+                                xytext=(3, 3), textcoords="offset points")
         ax.set_xticks(range(len(CHECKPOINTS)), CHECKPOINTS, fontsize=8)
         ax.set_xlabel("checkpoint")
         ax.set_ylabel(f"{metric} ({'Eq. 5' if agent == 'test' else 'Eq. 6'} level)" if metric == "reward"
@@ -522,13 +535,21 @@ def plot_evals(allev: dict, path: Path, tests: dict | None = None) -> None:
                  "95% intervals over instances\n(Wilson for rates, Hoeffding within the reward's range: valid at 2-3 "
                  "instances, hence wide). Squares: the declared checkpoint tests, 95% CI resampling episodes within "
                  "instances", fontsize=9)
-    made = sorted({e["made_by"] for ev in allev.values() for e in ev.values()}
-                  | {m for cts in (tests or {}).values() for ct in cts.values() for m in ct["made_by"]})
-    fig.text(0.01, 0.01, "\n".join(textwrap.wrap("evaluations made by (they differ where listed apart): "
-                                                   + "; ".join(made), 190)), ha="left", fontsize=8)
-    fig.tight_layout(rect=(0, 0.03 + 0.018 * len(made), 1, 0.95))
+    lines = [f"{classes[c]}: harness {c[0]}{', dirty tree' if c[1] else ''} (git "
+             f"{', '.join(sorted({m.split(',')[0].removeprefix('git ').split(' ')[0] for m in made if _code(m) == c}))})"
+             for c in codes]
+    head = ("The points were measured by different code (the letter beside each point): "
+            if len(codes) > 1 else "Every evaluation was measured by one harness on a clean tree: ")
+    foot = [w for x in [head, *lines] for w in textwrap.wrap(x, 190)]
+    fig.text(0.01, 0.01, "\n".join(foot), ha="left", fontsize=8)
+    fig.tight_layout(rect=(0, 0.03 + 0.02 * len(foot), 1, 0.95))
     fig.savefig(path, dpi=110, metadata={"Software": None})
     plt.close(fig)
+
+
+def _code(made_by: str) -> tuple[str, bool]:
+    """What decides whether two evaluations measured alike: the harness digest and whether the tree was dirty."""
+    return (made_by.rsplit("harness ", 1)[-1], "(dirty)" in made_by)
 
 
 def _made_by(manifest: dict) -> str:
