@@ -19,7 +19,7 @@ from execcritic.results import paper
 from execcritic.results.pins import read_pins
 from execcritic.results.schemas import paper_part, stand_in_name
 from execcritic.results.stats import CURVE_COLUMNS, is_null
-from execcritic.results.store import Run, list_runs, load_run, training_curve, training_init
+from execcritic.results.store import Run, load_run, training_curve, training_init
 
 
 def view(run: Run | None, artifact: str | None = None, *, reported_path: str | Path | None = None) -> ArtifactView:
