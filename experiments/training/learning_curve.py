@@ -503,7 +503,7 @@ def plot_evals(allev: dict, path: Path, tests: dict | None = None) -> None:
                     ax.annotate(classes[_code(m)], (x, v["mean"]), fontsize=8, xytext=(3, -9),
                                 textcoords="offset points", color=colors[k % len(colors)])
         for j, split in enumerate(("train", "heldout")):
-            xs, ys, lo, hi = [], [], [], []
+            xs, ys, lo, hi, who = [], [], [], [], []
             for i, ck in enumerate(CHECKPOINTS):
                 e = allev[agent].get((ck, split))
                 if e is None or e["summary"][metric]["value"] is None:
@@ -513,13 +513,12 @@ def plot_evals(allev: dict, path: Path, tests: dict | None = None) -> None:
                 ys.append(s["value"])
                 lo.append(max(0.0, s["value"] - s["ci_low"]))
                 hi.append(max(0.0, s["ci_high"] - s["value"]))
+                who.append(e["made_by"])
             ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3,
                         label="training (fresh seeds)" if split == "train" else "held-out")
             if len(classes) > 1:                   # which code measured each point, where the points differ
-                for x, y, ck in zip(xs, ys, [c for c in CHECKPOINTS if (c, split) in allev[agent]
-                                             and allev[agent][(c, split)]["summary"][metric]["value"] is not None]):
-                    ax.annotate(classes[_code(allev[agent][(ck, split)]["made_by"])], (x, y), fontsize=8,
-                                xytext=(3, 3), textcoords="offset points")
+                for x, y, m in zip(xs, ys, who):
+                    ax.annotate(classes[_code(m)], (x, y), fontsize=8, xytext=(3, 3), textcoords="offset points")
         ax.set_xticks(range(len(CHECKPOINTS)), CHECKPOINTS, fontsize=8)
         ax.set_xlabel("checkpoint")
         ax.set_ylabel(f"{metric} ({'Eq. 5' if agent == 'test' else 'Eq. 6'} level)" if metric == "reward"
