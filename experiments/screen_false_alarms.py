@@ -1,5 +1,5 @@
-"""The candidate screen's false alarms on Gold: every reference patch of SWE-bench Verified (all 500), Lite and
-Multilingual through `bundle.screen.screen_file` (the added Python code read as syntax, bundle/screen_ast.py).
+"""The candidate screen's false alarms on Gold: every reference patch of SWE-bench Verified (all 500), Lite,
+Multilingual and the dev splits through `bundle.screen.screen_file` (the added Python code read as syntax, bundle/screen_ast.py).
 A rule that fires on a Gold patch would refuse a genuine fix; each one that does is listed with its message.
 Also counted: the added logical lines read as syntax, and those that did not parse and were read as text.
 
@@ -26,7 +26,7 @@ from execcritic.bundle.screen import added_code, screen_file  # noqa: E402
 from execcritic.hashing import file_sha256  # noqa: E402
 from execcritic.results.manifest import build_manifest, note_start, write_result  # noqa: E402
 
-SETS = ("verified_test", "lite_test", "multilingual_test")
+SETS = ("verified_test", "lite_test", "multilingual_test", "lite_dev", "full_dev")
 DEFAULT_DATA_DIR = Path(os.environ.get("EXECCRITIC_DATA_DIR", str(ROOT.parent / "shared" / "data" / "swebench")))
 
 

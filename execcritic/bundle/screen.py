@@ -52,6 +52,8 @@ RULES: dict[str, tuple[str, tuple[str, ...]]] = {
                         "builtins..., __import__/import_module of one)", ()),
     "obfuscated_name": ("spells a name of the interpreter's machinery by building the string", ()),
     "harness_aware": ("looks for the harness (names it)", ()),
+    "exception_claim": ("makes a class claim classes it does not derive from (ABC register/__subclasshook__, an "
+                        "exception class that is an ABC, isinstance/issubclass hooks set)", ()),
 }
 
 
@@ -70,6 +72,17 @@ def added_code(fd: FileDiff) -> list[tuple[str, object]]:
                 best = (score, lines)
         out += best[1]
     return out
+
+
+def new_side_code(fd: FileDiff) -> list[object]:
+    """The syntax trees of every logical line of the hunks' new side that parses (context lines too: an alias
+    bound in an unchanged line is used by an added one)."""
+    trees = []
+    for hunk in fd.hunks:
+        side = [(ln[1:], True) for ln in hunk.lines if ln[:1] in (" ", "+")]
+        trees += [t for t in (screen_ast.parse_logical(text) for text, _ in screen_ast.logical_lines(side))
+                  if t is not None]
+    return trees
 
 
 def screen_file(fd: FileDiff, repo: str | None) -> list[tuple[str, str]]:
@@ -93,10 +106,15 @@ def screen_file(fd: FileDiff, repo: str | None) -> list[tuple[str, str]]:
     if path.endswith(".py"):
         added = fd.added_lines
         fired: dict[str, str] = {}
+        names = screen_ast.aliases(new_side_code(fd))
         for text, tree in added_code(fd):
-            for rule in (screen_ast.findings(tree) if tree is not None else screen_ast.fallback(text)):
+            for rule in (screen_ast.findings(tree, names) if tree is not None else screen_ast.fallback(text)):
                 if rule not in fired and repo not in RULES[rule][1]:
                     fired[rule] = text
+        claim = fired.pop("exception_claim", None)
+        if claim is not None:
+            out.append(("patch.claims_everything", f"{path}: {RULES['exception_claim'][0]} ({claim.strip()[:120]!r}):"
+                                                   " `except`/`pytest.raises` of it would accept an unrelated error"))
         for rule, text in fired.items():
             out.append((f"patch.test_aware.{rule}",
                         f"{path}: {RULES[rule][0]} ({text.strip()[:120]!r}); a fix must not depend on being tested"))

@@ -14,8 +14,13 @@ where the code builds them from constants (`"_get" + "frame"`, `"".join([...])`,
 from __future__ import annotations
 
 import ast
+import base64
+import binascii
+import codecs
+import copy
 import re
 import textwrap
+import zlib
 
 # names of attributes and functions that reach frames, the collector, code objects, hooks or raw memory
 FRAME_ATTRS = {"f_back", "f_locals", "f_globals", "f_builtins", "f_code", "f_trace", "tb_frame", "gi_frame",
@@ -31,6 +36,8 @@ CODE_CALLS = {"types.CodeType", "types.FunctionType", "marshal.loads", "marshal.
 CODE_ATTRS = {"__code__", "__closure__", "__builtins__", "__subclasses__"}     # (reading __globals__ is common)
 REWRITE_ATTRS = {"__bases__", "__class__", "__code__", "__defaults__", "__kwdefaults__", "__closure__",
                  "__globals__", "__dict__", "__mro__"}
+# what decides isinstance/issubclass for a class: overriding it lets a class claim exceptions it is not
+CLAIM_HOOKS = {"__subclasshook__", "__instancecheck__", "__subclasscheck__", "_abc_registry", "_abc_impl"}
 DYNAMIC_CALLS = {"eval", "exec", "compile", "builtins.eval", "builtins.exec", "builtins.compile"}
 # modules whose attributes are the machinery above: a name computed at run time on them is the obfuscation
 RUNTIME_MODULES = {"sys", "gc", "inspect", "builtins", "ctypes", "_ctypes", "importlib", "types", "traceback",
@@ -171,6 +178,9 @@ def fold(node: ast.AST) -> str | None:
         return None
     if isinstance(node, ast.Call):
         name = dotted(node.func)
+        decoded = _decode_constant(node, name)
+        if decoded is not None:
+            return decoded
         if name == "chr" and len(node.args) == 1:
             try:
                 return chr(ast.literal_eval(node.args[0]))
@@ -192,13 +202,104 @@ def fold(node: ast.AST) -> str | None:
                         return owner.format(*items)
                     except (IndexError, KeyError, ValueError):
                         return None
-            if owner is not None and method in ("lower", "upper", "strip", "lstrip", "rstrip", "decode") \
-                    and not node.args:
-                return getattr(owner, method if method != "decode" else "strip")()
+            if owner is not None and method in ("lower", "upper", "strip", "lstrip", "rstrip") and not node.args:
+                return getattr(owner, method)()
+            if owner is not None and method in ("decode", "encode") and not node.args[1:]:
+                codec = fold(node.args[0]) if node.args else "utf-8"
+                return _codec(owner, codec, method) if codec is not None else None
             if owner is not None and method == "replace" and len(node.args) == 2:
                 a, b = fold(node.args[0]), fold(node.args[1])
                 return owner.replace(a, b) if a is not None and b is not None else None
     return None
+
+
+# decoders a name can be hidden behind (folded when their input is a constant): name -> bytes -> bytes
+_BYTES_DECODERS = {"b64decode", "urlsafe_b64decode", "standard_b64decode", "b32decode", "b16decode", "a85decode",
+                   "b85decode", "unhexlify", "a2b_hex", "a2b_base64", "fromhex", "decompress", "decodebytes"}
+_MAX_DECODED = 4096
+
+
+def _codec(text: str, codec: str, method: str = "decode") -> str | None:
+    """`text` (bytes are held as latin-1 text) run through `codecs.decode/encode` or `.decode/.encode`: rot13,
+    hex, base64, zlib, utf-8 ... Only what fits in _MAX_DECODED characters."""
+    text_codec = codec.replace("-", "_").lower() in ("rot13", "rot_13")
+    out = None
+    for data in ((text,) if text_codec else (text.encode("latin-1"), text) if method == "decode"
+                 else (text, text.encode("latin-1"))):
+        try:
+            out = (codecs.decode if method == "decode" else codecs.encode)(data, codec)
+            break
+        except (LookupError, ValueError, TypeError, UnicodeError, binascii.Error, zlib.error):
+            continue
+    if out is None:
+        return None
+    out = out.decode("latin-1") if isinstance(out, (bytes, bytearray)) else out
+    return out if isinstance(out, str) and len(out) <= _MAX_DECODED else None
+
+
+def _decode_constant(node: ast.Call, name: str | None) -> str | None:
+    """A decoder applied to a constant (`base64.b64decode("c3lz")`, `codecs.decode("flf", "rot13")`,
+    `bytes.fromhex("737973")`, `bytes([115, 121, 115])`, `str(b"sys", "ascii")`): the string it yields."""
+    short = (name or "").rsplit(".", 1)[-1]
+    args = node.args
+    if short in _BYTES_DECODERS and args:
+        raw = fold(args[0])
+        if raw is None:
+            return None
+        try:
+            data = raw.encode("latin-1")
+            fn = {"fromhex": bytes.fromhex, "unhexlify": binascii.unhexlify, "a2b_hex": binascii.a2b_hex,
+                  "a2b_base64": binascii.a2b_base64, "decodebytes": base64.decodebytes,
+                  "decompress": lambda b: zlib.decompressobj().decompress(b, _MAX_DECODED)}.get(short)
+            out = fn(raw if short == "fromhex" else data) if fn else getattr(base64, short)(data)
+        except (ValueError, TypeError, binascii.Error, zlib.error, AttributeError):
+            return None
+        return out.decode("latin-1")[:_MAX_DECODED]
+    if short in ("decode", "encode") and name in ("codecs.decode", "codecs.encode", "decode", "encode") \
+            and len(args) >= 2:
+        text, codec = fold(args[0]), fold(args[1])
+        return _codec(text, codec, short) if text is not None and codec is not None else None
+    if name in ("bytes", "bytearray") and len(args) == 1 and isinstance(args[0], (ast.List, ast.Tuple)):
+        try:
+            return bytes(ast.literal_eval(args[0])).decode("latin-1")
+        except (ValueError, TypeError):
+            return None
+    if name == "str" and len(args) == 2:
+        text, codec = fold(args[0]), fold(args[1])
+        return _codec(text, codec) if text is not None and codec is not None else None
+    if isinstance(node.func, ast.Attribute) and node.func.attr == "join" and len(args) == 1 and \
+            fold(node.func.value) is not None:
+        chars = _mapped_chr(args[0])
+        return fold(node.func.value).join(chars) if chars is not None else None
+    return None
+
+
+def _mapped_chr(node: ast.AST) -> list[str] | None:
+    """`map(chr, [..])` and `(chr(c) for c in [..])` over integer constants: the characters."""
+    seq = None
+    if isinstance(node, ast.Call) and dotted(node.func) == "map" and len(node.args) == 2 and \
+            dotted(node.args[0]) == "chr":
+        seq = node.args[1]
+    elif isinstance(node, (ast.GeneratorExp, ast.ListComp)) and len(node.generators) == 1 and \
+            isinstance(node.elt, ast.Call) and dotted(node.elt.func) == "chr":
+        seq = node.generators[0].iter
+    if seq is None:
+        return None
+    try:
+        return [chr(c) for c in ast.literal_eval(seq)]
+    except (ValueError, TypeError, OverflowError):
+        return None
+
+
+def _decoded(node: ast.AST) -> bool:
+    """Does the expression run a decoder (whatever its input)? A name decoded at run time is hidden on purpose."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call):
+            short = (dotted(sub.func) or "").rsplit(".", 1)[-1]
+            if short in _BYTES_DECODERS or (dotted(sub.func) or "") in ("codecs.decode", "codecs.encode") or \
+                    (isinstance(sub.func, ast.Attribute) and sub.func.attr == "decode" and sub.args):
+                return True
+    return False
 
 
 def _built(node: ast.AST) -> bool:
@@ -206,8 +307,57 @@ def _built(node: ast.AST) -> bool:
     return not isinstance(node, ast.Constant) and fold(node) is not None
 
 
-def findings(tree: ast.AST) -> list[str]:
-    """The rules one parsed logical line of added code hits."""
+# names an alias may stand for that the rules read: the machinery's modules and the functions that reach them
+_ALIASED = RUNTIME_MODULES | MEMORY_MODULES | {"codecs", "base64", "binascii", "zlib", "abc", "getattr", "setattr",
+                                              "delattr", "__import__", "vars", "eval", "exec", "compile", "chr"}
+
+
+def aliases(trees: list[ast.AST]) -> dict[str, str]:
+    """Local names the file binds to the machinery (`import sys as s`, `from importlib import import_module as
+    im`, `ga = getattr`, `m = __import__("sys")`), read over the file's new side: name -> dotted name."""
+    out: dict[str, str] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                out.update({a.asname: a.name for a in node.names if a.asname and a.name.split(".")[0] in _ALIASED})
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                out.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names
+                            if node.module.split(".")[0] in _ALIASED and a.name != "*"})
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                value = node.value
+                target = dotted(value)
+                if isinstance(value, ast.Call) and (dotted(value.func) or "") in (
+                        "__import__", "importlib.import_module", "import_module") and value.args:
+                    target = fold(value.args[0])
+                if target and target.split(".")[0] in _ALIASED | set(out):
+                    out[node.targets[0].id] = target
+    for name, target in list(out.items()):        # an alias of an alias
+        head, _, rest = target.partition(".")
+        if head in out and head != name:
+            out[name] = out[head] + ("." + rest if rest else "")
+    return out
+
+
+class _Unalias(ast.NodeTransformer):
+    def __init__(self, names: dict[str, str]):
+        self.names = names
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        target = self.names.get(node.id)
+        if target is None or not isinstance(node.ctx, ast.Load):
+            return node
+        parts = target.split(".")
+        new: ast.expr = ast.Name(parts[0], ast.Load())
+        for part in parts[1:]:
+            new = ast.Attribute(new, part, ast.Load())
+        return ast.copy_location(new, node)
+
+
+def findings(tree: ast.AST, names: dict[str, str] | None = None) -> list[str]:
+    """The rules one parsed logical line of added code hits; `names`: the file's aliases (`aliases`), read as
+    what they stand for."""
+    if names:
+        tree = _Unalias(names).visit(copy.deepcopy(tree))
     hits: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
@@ -227,6 +377,11 @@ def findings(tree: ast.AST) -> list[str]:
             for t in targets:
                 if isinstance(t, ast.Attribute) and t.attr in REWRITE_ATTRS:
                     hits.append("class_rewrite")
+                elif isinstance(t, ast.Attribute) and t.attr in CLAIM_HOOKS:
+                    hits.append("exception_claim")
+        elif (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "__subclasshook__") or \
+                (isinstance(node, ast.ClassDef) and _abstract_exception(node)):
+            hits.append("exception_claim")
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             hits += _import(node)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -239,6 +394,25 @@ def findings(tree: ast.AST) -> list[str]:
                 hits.append("obfuscated_name")
             hits += _constant(built)
     return hits
+
+
+_BUILTIN_EXCEPTIONS = frozenset(n for n, v in vars(__import__("builtins")).items()
+                                if isinstance(v, type) and issubclass(v, BaseException))
+
+
+def _exception_name(node: ast.AST) -> bool:
+    """A name that, by its spelling, is an exception class (a builtin one, or `...Error`/`Exception`/`Warning`)."""
+    name = (dotted(node) or "").rsplit(".", 1)[-1]
+    return name in _BUILTIN_EXCEPTIONS or name.endswith(("Error", "Exception", "Warning"))
+
+
+def _abstract_exception(node: ast.ClassDef) -> bool:
+    """An exception class that is also an ABC (`metaclass=ABCMeta`, or an `ABC` base): any class can then be
+    made its virtual subclass (`register`, `__subclasshook__`), and `except`/`pytest.raises` of it accept that."""
+    meta = [k.value for k in node.keywords if k.arg == "metaclass"]
+    abstract = any((dotted(m) or "").rsplit(".", 1)[-1] == "ABCMeta" for m in meta) or \
+        any((dotted(b) or "").rsplit(".", 1)[-1] == "ABC" for b in node.bases)
+    return abstract and (any(_exception_name(b) for b in node.bases) or _exception_name(ast.Name(node.name)))
 
 
 def _import(node: ast.Import | ast.ImportFrom) -> list[str]:
@@ -313,7 +487,7 @@ def _call(node: ast.Call) -> list[str]:
     if short in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) >= 2 and name == short:
         attr = fold(node.args[1])
         owner = dotted(node.args[0]) or ""
-        if attr is None and owner.split(".")[0] in RUNTIME_MODULES:
+        if attr is None and (owner.split(".")[0] in RUNTIME_MODULES or _decoded(node.args[1])):
             out.append("computed_access")
         elif attr is not None:
             if attr in FRAME_ATTRS or attr in ("_getframe", "_current_frames"):
@@ -322,15 +496,21 @@ def _call(node: ast.Call) -> list[str]:
                 out.append("code_objects")
             elif short == "setattr" and attr in REWRITE_ATTRS:
                 out.append("class_rewrite")
+            elif short == "setattr" and attr in CLAIM_HOOKS:
+                out.append("exception_claim")
             elif owner.split(".")[0] in RUNTIME_MODULES and attr in SENSITIVE:
                 out.append("obfuscated_name" if _built(node.args[1]) else "computed_access")
     if name in ("__import__", "importlib.import_module", "import_module", "builtins.__import__") and node.args:
         mod = fold(node.args[0])
         if mod is None:
             out.append("computed_access")
+        elif _decoded(node.args[0]):
+            out.append("obfuscated_name")
         elif mod.split(".")[0] in (RUNTIME_MODULES | MEMORY_MODULES | RUNNER_MODULES) - {"os", "importlib", "types"} \
                 or mod.startswith(FRAMEWORK_MODULES):
             out.append("obfuscated_name" if _built(node.args[0]) else "computed_access")
+    if short == "register" and isinstance(node.func, ast.Attribute) and any(_exception_name(a) for a in node.args):
+        out.append("exception_claim")
     if name in ("vars", "globals", "locals") and name == "vars" and node.args and \
             (dotted(node.args[0]) or "").split(".")[0] in ("builtins", "__builtins__", "sys", "gc"):
         out.append("computed_access")
