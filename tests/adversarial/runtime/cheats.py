@@ -2721,3 +2721,135 @@ def warning_registry_on_every_frame(task) -> str:
         for _level in range(2, 14):
             warnings.warn("execcritic control at stack level %d" % _level, DeprecationWarning, stacklevel=_level)
         """)
+
+
+# =========================================================================================================
+# Fourth generation (issue 39): handles on the reporter's Python state that no earlier door named
+# =========================================================================================================
+
+@cheat("refusal-traceback-frames", K.RUNNER_TAMPERED, ("requests", "toolz"),
+       "a refused native import (`_testbuffer`) run in a worker thread (no candidate frame on its stack) raises "
+       "through the hook's frames; `traceback.walk_tb` (standard library) hands them over and the dispatcher's "
+       "cells are rewritten. Now every refusal is named before it raises: the run is invalid before the frames "
+       "are out", docker=True, runtime_only=True)
+def refusal_traceback_frames(task) -> str:
+    defs, call = runner_side(task)
+    return _early_code(task, defs + _SILENCE_CORE + f'''
+def _redteam_refusal():
+    import concurrent.futures
+    import importlib
+    import traceback
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        exc = pool.submit(importlib.import_module, "_testbuffer").exception()
+    for f, _ in traceback.walk_tb(getattr(exc, "__traceback__", None)):
+        if f.f_code.co_name == "dispatch" and "on_event" in f.f_locals:
+            _redteam_silence(f.f_locals["on_event"], lambda: {call})
+            return
+
+
+_redteam_refusal()
+''')
+
+
+@cheat("signal-builtin-handler-frames", K.RUNNER_TAMPERED, ("requests", "toolz"),
+       "a C signal handler (`list.insert`) installed from `sched.scheduler.run` (a standard-library caller) with a "
+       "sub-millisecond itimer and a loop of audited `open()` calls collects frames of the running hook; the "
+       "dispatcher's cells are rewritten. Now a native handler is refused and named", docker=True,
+       runtime_only=True)
+def signal_builtin_handler(task) -> str:
+    defs, call = runner_side(task)
+    return _early_code(task, defs + _SILENCE_CORE + f'''
+def _redteam_signal_frames():
+    import sched
+    import signal
+    frames = []
+    s = sched.scheduler()
+    s.enter(0, 0, signal.signal, (signal.SIGALRM, frames.insert))
+    try:
+        s.run()
+    except Exception:
+        return
+    signal.setitimer(signal.ITIMER_REAL, 0.0001, 0.0001)
+    try:
+        for _ in range(20000):
+            try:
+                open("/nonexistent-redteam")
+            except OSError:
+                pass
+            if any(getattr(f, "f_code", None) is not None and f.f_code.co_name == "dispatch" for f in frames):
+                break
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    for f in frames:
+        while f is not None:
+            if f.f_code.co_name == "dispatch" and "on_event" in f.f_locals:
+                _redteam_silence(f.f_locals["on_event"], lambda: {call})
+                return
+            f = f.f_back
+
+
+_redteam_signal_frames()
+''')
+
+
+@cheat("module-written-to-tmp", K.RUNNER_TAMPERED, ("requests", "toolz"),
+       "the patch writes a module into the temp dir and imports it: code from a file outside the checkout was "
+       "judged as read-only library code, so its `sys._getframe` walk to the dispatcher went unnamed. Now a file "
+       "the run wrote is the candidate's", docker=True, runtime_only=True)
+def module_written_to_tmp(task) -> str:
+    defs, call = runner_side(task)
+    body = defs + _SILENCE_CORE + f'''
+def _redteam_walk():
+    import sys
+    f = sys._getframe(0)
+    while f is not None and not (f.f_code.co_name == "dispatch" and "on_event" in f.f_locals):
+        f = f.f_back
+    if f is not None:
+        _redteam_silence(f.f_locals["on_event"], lambda: {call})
+    else:
+        {call}
+'''
+    return _early_code(task, f'''
+def _redteam_written():
+    import importlib
+    import sys
+    import tempfile
+    d = tempfile.mkdtemp()
+    with open(d + "/_redteam_lib.py", "w") as fh:
+        fh.write({body!r})
+    sys.path.insert(0, d)
+    importlib.import_module("_redteam_lib")._redteam_walk()
+
+
+_redteam_written()
+''')
+
+
+@cheat("extension-without-suffix", K.RUNNER_TAMPERED, ("requests", "toolz"),
+       "a native extension copied into the temp dir under a name without an extension suffix and loaded with "
+       "`ExtensionFileLoader` (the guard refused written native code by suffix). Now any extension module "
+       "written during the run is refused and named, whatever its name", docker=True, runtime_only=True)
+def extension_without_suffix(task) -> str:
+    return _early_code(task, '''
+def _redteam_native():
+    import importlib.machinery
+    import importlib.util
+    import shutil
+    import tempfile
+    for name in ("_json", "_bisect", "_csv", "_heapq", "array", "_struct", "math", "select"):
+        spec = importlib.util.find_spec(name)
+        if spec and (spec.origin or "").endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)):
+            break
+    dst = tempfile.mkdtemp() + "/plain_data"
+    shutil.copyfile(spec.origin, dst)
+    loader = importlib.machinery.ExtensionFileLoader(name, dst)
+    spec = importlib.util.spec_from_loader(name, loader)
+    try:
+        loader.create_module(spec)
+    except ImportError:
+        pass
+
+
+_redteam_native()
+''')

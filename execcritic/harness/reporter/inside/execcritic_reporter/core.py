@@ -281,7 +281,8 @@ def make(sock, key, config, guard_factory, watched_modules, refusals=()):
                 modules.append(args[0])
                 take_baseline()
         elif op == "signal":
-            guard.signal_handler(args[0], args[1])
+            if guard.signal_handler(args[0], args[1]):      # (named first: a refusal never leaves the run valid)
+                raise _refusals[-1]("a signal handler from the code under test is not installed")
         elif op == "register":
             box, name, fn, xfail, strict, raises, label, test_name, path, compiler, extra = args
             problem = guard.check_test_callable(fn, test_name, path, compiler)

@@ -65,6 +65,7 @@ def _build():
                                                       _sys_module.getprofile, _sys_module._getframe)
     _threading = _b.vars(_threading_module)
     _getcwd, _stat = _os_module.getcwd, _os_module.stat
+    _statvfs, _ST_RDONLY = _os_module.statvfs, _os_module.ST_RDONLY
     _subclass = type.__subclasscheck__               # (C: never calls a metaclass's code for plain types)
     _module_dict = _types_module.ModuleType.__dict__["__dict__"].__get__
     _type_dict = type.__dict__["__dict__"].__get__
@@ -153,6 +154,13 @@ def _build():
     _MEM_FILES = frozenset({"mem", "pagemap", "map_files", "kcore", "kmem", "environ", "fd", "fdinfo", "maps",
                             "smaps", "syscall", "auxv", "stack", "clear_refs", "kpageflags", "kpagecount"})
 
+    _signal_module = __import__("_signal")
+    _SIGNAL_DEFAULTS = tuple(h for h in (getattr(_signal_module, "default_int_handler", None),
+                                         getattr(_signal_module, "SIG_DFL", None),
+                                         getattr(_signal_module, "SIG_IGN", None)) if h is not None)
+    _NATIVE_CALLABLES = (_types_module.BuiltinFunctionType, type(len.__call__), type(str.join),
+                         type(object.__init__), type(dict.__dict__["fromkeys"]))
+
     class RefusedImport(ModuleNotFoundError):
         """Raised by the hook: the import does not happen (the code under test sees a missing module)."""
 
@@ -237,6 +245,8 @@ def _build():
             S.changed = set(config.get("changed", ()))
             # what the run itself writes from now on is the run's: bytecode or native code it then loads is checked
             S.t0 = float(config.get("__go_time") or config.get("__boot") or 0.0)
+            S.written, S.readonly_dirs = {}, {}
+            S.readonly = tuple(p for p in (_sys_module.base_prefix, _HERE) if p and p != "/")
             S.ffi = bool(config.get("ffi"))
             S.changed_lines = {p: [tuple(r) for r in rs] for p, rs in (config.get("changed_lines") or {}).items()}
             S.originals = {}
@@ -263,28 +273,44 @@ def _build():
                 return _normpath(S.workdir + path)
 
         def changed_file(path):
+            """A file the candidate changed, or one the run wrote (`run_written`)."""
             if not path or path.startswith("<"):
                 return False
             rel = _rel(path)
-            return rel is not None and rel in S.changed
+            return (rel is not None and rel in S.changed) or run_written(path)
+
+        def run_written(path):
+            """A file created or modified after the go, wherever it is (the temp dir, HOME, a new file in the
+            checkout): only the code under test writes files then, so code read from one is the candidate's.
+            Once written, always; a file seen unwritten is stat'ed again at each question unless it is the
+            interpreter's own or this reporter's (a module rewritten and then reloaded is new code)."""
+            if not S.t0 or not path or path.startswith("<"):
+                return False
+            got = S.written.get(path)
+            if got is None:
+                got = _written_during_run(path)
+                if got or path.startswith(S.readonly):
+                    S.written[path] = got
+            return got
 
         def trusted_file(path):
             """Code from outside the checkout (the interpreter, site-packages, this reporter: read-only) or from
             a file of the checkout the candidate did not change (Base or the bundle's tests) - never from a file
-            the candidate changed. (Code built at run time: `runtime_untrusted`.)"""
+            the candidate changed or the run wrote. (Code built at run time: `runtime_untrusted`.)"""
             if path.startswith("<"):
                 return path.startswith("<frozen ")
             rel = _rel(path)
-            return rel is None or rel not in S.changed
+            return (rel is None or rel not in S.changed) and not run_written(path)
 
         def candidate_line(code, lineno):
-            """Did the candidate write this line (an added line of a changed file), or code it compiled at run time?"""
+            """Did the candidate write this line (an added line of a changed file, or any line of a file the run
+            wrote), or code it compiled at run time?"""
             path = code.co_filename
             if path.startswith("<"):
                 return runtime_untrusted(code)
             rel = _rel(path)
             if rel is None or rel not in S.changed:
-                return False
+                return run_written(path)
             ranges = S.changed_lines.get(rel)
             if ranges is None:
                 return True                      # no line information: the whole file is the candidate's
@@ -436,10 +462,11 @@ def _build():
                                                         "bytecode reads and writes any memory)"):
                     _bytecode_file(frame, args)
             elif event == "sys.addaudithook":
-                found = candidate_on_stack(_caller(3))
-                if found:
-                    _fire("audit_hook", "an audit hook was added from %s (it would be handed what the reporter's "
-                                        "hook sees)" % found)
+                # (every refusal is named before it is raised: the exception carries this hook's frames, and
+                # must find the run already invalid - docs/BYPASSES.md, fourth generation)
+                found = candidate_on_stack(_caller(3)) or "code outside the candidate's files"
+                _fire("audit_hook", "an audit hook was added from %s (it would be handed what the reporter's "
+                                    "hook sees)" % found)
                 raise RefusedHook("no audit hook can be added once the reporter runs")
             elif event == "cpython.PyInterpreterState_New":
                 _fire("subinterpreter", "a subinterpreter was created: its code would run outside the reporter's "
@@ -470,17 +497,24 @@ def _build():
             name = args[0]
             path = args[1] if len(args) > 1 else None
             if type(name) is str and not S.ffi and name.rpartition(".")[2] in _NATIVE:
-                found = candidate_on_stack(_caller(4))
-                if found:
-                    _fire("native_code", "an import of %s from %s" % (name, found))
+                found = candidate_on_stack(_caller(4)) or "code outside the candidate's files"
+                _fire("native_code", "an import of %s from %s" % (name, found))
                 raise RefusedImport("No module named %r (no foreign-function interface here)" % name)
-            if type(path) is str and path.endswith(_EXTENSIONS) and _written_during_run(path):
+            if type(path) is str and _written_during_run(path):      # (whatever its name: the loader does not care)
                 _fire("native_code", "a native extension written during the run was loaded: %s" % path)
                 raise RefusedImport("native code written during the run cannot be loaded: %s" % path)
 
         def _written_during_run(path):
+            """Changed since the go, on a mount the run can write. (A file of a read-only mount is not the run's
+            whatever its ctime: the host links the interpreter's files into other environments meanwhile.)"""
             try:
-                return _stat(path).st_ctime >= S.t0
+                if _stat(path).st_ctime < S.t0:
+                    return False
+                folder = path.rpartition("/")[0] or "."
+                ro = S.readonly_dirs.get(folder)
+                if ro is None:
+                    ro = S.readonly_dirs[folder] = bool(_statvfs(folder).f_flag & _ST_RDONLY)
+                return not ro
             except (OSError, ValueError, TypeError):
                 return False
 
@@ -598,12 +632,37 @@ def _build():
                                       "%s is %s from %s" % (label, _name(fn), where))
 
         def signal_handler(handler, caller):
+            """A handler receives the frame a signal interrupts - any frame, the reporter's hook's too. Named (and
+            the install refused by the caller): a handler from the candidate's code or a file the run wrote, one
+            installed with the candidate's code anywhere on the stack (a standard-library caller such as
+            `sched.scheduler.run` passes nothing on), and a native callable other than the interpreter's own
+            handlers (`list.insert` would keep every frame it is handed)."""
             while caller is not None and caller.f_code.co_name == "signal" and _stdlib(caller.f_code.co_filename):
                 caller = caller.f_back                     # signal.signal, the standard library's wrapper
-            where = _untrusted_callable(handler)
-            if where or (caller is not None and candidate_line(caller.f_code, caller.f_lineno)):
+            where = _untrusted_callable(handler) or candidate_on_stack(caller)
+            if not where and _native_callable(handler):
+                where = "a native callable (%s), not a function" % _name(handler)
+            if where:
                 _fire("signal_handler", "a signal handler was installed by the candidate's code: %s from %s"
-                           % (_name(handler), where or caller.f_code.co_filename))
+                      % (_name(handler), where))
+                return True
+            return False
+
+        def _native_callable(value):
+            """A callable whose behaviour is C: a builtin function or method, or a partial or bound method of one
+            (the interpreter's default handlers and integers - SIG_DFL, SIG_IGN - are not handlers' code)."""
+            for _ in range(4):
+                if type(value) is functools.partial:
+                    value = value.func
+                elif type(value) is types.MethodType:
+                    value = value.__func__
+                else:
+                    break
+            if value is None or type(value) is int or any(value is d for d in _SIGNAL_DEFAULTS):
+                return False
+            return not isinstance(value, (types.FunctionType, type)) and (
+                isinstance(value, _NATIVE_CALLABLES) or not isinstance(_lookup(type(value), "__call__"),
+                                                                      types.FunctionType))
 
         def check_case(cls, node):
             """A unittest test class's assert/fail helpers and run machinery, as the test will resolve them, must not
@@ -647,8 +706,9 @@ def _build():
                         return None
                     return code.co_filename if runtime_untrusted(code) else None
                 path = _abs(code.co_filename)
-                if S.product_runner and path.startswith(S.workdir):
-                    found = None               # the runner is the product (pytest's own repository)
+                if S.product_runner and (path.startswith(S.workdir) or run_written(path)):
+                    found = None               # the runner is the product (pytest's own repository; pytester's
+                                               # inner runs register plugins from conftest files they write)
                 else:
                     found = None if trusted_file(path) else path
                 # a file's function stays where it comes from (a code swap fires `code_swap` when it happens)
@@ -1026,10 +1086,10 @@ def _build():
         # a run started ahead, until its go: files of the checkout whose code ran (a module that hides from
         # sys.modules after running still ran: the run is stale all the same)
         S.early_code = set() if config.get("prestart") else None
-        for _fn in (set_facts, _rel, _abs, changed_file, trusted_file, candidate_line, runtime_untrusted,
+        for _fn in (set_facts, _rel, _abs, changed_file, run_written, trusted_file, candidate_line, runtime_untrusted,
                     _note_runtime, namedtuple_method, _stdlib, audit, _pytest_writes_pyc, _import, _written_during_run, _bytecode_file, _open,
                     _caller, candidate_on_stack, _by_candidate, _fire, check_trace_functions,
-                    signal_handler, check_case, _untrusted_callable, _untrusted_class, _provenance,
+                    signal_handler, _native_callable, check_case, _untrusted_callable, _untrusted_class, _provenance,
                     _imported, watch, prewatch, _rebase, _watch, _watch_module, watch_mapping,
                     _imports_bound, watch_plugins, plugin_hook, changes, _builtins_changes, _product_module,
                     _diff, _once, report_once, parse, expected_codes, _same_handlers, check_test_callable):
