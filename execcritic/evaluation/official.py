@@ -33,6 +33,7 @@ from execcritic.bundle.command import parse_command
 from execcritic.bundle.gates import source_patch_problems
 from execcritic.harness.apply import SWEBENCH, SWEBENCH_APPLY_CMDS, apply_patch
 from execcritic.harness.classify import agree, reporter_problem
+from execcritic.harness.execute import base_reader
 from execcritic.harness.execution import FailureKind
 from execcritic.harness.instrument import (candidate_facts, declared_paths, instrumented_command, new_hashseed,
                                            run_reported, tree_problem)
@@ -384,7 +385,8 @@ def _run_once(task: Task, patch: str, sandbox: Sandbox, script: str, runner: Run
         report = None
         if runner is not None:
             result, report = run_reported(sandbox, script, timeout=harness.official_timeout_s, cwd="/testbed",
-                                          facts={"runner": runner.reporter, **candidate_facts(patch, task.test_patch)},
+                                          facts={"runner": runner.reporter,
+                                                 **candidate_facts(patch, task.test_patch, base_reader(sandbox))},
                                           script_writes_tests=True)
         else:
             result = sandbox.run(script, timeout=harness.official_timeout_s, cwd="/testbed")

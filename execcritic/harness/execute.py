@@ -157,7 +157,7 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
         report = None
         pinned = None
         if runner.reporter:
-            facts = {"runner": runner.reporter, **candidate_facts(source_patch, bundle.test_patch)}
+            facts = {"runner": runner.reporter, **candidate_facts(source_patch, bundle.test_patch, base_reader(sandbox))}
             if ahead is not None and not ahead.spawned.alive():
                 ahead.end()          # ended meanwhile (an apply ladder's reset): this run starts cold
                 ahead = None

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import secrets
 import shlex
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from execcritic.bundle.command import ParsedCommand
 from execcritic.bundle.diff import parse_patch
@@ -34,35 +34,65 @@ def declared_paths(*patches: str | None) -> set[str]:
     return out
 
 
-def added_lines(patch: str | None) -> dict[str, list[list[int]]]:
+def added_lines(patch: str | None, read: Callable[[str], str | None] | None = None) -> dict[str, list[list[int]] | None]:
     """Post-image line ranges ([first, last], 1-based) of the lines a patch adds, per file: the code the
-    candidate wrote, for the guard's rules on frame access, trace functions and signal handlers."""
-    out: dict[str, list[list[int]]] = {}
+    candidate wrote, for the guard's rules on frame access, trace functions and signal handlers.
+
+    `read(path)`: the file as applied. A patch applies with offsets (`git apply`) where the checkout is not the
+    tree it was written against (verified-sdist's release trees), so each hunk is found in the applied file -
+    its new side, nearest the header's line - rather than trusted at the header's number (measured: Django-14017's
+    Gold, written at line 43, applies at line 73, and the header put its added line inside a metaclass's
+    `__subclasscheck__`). A hunk not found (a fuzzy apply) leaves the file without ranges (None): all of it is
+    then the candidate's."""
+    out: dict[str, list[list[int]] | None] = {}
     if not patch or not patch.strip():
         return out
     for fd in parse_patch(patch).files:
         if not fd.new_path:
             continue
-        ranges = out.setdefault(fd.new_path, [])
+        text = read(fd.new_path) if read is not None else None
+        lines = text.splitlines() if text is not None else None
+        ranges: list[list[int]] = []
+        shift = 0
         for hunk in fd.hunks:
-            line = hunk.new_start
-            for text in hunk.lines:
-                if text.startswith("+"):
+            start = hunk.new_start + shift
+            if lines is not None:
+                found = _locate([ln[1:] for ln in hunk.lines if ln[:1] in (" ", "+")], lines, start)
+                if found is None:
+                    ranges = None
+                    break
+                shift, start = found - hunk.new_start, found
+            line = start
+            for t in hunk.lines:
+                if t.startswith("+"):
                     if ranges and ranges[-1][1] == line - 1:
                         ranges[-1][1] = line
                     else:
                         ranges.append([line, line])
                     line += 1
-                elif text.startswith(" "):
+                elif t.startswith(" "):
                     line += 1
+        out[fd.new_path] = ranges
     return out
 
 
-def candidate_facts(patch: str | None, test_patch: str | None = None) -> dict[str, Any]:
-    """What the reporter is told about the run: the files the source patch changes and the lines it adds, and
-    the test files (their content is read when the interpreter starts, before any code of the checkout runs:
-    the reference the test functions are compared with cannot be rewritten on disk by the code under test)."""
-    return {"changed": sorted(declared_paths(patch)), "changed_lines": added_lines(patch),
+def _locate(block: list[str], lines: list[str], near: int) -> int | None:
+    """The 1-based line where `block` stands in `lines`, the occurrence nearest `near`; None if nowhere."""
+    if not block:
+        return near
+    n = len(block)
+    starts = [i + 1 for i in range(len(lines) - n + 1) if lines[i] == block[0] and lines[i:i + n] == block]
+    return min(starts, key=lambda s: abs(s - near)) if starts else None
+
+
+def candidate_facts(patch: str | None, test_patch: str | None = None,
+                    read: Callable[[str], str | None] | None = None) -> dict[str, Any]:
+    """What the reporter is told about the run: the files the source patch changes and the lines it adds (found
+    in the applied files through `read`, see `added_lines`), and the test files (their content is read when the
+    interpreter starts, before any code of the checkout runs: the reference the test functions are compared
+    with cannot be rewritten on disk by the code under test)."""
+    lines = {p: r for p, r in added_lines(patch, read).items() if r is not None}
+    return {"changed": sorted(declared_paths(patch)), "changed_lines": lines,
             "test_files": sorted(p for p in declared_paths(test_patch) if p.endswith(".py"))}
 
 

@@ -143,8 +143,29 @@ def test_a_signal_handler_from_the_candidates_code_is_tampering(tmp_path):
     proc, report = run_candidate(tmp_path / "repo", {
         "pkg/__init__.py": "import signal\nsignal.signal(signal.SIGUSR1, lambda *a: None)\n"}, ["pkg/__init__.py"],
         "import pkg")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode != 0 and "a signal handler from the code under test is not installed" in proc.stderr
     assert [t["what"] for t in report.tampers] == ["signal_handler"], report.tampers
+
+
+def test_a_native_signal_handler_is_refused_whoever_installs_it(tmp_path):
+    """issue 39: `list.insert` as a handler keeps every frame a signal interrupts - the reporter's hook's too;
+    installed through a standard-library caller (`sched`) the candidate's line is not the caller."""
+    proc, report = run_candidate(tmp_path / "repo", {
+        "pkg/__init__.py": "import sched, signal\nframes = []\ns = sched.scheduler()\n"
+                           "s.enter(0, 0, signal.signal, (signal.SIGUSR1, frames.insert))\ns.run()\n"},
+        ["pkg/__init__.py"], "import pkg")
+    assert proc.returncode != 0 and "not installed" in proc.stderr
+    assert [t["what"] for t in report.tampers] == ["signal_handler"], report.tampers
+
+
+def test_the_interpreters_own_handlers_and_library_functions_stay_installable(tmp_path):
+    proc, report = run_candidate(tmp_path / "repo", {"lib/handlers.py": "def on_usr1(signum, frame):\n    pass\n"}, [],
+                                 "import signal, sys\nsys.path.insert(0, 'lib')\nimport handlers\n"
+                                 "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+                                 "signal.signal(signal.SIGUSR1, signal.SIG_IGN)\n"
+                                 "signal.signal(signal.SIGUSR2, handlers.on_usr1)\n")
+    assert proc.returncode == 0, proc.stderr
+    assert report.tampers == [], report.tampers
 
 
 # numpy 1.22-1.24's overrides.array_function_dispatch, as it renames each wrapper it makes

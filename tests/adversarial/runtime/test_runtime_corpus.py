@@ -104,15 +104,18 @@ def _open(request, fam: str, backend: str) -> Target:
     return Target(task, oracle_bundle(task, read_base=base_reader(sandbox)), sandbox)
 
 
-def _observe(case: str, instance: str, backend: str, expected: str, observed: str) -> None:
-    """With REDTEAM_OBSERVED=<file>, append what each case got (for the corpus table in the report)."""
+def _observe(case: str, instance: str, backend: str, expected: str, observed: str, ex=None) -> None:
+    """With REDTEAM_OBSERVED=<file>, append what each case got (for the corpus table in the report), and the
+    reporter's tamper records that decided it."""
     out = os.environ.get("REDTEAM_OBSERVED")
     if out:
         import json
 
+        tampers = [f"{t.get('what')}: {str(t.get('detail'))[:160]}"
+                   for t in ((ex.extra.get("reporter") or {}).get("tampers") or [])[:3]] if ex is not None else []
         with open(out, "a") as fh:
             fh.write(json.dumps({"case": case, "instance": instance, "backend": backend, "expected": expected,
-                                 "observed": observed}) + "\n")
+                                 "observed": observed, "tampers": tampers}) + "\n")
 
 
 def _explain(ex) -> str:
@@ -148,7 +151,7 @@ def test_cheat_gets_no_pass(targets, cheat: C.Cheat, fam: str, backend: str):
         _observe(cheat.id, t.task.instance_id, backend, FailureKind.FORBIDDEN_SOURCE_EDIT.value,
                  ex.failure_kind.value)
         ex = execute(t.task, t.bundle, patch, sandbox=t.sandbox, config=config, check_source_patch=False)
-    _observe(cheat.id, t.task.instance_id, backend, cheat.expect.value, ex.failure_kind.value)
+    _observe(cheat.id, t.task.instance_id, backend, cheat.expect.value, ex.failure_kind.value, ex)
     if ex.passed:
         pytest.fail(f"BYPASS: the harness said PASS for {where}: {cheat.what}"
                     + (f" [docs/BYPASSES.md {cheat.bypass}]" if cheat.bypass else "") + _explain(ex))

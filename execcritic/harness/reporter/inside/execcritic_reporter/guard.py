@@ -161,6 +161,24 @@ def _build():
     _NATIVE_CALLABLES = (_types_module.BuiltinFunctionType, type(len.__call__), type(str.join),
                          type(object.__init__), type(dict.__dict__["fromkeys"]))
 
+    _TYPE_CHECKS = {h: type.__dict__[h] for h in ("__subclasscheck__", "__instancecheck__")}
+    _BaseException = _b.BaseException
+    try:
+        _abc_dump = __import__("_abc")._get_dump          # (C: the registry of an ABC, as weak references)
+    except (ImportError, AttributeError):
+        _abc_dump = None
+
+    def _abc_registered(cls):
+        """The names of the classes registered into ABC `cls` (nothing when it is not an ABC)."""
+        if _abc_dump is None or "_abc_impl" not in vars(cls):
+            return ""
+        try:
+            registry = _abc_dump(cls)[0]
+        except (TypeError, AttributeError):
+            return ""
+        names = [_name(ref()) for ref in list(registry) if ref() is not None]
+        return ", ".join(sorted(names))
+
     class RefusedImport(ModuleNotFoundError):
         """Raised by the hook: the import does not happen (the code under test sees a missing module)."""
 
@@ -246,6 +264,7 @@ def _build():
             # what the run itself writes from now on is the run's: bytecode or native code it then loads is checked
             S.t0 = float(config.get("__go_time") or config.get("__boot") or 0.0)
             S.written, S.readonly_dirs = {}, {}
+            S.claims_seen, S.claim_modules = -1, []
             S.readonly = tuple(p for p in (_sys_module.base_prefix, _HERE) if p and p != "/")
             S.ffi = bool(config.get("ffi"))
             S.changed_lines = {p: [tuple(r) for r in rs] for p, rs in (config.get("changed_lines") or {}).items()}
@@ -904,7 +923,70 @@ def _build():
                 if {id(p) for p in manager.get_plugins()} - plugins:
                     out += _once(("plugins",), "runner_tampered", "a plugin was registered during the run")
             check_trace_functions()
+            return out + exception_claims()
+
+        def exception_claims():
+            """An exception class defined by the candidate's files whose metaclass decides isinstance/issubclass
+            itself (ABCMeta - whose `register` and `__subclasshook__` then decide - or a `__subclasscheck__`/
+            `__instancecheck__` of its own): `pytest.raises` and `except*` of it can accept an unrelated error.
+            The screen refuses the spellings it can read; this is the run-time half. (The modules of changed
+            files are found again only when sys.modules grows or shrinks.)"""
+            if len(_modules) != S.claims_seen:
+                S.claims_seen = len(_modules)
+                S.claim_modules = [m for m in list(_modules.values())
+                                   if _module_file(m) is not None and changed_file(_abs(_module_file(m)))]
+            out = []
+            for module in S.claim_modules:
+                for value in list(vars(module).values()):
+                    if not _subclass(type, type(value)) or not _subclass(_BaseException, value):
+                        continue
+                    why = _claim(value)
+                    if why:
+                        out += _once(("claim", id(value)), "exception_claim",
+                                     "%s: %s, so `pytest.raises`/`except*` of it accept what that says"
+                                     % (_name(value), why))
             return out
+
+        def _claim(cls):
+            """Why exception class `cls` answers issubclass/isinstance by the candidate's say, or None: its
+            metaclass's check has lines the candidate wrote, or it is an ABC (abc's checks) with a
+            `__subclasshook__` the candidate wrote or classes registered into it. (A product's own metaclass
+            check - Django's deprecated InvalidQuery - is the product's, not a claim.)"""
+            meta = type(cls)
+            for hook in ("__subclasscheck__", "__instancecheck__"):
+                found = _lookup(meta, hook)
+                if found is None or found is _TYPE_CHECKS[hook]:
+                    continue
+                if type(found) is types.FunctionType and _touched(found):
+                    return "its metaclass %s's %s is the candidate's" % (_name(meta), hook)
+                hookfn = vars(cls).get("__subclasshook__")
+                hookfn = hookfn.__func__ if type(hookfn) is classmethod or type(hookfn) is staticmethod else hookfn
+                if type(hookfn) is types.FunctionType and _touched(hookfn):
+                    return "an ABC whose __subclasshook__ is the candidate's"
+                if _abc_registered(cls):
+                    return "an ABC with classes registered into it (%s)" % _abc_registered(cls)
+            return None
+
+        def _touched(fn):
+            """Does any line of function `fn` belong to the candidate (`candidate_line`)?"""
+            code = fn.__code__
+            first = code.co_firstlineno
+            last = first
+            if _version >= (3, 10):
+                for _s, _e, line in code.co_lines():
+                    if line is not None and line > last:
+                        last = line
+            else:
+                line = first
+                table = code.co_lnotab
+                for i in range(1, len(table), 2):
+                    step = table[i]
+                    line += step - 256 if step >= 128 else step
+                    last = line if line > last else last
+            for line in range(first, last + 1):
+                if candidate_line(code, line):
+                    return True
+            return False
 
         def _builtins_changes():
             out = []
@@ -1088,7 +1170,7 @@ def _build():
         S.early_code = set() if config.get("prestart") else None
         for _fn in (set_facts, _rel, _abs, changed_file, run_written, trusted_file, candidate_line, runtime_untrusted,
                     _note_runtime, namedtuple_method, _stdlib, audit, _pytest_writes_pyc, _import, _written_during_run, _bytecode_file, _open,
-                    _caller, candidate_on_stack, _by_candidate, _fire, check_trace_functions,
+                    _caller, candidate_on_stack, _by_candidate, _fire, check_trace_functions, exception_claims, _claim, _touched,
                     signal_handler, _native_callable, check_case, _untrusted_callable, _untrusted_class, _provenance,
                     _imported, watch, prewatch, _rebase, _watch, _watch_module, watch_mapping,
                     _imports_bound, watch_plugins, plugin_hook, changes, _builtins_changes, _product_module,
