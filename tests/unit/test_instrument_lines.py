@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from execcritic.bundle.diff import parse_patch
 from execcritic.harness.instrument import added_lines, candidate_facts
 from tests.paths import DATA
 
@@ -29,13 +30,14 @@ def test_a_hunk_not_found_leaves_the_whole_file_the_candidates():
 
 
 def test_django_14017_gold_in_the_release_tree():
-    """The measured case: the Gold's hunk says line 43; in Django 3.2a1's tree `_combine` is 30 lines lower."""
+    """The measured case: the Gold's hunk says line 40; in Django 3.2a1's tree (verified-sdist) the same lines
+    stand 30 lines lower, below a metaclass whose `__subclasscheck__` the header's numbers would name."""
     gold = pd.read_parquet(DATA / "verified_test.parquet").set_index("instance_id").loc["django__django-14017", "patch"]
-    tree = ["# filler"] * 30 + ["    def _combine(self, other, conn):",
-                                "        if not(isinstance(other, Q) or getattr(other, 'conditional', False) is True):",
-                                "            raise TypeError(other)", "", "        # If the other Q() is empty, ignore "
-                                "it and just use `self`."]
-    applied = "\n".join(["x"] * 40 + ["        super().__init__(children=[*args, *sorted(kwargs.items())], "
-                                      "connector=_connector, negated=_negated)", ""] + tree[30:]) + "\n"
-    got = added_lines(gold, {"django/db/models/query_utils.py": applied}.get)
-    assert got == {"django/db/models/query_utils.py": [[44, 44]]}, got
+    hunk = parse_patch(gold).files[0].hunks[0]
+    new_side = [ln[1:] for ln in hunk.lines if ln[:1] in (" ", "+")]
+    applied = "\n".join(["# release-tree line"] * (hunk.new_start + 29) + new_side) + "\n"
+    first_added = next(i for i, ln in enumerate(hunk.lines) if ln.startswith("+"))
+    want = hunk.new_start + 30 + sum(ln[:1] == " " for ln in hunk.lines[:first_added])
+    assert added_lines(gold)["django/db/models/query_utils.py"] == [[want - 30, want - 30]]
+    assert added_lines(gold, {"django/db/models/query_utils.py": applied}.get) == {
+        "django/db/models/query_utils.py": [[want, want]]}

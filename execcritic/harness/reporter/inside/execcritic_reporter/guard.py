@@ -264,7 +264,7 @@ def _build():
             # what the run itself writes from now on is the run's: bytecode or native code it then loads is checked
             S.t0 = float(config.get("__go_time") or config.get("__boot") or 0.0)
             S.written, S.readonly_dirs = {}, {}
-            S.claims_seen, S.claim_modules = -1, []
+            S.claims_seen, S.claim_modules, S.claim_checked = -1, [], {}
             S.readonly = tuple(p for p in (_sys_module.base_prefix, _HERE) if p and p != "/")
             S.ffi = bool(config.get("ffi"))
             S.changed_lines = {p: [tuple(r) for r in rs] for p, rs in (config.get("changed_lines") or {}).items()}
@@ -930,11 +930,16 @@ def _build():
             itself (ABCMeta - whose `register` and `__subclasshook__` then decide - or a `__subclasscheck__`/
             `__instancecheck__` of its own): `pytest.raises` and `except*` of it can accept an unrelated error.
             The screen refuses the spellings it can read; this is the run-time half. (The modules of changed
-            files are found again only when sys.modules grows or shrinks.)"""
+            files are looked for among the modules not seen before, when sys.modules grows or shrinks.)"""
             if len(_modules) != S.claims_seen:
                 S.claims_seen = len(_modules)
-                S.claim_modules = [m for m in list(_modules.values())
-                                   if _module_file(m) is not None and changed_file(_abs(_module_file(m)))]
+                for m in list(_modules.values()):
+                    if id(m) not in S.claim_checked:
+                        S.claim_checked[id(m)] = m
+                        path = _module_file(m)
+                        rel = _rel(path) if path is not None else None
+                        if rel is not None and rel in S.changed:
+                            S.claim_modules.append(m)
             out = []
             for module in S.claim_modules:
                 for value in list(vars(module).values()):
