@@ -96,7 +96,7 @@ def _training_section(runs: list[Run]) -> str:
         return (head + "\nNo training run under `results/training/` (schema: `execcritic.results.schemas`, "
                 "artifact `training`, one row per GRPO step in `metrics.jsonl`). The paper reports these curves "
                 "only qualitatively, so there is no reported number to show.\n")
-    header = ["Run", "What", "Role", "Init", "Steps (with an update)", "Reward (first -> last, max; summary.csv)",
+    header = ["Run", "Made", "What", "Role", "Init", "Steps (with an update)", "Reward (first -> last, max; summary.csv)",
               "Masked share (mean)", "Kept / dropped groups (mean)"]
     body = []
     for r in runs:
@@ -104,7 +104,8 @@ def _training_section(runs: list[Run]) -> str:
         s = dict(zip(r.summary["metric"], r.summary["value"])) if r.summary is not None else {}
         reward = ("none (every rollout masked)" if c["reward"].isna().all() else
                   f"{s['reward_mean_first']:.3f} -> {s['reward_mean_last']:.3f} ({s['reward_mean_max']:.3f})")
-        body.append([f"training/{r.run_id}{_made_by(r)}", str(r.manifest.get("label") or f"preset {r.preset}"),
+        body.append([f"training/{r.run_id}", _made_by(r).removeprefix("; "),
+                     str(r.manifest.get("label") or f"preset {r.preset}"),
                      str(r.manifest["role"]), training_init(r.manifest), f"{len(c)} ({int(c['trained'].sum())})",
                      reward,
                      f"{s.get('masked_share_mean', float('nan')):.3f}",

@@ -31,6 +31,7 @@ from execcritic.figures.tables import (
     n_text,
     stand_in_names,
 )
+from execcritic.results.manifest import harness_digest
 from execcritic.results.schemas import paper_part, stand_in_name
 from execcritic.results.stats import is_null
 from execcritic.results.store import Run, reward_bounds, training_curve, training_init
@@ -225,17 +226,20 @@ def figure5(view: ArtifactView) -> Figure:
 def _curve_label(run: Run) -> str:
     """Legend text of a measured curve: its init in the paper's words, what run it is and its label."""
     what = str(run.manifest.get("label") or f"preset {run.preset}")
+    made, now = run.manifest.get("harness_digest"), harness_digest()
+    stale = "" if made == now else f"; judged by an earlier harness, {made} (this code's: {now})"
     return f"RL from {training_init(run.manifest).upper() if training_init(run.manifest) == 'sft' else 'Base'}, " \
-           f"measured: {what} ({run.run_id}, made at {run.made_at})"
+           f"measured: {what} ({run.run_id}, made at {run.made_at}{stale})"
 
 
 def _curve_panel(ax, runs: Sequence[Run], role: str, panel: str, xmax: int, ylim: tuple[float, float],
-                 inits: Sequence[str], title: str, notes: Notes) -> None:
+                 inits: Sequence[str], title: str, notes: Notes) -> tuple[int, int]:
     """A panel of Figure 6b/6c: each training run's per-step series (`training_curve`, the one source every
     curve of the suite reads): the mean reward over every offered rollout, filled where the step updated the
     policy and hollow where it did not, its 95% interval as a band inside the reward's range with n stated, and
     the kept groups' mean (what trained) as a second, labeled line; the paper's description beside it (it gives
-    these curves only qualitatively), and for each of the paper's curves without a run here an n/r line."""
+    these curves only qualitatively), and for each of the paper's curves without a run here an n/r line.
+    Returns the legend's size below the panel: (entries, text lines)."""
     mine = [r for r in runs if r.manifest.get("role") == role]
     untrained_any = False
     ns: list[int] = []
@@ -300,6 +304,14 @@ def _curve_panel(ax, runs: Sequence[Run], role: str, panel: str, xmax: int, ylim
     ax.set_ylabel("Training reward (dotted: the maximum)" if mine else "Training reward")
     ax.set_title(title)
     ax.grid(linewidth=0.3, alpha=0.6)
+    return _legend_size(ax)
+
+
+def _legend_size(ax) -> tuple[int, int]:
+    """(entries, text lines) of the axes' legend: what the space below the panel must hold."""
+    legend = ax.get_legend()
+    texts = [t.get_text() for t in legend.get_texts()] if legend is not None else []
+    return len(texts), sum(t.count("\n") + 1 for t in texts)
 
 
 def figure6(view: ArtifactView, training: Sequence[Run]) -> Figure:
@@ -390,12 +402,16 @@ def figure6(view: ArtifactView, training: Sequence[Run]) -> Figure:
             h.set_label(textwrap.fill(h.get_label(), 50, break_on_hyphens=False))
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(-0.12, -0.15), ncol=1, frameon=False,
                   fontsize=MIN_FONT)
-        _curve_panel(bx, training, "test", "b", 200, (0.15, 0.75), ("base", "sft"),
-                     "(b) Test agent RL reward (from Base / from SFT)", notes)
-        _curve_panel(cx, training, "repair", "c", 100, (0.2, 0.8), ("base",), "(c) Repair agent RL reward", notes)
+        sizes = [_legend_size(ax),
+                 _curve_panel(bx, training, "test", "b", 200, (0.15, 0.75), ("base", "sft"),
+                              "(b) Test agent RL reward (from Base / from SFT)", notes),
+                 _curve_panel(cx, training, "repair", "c", 100, (0.2, 0.8), ("base",), "(c) Repair agent RL reward",
+                              notes)]
+        # below the axes: the x label, then the tallest legend (8 pt lines, a gap between entries)
+        below = max(0.55 + 0.14 * lines + 0.06 * entries for entries, lines in sizes)
         lines = _notes_lines(view, notes, measured, bool(drawn))
-        _layout(fig, axes_h=3.6, below_h=2.2, top_h=0.35, notes=len(_footnote_lines(lines, 195)), left=0.05,
-                right=0.99, wspace=0.25)
+        _layout(fig, axes_h=3.6, below_h=max(2.2, below), top_h=0.35, notes=len(_footnote_lines(lines, 195)),
+                left=0.05, right=0.99, wspace=0.25)
         _footnote(fig, lines, width=195)
     return fig
 
