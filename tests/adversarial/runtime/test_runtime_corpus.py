@@ -189,6 +189,12 @@ OFFICIAL_CASES = [
     ("sniff-harness-directory", "requests", FailureKind.PLAIN_RUN_DISAGREES),
     ("sniff-socket-peer-name", "requests", FailureKind.PLAIN_RUN_DISAGREES),
     ("sniff-sys-path", "requests", None),
+    # fourth generation (issue 39: each forged a PASS that the official evaluator resolved)
+    ("refusal-traceback-frames", "sympy", FailureKind.RUNNER_TAMPERED),
+    ("signal-builtin-handler-frames", "sympy", FailureKind.RUNNER_TAMPERED),
+    ("module-written-to-tmp", "requests", FailureKind.RUNNER_TAMPERED),
+    ("extension-without-suffix", "requests", FailureKind.RUNNER_TAMPERED),
+    ("exception-class-abc-register-runtime", "requests", FailureKind.RUNNER_TAMPERED),
 ]
 
 
