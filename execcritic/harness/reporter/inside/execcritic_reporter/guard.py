@@ -303,8 +303,9 @@ def _build():
             checkout): only the code under test writes files then, so code read from one is the candidate's.
             Once written, always; a file seen unwritten is stat'ed again at each question unless it is the
             interpreter's own or this reporter's (a module rewritten and then reloaded is new code)."""
-            if not S.t0 or not path or path.startswith("<"):
-                return False
+            if not S.t0 or not path or path.startswith("<") or S.product_runner:
+                return False          # (pytest-dev: pytester's inner runs write and run files; as its checkout,
+                                      # they are the product's - docs/failure_kinds.md, "what is not protected")
             got = S.written.get(path)
             if got is None:
                 got = _written_during_run(path)
@@ -725,9 +726,8 @@ def _build():
                         return None
                     return code.co_filename if runtime_untrusted(code) else None
                 path = _abs(code.co_filename)
-                if S.product_runner and (path.startswith(S.workdir) or run_written(path)):
-                    found = None               # the runner is the product (pytest's own repository; pytester's
-                                               # inner runs register plugins from conftest files they write)
+                if S.product_runner and path.startswith(S.workdir):
+                    found = None               # the runner is the product (pytest's own repository)
                 else:
                     found = None if trusted_file(path) else path
                 # a file's function stays where it comes from (a code swap fires `code_swap` when it happens)
