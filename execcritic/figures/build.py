@@ -15,10 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from execcritic.errors import InputError
-from execcritic.figures.tables import ArtifactView, build_view, md_table, to_latex, to_markdown
+from execcritic.figures.tables import (
+    ArtifactView,
+    build_view,
+    harness_change,
+    md_table,
+    to_latex,
+    to_markdown,
+)
 from execcritic.files import atomic_write
 from execcritic.results import paper
-from execcritic.results.manifest import harness_digest
 from execcritic.results.pins import pins_path, read_pins
 from execcritic.results.schemas import PAPER_ARTIFACTS, stand_in_name
 from execcritic.results.store import (
@@ -148,10 +154,10 @@ def build_all(results: str | Path = "results", out: str | Path = "paper_figures"
 
 def _made_by(run: Run) -> str:
     """Which commit made the run, and whether the harness that judged it is still the code's."""
-    made, now = run.manifest.get("harness_digest"), harness_digest()
-    return f"; made at {run.made_at}" + ("" if made == now else
-                                 f", harness {made} - **the harness has changed since** (now {now}): rerun to "
-                                 "measure the current code")
+    change = harness_change(run)
+    return f"; made at {run.made_at}" + ("" if change is None else
+                                 f", harness {change[0]} - **the harness has changed since** (now {change[1]}): "
+                                 "rerun to measure the current code")
 
 
 def _readme(report: BuildReport, views: dict[str, ArtifactView]) -> str:

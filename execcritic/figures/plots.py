@@ -26,12 +26,12 @@ from execcritic.figures.tables import (
     Notes,
     figure6_row,
     fmt,
+    harness_change,
     interval_methods,
     measured_on,
     n_text,
     stand_in_names,
 )
-from execcritic.results.manifest import harness_digest
 from execcritic.results.schemas import paper_part, stand_in_name
 from execcritic.results.stats import is_null
 from execcritic.results.store import Run, reward_bounds, training_curve, training_init
@@ -226,8 +226,8 @@ def figure5(view: ArtifactView) -> Figure:
 def _curve_label(run: Run) -> str:
     """Legend text of a measured curve: its init in the paper's words, what run it is and its label."""
     what = str(run.manifest.get("label") or f"preset {run.preset}")
-    made, now = run.manifest.get("harness_digest"), harness_digest()
-    stale = "" if made == now else f"; judged by an earlier harness, {made} (this code's: {now})"
+    change = harness_change(run)
+    stale = "" if change is None else f"; judged by an earlier harness, {change[0]} (this code's: {change[1]})"
     return f"RL from {training_init(run.manifest).upper() if training_init(run.manifest) == 'sft' else 'Base'}, " \
            f"measured: {what} ({run.run_id}, made at {run.made_at}{stale})"
 

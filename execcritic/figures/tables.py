@@ -610,6 +610,14 @@ def _provenance(view: ArtifactView) -> list[str]:
 VERIFIED_ROWS = 500     # SWE-bench Verified's test split
 
 
+def harness_change(run: Run) -> tuple[str, str] | None:
+    """(the harness digest that judged the run, this code's) when they differ; None when the run is this code's."""
+    from execcritic.results.manifest import harness_digest  # lazy: hashes the harness sources
+
+    made, now = run.manifest.get("harness_digest"), harness_digest()
+    return None if made == now else (str(made), now)
+
+
 def measured_on(run: Run) -> str:
     """The task sets a run measured, as a caption says them: a measured row under a "SWE-bench Verified" caption
     came from a subset (verified-sdist: the rows whose environments build here from sdists)."""
@@ -841,6 +849,7 @@ __all__ = [
     "Notes",
     "build_view",
     "caption",
+    "harness_change",
     "measured_on",
     "comparison",
     "delta_rows",
