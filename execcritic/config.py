@@ -65,10 +65,12 @@ class HarnessConfig:
     max_contract_field_chars: int = knob(4000, "a longer test_contract.json field is rejected", ge=1, le=1_000_000)
     official_timeout_s: float = knob(1800.0, "wall-clock limit of one official evaluation (all F2P + P2P)",
                                      source="swebench run_evaluation's default timeout", gt=0, le=86_400)
-    official_plain_run: bool = knob(True, "grade officially twice, in random order: under the reporter and plain "
-                                    "(no reporter, no trace of the harness); a resolution they disagree on is "
-                                    "`plain_run_disagrees` (a candidate that acts differently when it can tell "
-                                    "the harness is there)")
+    official_plain_run: bool = knob(True, "grade officially twice: under the reporter and plain (no reporter, no "
+                                    "trace of the harness); a resolution they disagree on is `plain_run_disagrees` "
+                                    "(a candidate that acts differently when it can tell the harness is there)")
+    official_runs_together: bool = knob(True, "run the two official runs at the same time, the plain one in a "
+                                        "sandbox of its own opened from the task environment; off: one after the "
+                                        "other in one sandbox, in random order")
     reuse_rewritten_tests: bool = knob(True, "serve pytest's rewritten test modules, compiled by a clean Base "
                                        "run and kept by the harness outside the tree, to later runs "
                                        "(harness/rewrite_cache.py); off: every run rewrites them")

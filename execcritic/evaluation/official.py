@@ -16,12 +16,14 @@ diagnostic (swebench counts it as an "error", not as unresolved, too).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
 import secrets
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -176,6 +178,14 @@ def local_eval_script(task: Task, *, base_commit: str, upstream_base: str | None
     return "\n".join(["set -uxo pipefail", "cd /testbed", *exports, *out]) + "\n"
 
 
+def env_eval_script(task: Task, env: TaskEnvironment) -> str:
+    """`local_eval_script` for the checkout of a task environment (whose Base may stand in for the row's)."""
+    upstream = env.upstream_base_commit
+    if not upstream or upstream not in task.eval_script:
+        upstream = task.base_commit
+    return local_eval_script(task, base_commit=env.base_commit or task.base_commit, upstream_base=upstream)
+
+
 def test_spec_for(task: Task, f2p: list[str] | None = None, p2p: list[str] | None = None):
     """swebench's TestSpec for grading (its eval_script_list is unused by grading)."""
     from swebench.types import TestSpec  # lazy: swebench's Docker harness
@@ -327,25 +337,26 @@ def evaluate_local(task: Task, patch: str, env: TaskEnvironment, *, harness: Har
                 sandbox = env.open_sandbox(limits=Limits.from_config(harness))
             except (SandboxError, OSError) as exc:
                 return invalid(task, f"sandbox error: {exc}", backend=backend, duration_s=time.monotonic() - t0)
-        upstream = env.upstream_base_commit
-        if not upstream or upstream not in task.eval_script:
-            upstream = task.base_commit
-        plain_script = local_eval_script(task, base_commit=env.base_commit or task.base_commit, upstream_base=upstream)
+        plain_script = env_eval_script(task, env)
         script, runner = instrument_eval_script(task, plain_script, seed)
         if runner is None or not harness.official_plain_run:
             res = _run_once(task, patch, sandbox, script, runner, harness=harness, log_dir=log_dir, seed=seed,
                             grade=grade)
         else:
-            # twice, in random order: instrumented and plain (no reporter, no trace of the harness); a candidate
-            # that behaves differently when it can tell the reporter is there gets no resolution from either
-            both = {}
-            for plain in ((False, True) if secrets.randbelow(2) else (True, False)):
-                both[plain] = _run_once(task, patch, sandbox, plain_script if plain else script,
-                                        None if plain else runner, harness=harness, log_dir=log_dir, seed=seed,
-                                        grade=grade, plain=plain)
-            res, other = both[False], both[True]
+            # twice: instrumented and plain (no reporter, no trace of the harness); a candidate that behaves
+            # differently when it can tell the reporter is there gets no resolution from either
+            run = functools.partial(_run_once, task, patch, harness=harness, log_dir=log_dir, seed=seed, grade=grade)
+            if harness.official_runs_together:
+                res, other = _together(task, env, harness, lambda: run(sandbox, script, runner),
+                                       lambda sb: run(sb, plain_script, None, plain=True))
+                first = None
+            else:
+                first = bool(secrets.randbelow(2))
+                other = run(sandbox, plain_script, None, plain=True) if first else None
+                res = run(sandbox, script, runner)
+                other = other or run(sandbox, plain_script, None, plain=True)
             res.plain = {"valid": other.valid, "resolved": other.resolved, "failure_kind": other.failure_kind,
-                         "error": other.error[-500:], "first": list(both).index(True) == 0}
+                         "error": other.error[-500:], "first": first}
             if res.valid and (not other.valid or other.resolved != res.resolved):
                 said = "resolved" if res.resolved else "unresolved"
                 res.valid, res.resolved = False, False
@@ -358,6 +369,24 @@ def evaluate_local(task: Task, patch: str, env: TaskEnvironment, *, harness: Har
     finally:
         if own and sandbox is not None:
             sandbox.close()
+
+
+def _together(task: Task, env: TaskEnvironment, harness: HarnessConfig, reported: Callable[[], OfficialResult],
+              plain: Callable[[Sandbox], OfficialResult]) -> tuple[OfficialResult, OfficialResult]:
+    """The instrumented run here and the plain one at the same time in a sandbox of its own, opened from the task
+    environment like the first (the two runs change the same test files: they cannot share a tree)."""
+    def apart() -> OfficialResult:
+        t0 = time.monotonic()
+        try:
+            with env.open_sandbox(limits=Limits.from_config(harness)) as sb:
+                return plain(sb)
+        except (SandboxError, OSError) as exc:
+            return invalid(task, f"sandbox error: {exc}", backend=env.kind, duration_s=time.monotonic() - t0)
+
+    with ThreadPoolExecutor(1, thread_name_prefix="official-plain") as pool:
+        other = pool.submit(apart)
+        res = reported()
+        return res, other.result()
 
 
 def _run_once(task: Task, patch: str, sandbox: Sandbox, script: str, runner: Runner | None, *,
@@ -588,4 +617,4 @@ def read_patch_file(patch: str) -> str:
 
 
 __all__ = ["OfficialResult", "evaluate_official", "evaluate_local", "evaluate_docker", "grade_log",
-           "local_eval_script", "GIT_APPLY_CMDS", "read_patch_file", "resolve_patch_arg"]
+           "local_eval_script", "env_eval_script", "GIT_APPLY_CMDS", "read_patch_file", "resolve_patch_arg"]

@@ -1,5 +1,6 @@
 """The reporter's reference compile covers only the definitions a node names (`Guard.expected_codes` with
-`guard.definitions_of`), for speed; it must give exactly the code objects a compile of the whole file gives, or every test would be
+`guard.definitions_of`, then the whole file once a file's definitions were compiled one by one WHOLE_FILE_AFTER times),
+for speed; it must give exactly the code objects a compile of the whole file gives, or every test would be
 `test_code` tampering. Checked on real files - the standard library's own test modules under every local
 CPython, this project's test files through the installed pytest's assertion rewriter - and on a file of the
 edge cases (class cells, decorators, definitions under blocks, `__future__` flags, Python 3.11's calls on
@@ -106,13 +107,17 @@ CHECK = textwrap.dedent('''\
                  and n.name.startswith("test")}
         for name in sorted(names):
             want = codes_named(whole, name)
-            got = guard.expected_codes(path, name, comp)
+            # a guard of its own compiles this one definition; the shared one compiles the whole file once it has
+            # compiled WHOLE_FILE_AFTER of the file's definitions one by one: both must give the whole file's codes
+            alone = Guard({"workdir": "/nonexistent"}, tamper=None).expected_codes(path, name, comp)
+            shared = guard.expected_codes(path, name, comp)
             if not want:
                 continue                 # defined only inside a function: not a test the runner collects
             checked += 1
-            if len(got) != len(want) or not all(any(g == w for w in want) for g in got):
-                bad += 1
-                print("MISMATCH", path, name)
+            for got in (alone, shared):
+                if len(got) != len(want) or not all(any(g == w for w in want) for g in got):
+                    bad += 1
+                    print("MISMATCH", path, name)
     print("checked", checked, "mismatches", bad)
 ''')
 

@@ -180,6 +180,9 @@ OFFICIAL_CASES = [
     ("test-files-rewritten-on-disk", "sympy", FailureKind.RUNNER_TAMPERED),
     ("trace-hook-rewrites-arguments", "requests", FailureKind.RUNNER_TAMPERED),
     ("node-identity-swap-by-plugin", "requests", FailureKind.RUNNER_TAMPERED),
+    # the official run checks most of a test file's functions against one compile of the whole file (guard.py:
+    # expected_codes, after WHOLE_FILE_AFTER one-by-one compiles): a swapped test body is still told apart there
+    ("test-code-swapped-in-place", "requests", FailureKind.RUNNER_TAMPERED),
     # third generation (runtime_only: graded without the static screen, which refuses each of them first)
     ("reentry-metaclass-bases", "sympy", FailureKind.RUNNER_TAMPERED),
     ("ctypes-audit-hook-list", "sympy", FailureKind.RUNNER_TAMPERED),

@@ -1,0 +1,196 @@
+"""Official evaluation cost: one `evaluate_official` of an instance's Gold patch, as `execcritic official` runs it,
+against a bare run of the same FAIL_TO_PASS + PASS_TO_PASS tests in the same environment (environment builds
+excluded: every environment named must be built).
+
+  bare              the row's test command (the eval script's line after its Start marker: SWE-bench's test
+                    directives, with the script's `export` lines) in a host copy of the environment's checkout with
+                    Gold and the test patch applied, under the environment's activation, no sandbox; graded with the
+                    row's log parser, so a bare run that did not run the tests is reported, not timed
+  official          evaluate_official(task, gold, env) with the paper's harness: a fresh sandbox, the candidate gate,
+                    the instrumented and the plain run (at the same time: harness.official_runs_together), grading,
+                    the reporter's cross-check
+  official-serial   the same with the two runs one after the other in one sandbox (official_runs_together off)
+Variants are interleaved per round in random order. One more official run per instance, untimed in the medians,
+times the evaluator's phases (sandbox open, reset, apply, each run, grading, cross-check) by wrapping them.
+The load average is recorded with the numbers: on a shared machine only ratios side by side compare.
+
+  EXECCRITIC_VERIFIED=... PYTHONPATH=. .venv/bin/python tests/perf/official_overhead.py \
+      --dataset verified-sdist -i psf__requests-2931 ... [--rounds 3] [--json results/bench/official_overhead.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import functools
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from execcritic.config import PAPER
+from execcritic.evaluation import official as off
+from execcritic.evaluation.official import START, env_eval_script, evaluate_official, grade_log
+from execcritic.sandbox.local import LocalSandbox
+from execcritic.tasks.environment import environment_for
+from execcritic.tasks.load import load_tasks
+
+PHASES = {off: ["source_patch_problems", "apply_patch", "tree_problem", "run_reported", "grade_log", "cross_check",
+                "outside_tree", "candidate_facts"],
+          LocalSandbox: ["reset", "run", "changed_paths", "close", "read_file"]}
+
+
+def bare_command(task, env) -> str:
+    """The eval script's exports and test command, as the bare run types them."""
+    lines = env_eval_script(task, env).split("\n")
+    test = next(lines[i + 1] for i, ln in enumerate(lines) if START in ln)
+    exports = [ln for ln in lines if ln.startswith("export ")]
+    return " && ".join([env.activation or "true", *exports, test])
+
+
+def bare_tree(task, env, root: Path) -> Path:
+    tree = root / task.instance_id
+    shutil.copytree(env.checkout, tree, symlinks=True)
+    for patch in (task.patch, task.test_patch):
+        subprocess.run(["git", "apply", "-"], cwd=tree, input=patch, text=True, check=True, capture_output=True)
+    return tree
+
+
+def run_bare(task, env, tree: Path) -> tuple[float, str]:
+    envvars = {**os.environ, **env.env, "PYTHONPATH": str(tree)}
+    t0 = time.perf_counter()
+    proc = subprocess.run(["bash", "-c", bare_command(task, env)], cwd=tree, env=envvars, capture_output=True,
+                          text=True, errors="replace", check=False)
+    return time.perf_counter() - t0, f"{START}\n{proc.stdout}\n{proc.stderr}\n{off.END}\n"
+
+
+def phases(task, env) -> dict[str, float]:
+    """One official run with the evaluator's steps timed (wrapped here, restored after)."""
+    spent: dict[str, float] = collections.defaultdict(float)
+    saved = []
+
+    def timed(owner, name):
+        fn = getattr(owner, name)
+        saved.append((owner, name, fn))
+        label = f"{'sandbox.' if owner is LocalSandbox else ''}{name}"
+
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[label] += time.perf_counter() - t0
+        setattr(owner, name, wrapper)
+
+    for owner, names in PHASES.items():
+        for name in names:
+            timed(owner, name)
+    try:
+        t0 = time.perf_counter()
+        evaluate_official(task, task.patch, env)
+        spent["total"] = time.perf_counter() - t0
+    finally:
+        for owner, name, fn in saved:
+            setattr(owner, name, fn)
+    # the plain run is what sandbox.run spent beyond the instrumented run (run_reported calls sandbox.run)
+    spent["plain_run (sandbox.run outside run_reported)"] = spent.pop("sandbox.run", 0.0) - spent["run_reported"]
+    return {k: round(v, 3) for k, v in sorted(spent.items(), key=lambda kv: -kv[1])}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dataset", action="append", required=True, help="task set of the -i that follow")
+    ap.add_argument("-i", "--instance", action="append", default=[], help="DATASET:INSTANCE or INSTANCE")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    by_set: dict[str, list[str]] = collections.defaultdict(list)
+    for item in args.instance:
+        ds, _, iid = item.rpartition(":")
+        by_set[ds or args.dataset[0]].append(iid)
+    tasks, sets = [], []
+    for ds, ids in by_set.items():
+        ts = load_tasks(ds, instance_ids=ids)
+        sets.append(ts.manifest())
+        tasks += [(ds, t) for t in ts]
+    # (code from before the runs went together has no such knob: its one official variant is the serial one)
+    serial = (dataclasses.replace(PAPER.harness, official_runs_together=False)
+              if hasattr(PAPER.harness, "official_runs_together") else None)
+    work = Path(tempfile.mkdtemp(prefix="execcritic-official-bench-"))
+    rows = []
+    load = [os.getloadavg()[0]]
+    try:
+        for ds, task in tasks:
+            env = environment_for(task)
+            tree = bare_tree(task, env, work)
+            _, log = run_bare(task, env, tree)                           # warm-up (and the check that it ran)
+            graded = grade_log(task, log, patch=task.patch)
+            row = {"dataset": ds, "instance_id": task.instance_id, "repo": task.repo,
+                   "tests": len(task.fail_to_pass) + len(task.pass_to_pass),
+                   "bare_valid": graded.valid, "bare_resolved": graded.resolved,
+                   "bare_error": graded.error[:300], "times": collections.defaultdict(list)}
+            evaluate_official(task, task.patch, env)                       # warm-up
+            for _ in range(args.rounds):
+                for name, seconds in one_round(task, env, tree, serial):
+                    row["times"][name].append(seconds)
+                load.append(os.getloadavg()[0])
+            row["verdict"] = _verdict(evaluate_official(task, task.patch, env))
+            row["phases_s"] = phases(task, env)
+            med = {k: statistics.median(v) for k, v in row["times"].items()}
+            row["median_s"] = {k: round(v, 3) for k, v in med.items()}
+            row["ratio"] = {k: round(med[k] / med["bare"], 2) for k in med if k != "bare"}
+            rows.append(row)
+            print(json.dumps({k: row[k] for k in ("instance_id", "tests", "bare_valid", "median_s", "ratio",
+                                                  "verdict")}), flush=True)
+            shutil.rmtree(tree, ignore_errors=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    timed_rows = [r for r in rows if r["bare_valid"]]
+    report = {"rounds": args.rounds, "load_avg_1min": [round(x, 2) for x in load], "cpus": os.cpu_count(),
+              "instances": rows,
+              "summary": {k: {"median_ratio": round(statistics.median(r["ratio"][k] for r in timed_rows), 2),
+                              "max_ratio": max(r["ratio"][k] for r in timed_rows),
+                              "within_2x": sum(r["ratio"][k] <= 2 for r in timed_rows), "of": len(timed_rows)}
+                          for k in timed_rows[0]["ratio"]} if timed_rows else {},
+              "bare_not_valid": [r["instance_id"] for r in rows if not r["bare_valid"]]}
+    print(json.dumps(report["summary"], indent=2))
+    if args.json:
+        from execcritic.results.manifest import build_manifest, write_result
+
+        manifest = build_manifest(datasets=sets, timings={r["instance_id"]: r["median_s"] for r in rows})
+        write_result(args.json, report, manifest)
+
+
+def one_round(task, env, tree: Path, serial) -> list[tuple[str, float]]:
+    """Each variant once, in random order."""
+    variants = {"bare": lambda: run_bare(task, env, tree)[0],
+                "official": lambda: _timed(lambda: evaluate_official(task, task.patch, env))}
+    if serial is not None:
+        variants["official-serial"] = lambda: _timed(lambda: evaluate_official(task, task.patch, env, harness=serial))
+    order = list(variants)
+    random.shuffle(order)
+    return [(name, round(variants[name](), 3)) for name in order]
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    res = fn()
+    if not (res.valid and res.resolved):
+        raise SystemExit(f"{res.instance_id}: Gold is not resolved here ({res.failure_kind} {res.error[:300]}); "
+                         "the benchmark times a resolving evaluation")
+    return time.perf_counter() - t0
+
+
+def _verdict(res) -> str:
+    return "resolved" if res.resolved else (res.failure_kind or ("unresolved" if res.valid else "invalid"))
+
+
+if __name__ == "__main__":
+    main()
