@@ -136,12 +136,15 @@ def main() -> None:
                    "tests": len(task.fail_to_pass) + len(task.pass_to_pass),
                    "bare_valid": graded.valid, "bare_resolved": graded.resolved,
                    "bare_error": graded.error[:300], "times": collections.defaultdict(list)}
-            evaluate_official(task, task.patch, env)                       # warm-up
+            row["verdict"] = _verdict(evaluate_official(task, task.patch, env))     # (and the warm-up)
+            if row["verdict"] != "resolved":                 # the benchmark times resolving evaluations only
+                rows.append(row)
+                print(json.dumps({k: row[k] for k in ("instance_id", "verdict")}), flush=True)
+                continue
             for _ in range(args.rounds):
                 for name, seconds in one_round(task, env, tree, serial):
                     row["times"][name].append(seconds)
                 load.append(os.getloadavg()[0])
-            row["verdict"] = _verdict(evaluate_official(task, task.patch, env))
             row["phases_s"] = phases(task, env)
             med = {k: statistics.median(v) for k, v in row["times"].items()}
             row["median_s"] = {k: round(v, 3) for k, v in med.items()}
@@ -152,14 +155,15 @@ def main() -> None:
             shutil.rmtree(tree, ignore_errors=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    timed_rows = [r for r in rows if r["bare_valid"]]
+    timed_rows = [r for r in rows if r["bare_valid"] and "ratio" in r]
     report = {"rounds": args.rounds, "load_avg_1min": [round(x, 2) for x in load], "cpus": os.cpu_count(),
               "instances": rows,
               "summary": {k: {"median_ratio": round(statistics.median(r["ratio"][k] for r in timed_rows), 2),
                               "max_ratio": max(r["ratio"][k] for r in timed_rows),
                               "within_2x": sum(r["ratio"][k] <= 2 for r in timed_rows), "of": len(timed_rows)}
                           for k in timed_rows[0]["ratio"]} if timed_rows else {},
-              "bare_not_valid": [r["instance_id"] for r in rows if not r["bare_valid"]]}
+              "bare_not_valid": [r["instance_id"] for r in rows if not r["bare_valid"]],
+              "gold_not_resolved": {r["instance_id"]: r["verdict"] for r in rows if r["verdict"] != "resolved"}}
     print(json.dumps(report["summary"], indent=2))
     if args.json:
         from execcritic.results.manifest import build_manifest, write_result
