@@ -111,6 +111,28 @@ def warm_checkout(checkout: Path | str, *, activate: str = "", binds: Sequence[P
         return True
 
 
+TREE_DIR_ENV = "EXECCRITIC_TREE_DIR"
+FAST_TREE_DIRS = ("/dev/shm",)
+FAST_TREE_MIN_FREE = 4 << 30         # a memory file system with less room left is not used (Docker's is 64 MiB)
+
+
+def fast_tree_dir() -> str | None:
+    """Where task environments' sandboxes make their working copies: $EXECCRITIC_TREE_DIR when set ('' = the
+    temporary directory), else a memory file system with at least FAST_TREE_MIN_FREE free, else None (the
+    temporary directory). A copy there is made at memory speed (Django's checkout: 0.6 s against 8.5 s on this
+    machine's disk); the runs' own /tmp and HOME stay in the workspace, on disk."""
+    if TREE_DIR_ENV in os.environ:
+        return os.environ[TREE_DIR_ENV] or None
+    for d in FAST_TREE_DIRS:
+        try:
+            st = os.statvfs(d)
+        except OSError:
+            continue
+        if st.f_bavail * st.f_frsize >= FAST_TREE_MIN_FREE and os.access(d, os.W_OK | os.X_OK):
+            return d
+    return None
+
+
 _MAPPED_RE = re.compile(r"(?<![\w./-])/(testbed|tmp|\.execcritic/reporter|\.execcritic/chan)(?=/|$|[^\w.-])")
 _BWRAP_VERSION: str | None = None
 
@@ -157,6 +179,11 @@ class LocalSandbox(Sandbox):
     rootfs: a directory to use as `/` (e.g. the debootstrap rootfs) instead of host dirs.
     warm_bytecode: compile the pristine tree once (checked-hash pycs, so a changed source is never
         served stale bytecode) before snapshotting; the pycs become part of the restored Base.
+    pristine: the caller holds `checkout` unchanged while the sandbox lives (a task environment's use lock):
+        it is then the reference `reset()` restores from, instead of a copy of it (a copy of Django's checkout,
+        22,000 files, took 7 s of this machine's disk writes).
+    tree_dir: where the working copy (/testbed) is made, apart from the workspace (tmp, home, channel):
+        `fast_tree_dir()` for a memory file system, which copies a checkout 15x faster than this disk.
     ffi: leave ctypes/cffi (`confine.FFI_MODULES`) visible - only for a task whose recipe says its Gold run
         needs them (a reduced guarantee: the tested process can then read its own memory).
     """
@@ -168,7 +195,8 @@ class LocalSandbox(Sandbox):
                  isolated: bool = True, limits: Limits = Limits(), network: bool = False,
                  rootfs: Path | str | None = None, env: Mapping[str, str] | None = None,
                  workspace_dir: Path | str | None = None, warm_bytecode: bool = False,
-                 writable_binds: Sequence[Path | str] = (), bwrap: str = "bwrap", ffi: bool = False):
+                 writable_binds: Sequence[Path | str] = (), bwrap: str = "bwrap", ffi: bool = False,
+                 pristine: bool = False, tree_dir: Path | str | None = None):
         self.checkout = Path(checkout).resolve()
         self.ffi = bool(ffi)
         self.hostname = uuid.uuid4().hex[:12]       # what a container's hostname looks like: nothing to sniff
@@ -207,13 +235,21 @@ class LocalSandbox(Sandbox):
         if ws_parent:
             ws_parent.mkdir(parents=True, exist_ok=True)
         self.ws = Path(tempfile.mkdtemp(prefix="execcritic-local-", dir=ws_parent))
-        self.base_dir, self.tree, self.tmp, self.home, self.io = (
-            self.ws / "base", self.ws / "testbed", self.ws / "tmp", self.ws / "home", self.ws / "io")
+        # (the tree's own directory first, so that a failure below still leaves it to the finalizer)
+        try:
+            self.tree_ws = Path(tempfile.mkdtemp(prefix="execcritic-tree-", dir=tree_dir)) if tree_dir else self.ws
+        except OSError as exc:
+            shutil.rmtree(self.ws, ignore_errors=True)
+            raise SandboxError(f"cannot make the sandbox's working copy under {tree_dir}: {exc} (set "
+                               f"{TREE_DIR_ENV} to another directory, or to '' for the temporary directory)") from exc
+        self._finalizer = weakref.finalize(self, _cleanup, self._dirs(), None)
+        self.base_dir = self.checkout if pristine and not warm_bytecode else self.ws / "base"
+        self.tree, self.tmp, self.home, self.io = (
+            self.tree_ws / "testbed", self.ws / "tmp", self.ws / "home", self.ws / "io")
         self.channel_dir = self.ws / "chan"
         self._cgroup: Cgroups | None = None
         self._spawn_cgroup: Cgroups | None = None
         self._spawned: list[SpawnedRun] = []
-        self._finalizer = weakref.finalize(self, _cleanup, str(self.ws), None)
         try:
             self._setup()
         except BaseException:
@@ -242,8 +278,9 @@ class LocalSandbox(Sandbox):
 
     def _setup(self) -> None:
         t0 = time.monotonic()
-        _run_checked(["cp", "-a", "--no-target-directory", str(self.checkout), str(self.base_dir)],
-                     f"copying checkout {self.checkout}")
+        if self.base_dir != self.checkout:
+            _run_checked(["cp", "-a", "--no-target-directory", str(self.checkout), str(self.base_dir)],
+                         f"copying checkout {self.checkout}")
         self._timings["copy_s"] = time.monotonic() - t0
         for d, mode in ((self.tmp, 0o1777), (self.home, 0o700), (self.io, 0o700), (self.channel_dir, 0o755)):
             d.mkdir()
@@ -275,7 +312,10 @@ class LocalSandbox(Sandbox):
         """The finalizer removes the workspace and every cgroup the sandbox made so far."""
         self._finalizer.detach()
         cgroups = [str(x) for c in (self._cgroup, self._spawn_cgroup) if c is not None for x in c.paths]
-        self._finalizer = weakref.finalize(self, _cleanup, str(self.ws), cgroups or None)
+        self._finalizer = weakref.finalize(self, _cleanup, self._dirs(), cgroups or None)
+
+    def _dirs(self) -> list[str]:
+        return [str(self.ws)] + ([str(self.tree_ws)] if self.tree_ws != self.ws else [])
 
     def _warm(self, tree: Path) -> None:
         res = self._run(WARM_SCRIPT, timeout=1800, env=None, cwd="/", stdin=None, tree=tree)
@@ -711,9 +751,11 @@ def _git_head(path: Path) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def _cleanup(ws: str, cgroups: list[str] | None) -> None:
-    """Finalizer: remove the workspace (and empty cgroup dirs) even if close() was never called."""
+def _cleanup(dirs: list[str], cgroups: list[str] | None) -> None:
+    """Finalizer: remove the workspace and the tree's directory (and empty cgroup dirs) even if close() was
+    never called."""
     for cg in cgroups or ():
         with contextlib.suppress(OSError):
             os.rmdir(cg)
-    shutil.rmtree(ws, ignore_errors=True)
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)

@@ -22,7 +22,7 @@ from execcritic import cancel
 from execcritic.errors import EnvironmentMissing
 from execcritic.files import hold_shared
 from execcritic.sandbox.base import Limits, Sandbox
-from execcritic.sandbox.local import LocalSandbox, warm_checkout
+from execcritic.sandbox.local import LocalSandbox, fast_tree_dir, warm_checkout
 from execcritic.tasks.envbuild import use_lock
 from execcritic.tasks.git import build as git_build
 from execcritic.tasks.sdist.build import env_dir
@@ -84,6 +84,9 @@ class TaskEnvironment:
             if self.venv is not None:
                 binds[:0] = [self.venv, *own_prefix_base(self.meta.get("env_root"))]
             warm_checkout(self.checkout, activate=self.activation, binds=binds)   # once per environment
+            # the checkout held (its use lock, above) is unchanged while the sandbox lives: reset's reference
+            opts.setdefault("pristine", bool(held))
+            opts.setdefault("tree_dir", fast_tree_dir())
             box = LocalSandbox(self.checkout, binds=binds, **opts)
         except BaseException:
             for h in held:

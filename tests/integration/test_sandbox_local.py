@@ -311,6 +311,51 @@ def test_reset_is_cheap_when_little_changed(clean):
     assert clean.last_restore.restored == 1
 
 
+def _host_listing(root: Path) -> dict[str, tuple]:
+    out = {}
+    for p in sorted(root.rglob("*")):
+        st = p.lstat()
+        out[str(p.relative_to(root))] = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+                                         p.read_bytes() if p.is_file() and not p.is_symlink() else None)
+    return out
+
+
+@needs_bwrap
+def test_a_pristine_checkout_is_the_reset_reference_and_the_tree_lives_apart(toolz_repo, tmp_path):
+    """What task environments open (tasks/environment.py): the checkout, held unchanged by the caller, is what
+    reset restores from (no copy of it), and the working copy is made under `tree_dir` (a memory file system
+    there). A dirty run and a reset leave the checkout as it was, to the ctime; close removes both directories."""
+    before = _host_listing(toolz_repo)
+    trees = tmp_path / "trees"
+    trees.mkdir()
+    with LocalSandbox(toolz_repo, limits=Limits(memory_mb=512, pids=1024), pristine=True, tree_dir=trees,
+                      **env_kwargs()) as box:
+        assert box.base_dir == toolz_repo.resolve() and box.tree.parent.parent == trees
+        first = listing(box)
+        assert box.run(DIRTY_RUN, timeout=60).exit_code == 0
+        assert listing(box) != first
+        box.reset()
+        assert listing(box) == first, tree_diff(first, listing(box))
+        workspace = box.ws
+    assert _host_listing(toolz_repo) == before
+    assert list(trees.iterdir()) == [] and not workspace.exists()
+
+
+def test_the_fast_tree_dir_is_a_memory_file_system_with_room_or_what_the_user_says(monkeypatch, tmp_path):
+    from execcritic.sandbox import local
+
+    monkeypatch.setenv(local.TREE_DIR_ENV, str(tmp_path))
+    assert local.fast_tree_dir() == str(tmp_path)
+    monkeypatch.setenv(local.TREE_DIR_ENV, "")
+    assert local.fast_tree_dir() is None                     # '': the temporary directory
+    monkeypatch.delenv(local.TREE_DIR_ENV)
+    monkeypatch.setattr(local, "FAST_TREE_DIRS", ("/nonexistent", str(tmp_path)))
+    monkeypatch.setattr(local, "FAST_TREE_MIN_FREE", 1)
+    assert local.fast_tree_dir() == str(tmp_path)
+    monkeypatch.setattr(local, "FAST_TREE_MIN_FREE", 1 << 62)  # not that much room anywhere: not used
+    assert local.fast_tree_dir() is None
+
+
 # --- modes, errors, factory ----------------------------------------------------------------------
 
 def test_plain_subprocess_mode_says_not_isolated(toolz_repo):
