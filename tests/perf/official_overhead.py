@@ -12,7 +12,8 @@ excluded: every environment named must be built).
   official-serial   the same with the two runs one after the other in one sandbox (official_runs_together off)
 Variants are interleaved per round in random order. One more official run per instance, untimed in the medians,
 times the evaluator's phases (sandbox open, reset, apply, each run, grading, cross-check) by wrapping them.
-The load average is recorded with the numbers: on a shared machine only ratios side by side compare.
+The sandboxes' own preparation (a copy of the checkout: `sandbox.open`) is part of every official run and shown
+apart. The load average is recorded with the numbers: on a shared machine only ratios side by side compare.
 
   EXECCRITIC_VERIFIED=... PYTHONPATH=. .venv/bin/python tests/perf/official_overhead.py \
       --dataset verified-sdist -i psf__requests-2931 ... [--rounds 3] [--json results/bench/official_overhead.json]
@@ -43,7 +44,7 @@ from execcritic.tasks.load import load_tasks
 
 PHASES = {off: ["source_patch_problems", "apply_patch", "tree_problem", "run_reported", "grade_log", "cross_check",
                 "outside_tree", "candidate_facts"],
-          LocalSandbox: ["reset", "run", "changed_paths", "close", "read_file"]}
+          LocalSandbox: ["__init__", "reset", "run", "changed_paths", "close", "read_file"]}
 
 
 def bare_command(task, env) -> str:
@@ -78,7 +79,7 @@ def phases(task, env) -> dict[str, float]:
     def timed(owner, name):
         fn = getattr(owner, name)
         saved.append((owner, name, fn))
-        label = f"{'sandbox.' if owner is LocalSandbox else ''}{name}"
+        label = "sandbox.open" if name == "__init__" else f"{'sandbox.' if owner is LocalSandbox else ''}{name}"
 
         @functools.wraps(fn)
         def wrapper(*a, **k):
