@@ -235,7 +235,7 @@ class LocalSandbox(Sandbox):
         if ws_parent:
             ws_parent.mkdir(parents=True, exist_ok=True)
         self.ws = Path(tempfile.mkdtemp(prefix="execcritic-local-", dir=ws_parent))
-        # (the tree's own directory first, so that a failure below still leaves it to the finalizer)
+        # the working copy's own directory (tree_dir: another file system) is made now: the finalizer removes both
         try:
             self.tree_ws = Path(tempfile.mkdtemp(prefix="execcritic-tree-", dir=tree_dir)) if tree_dir else self.ws
         except OSError as exc:

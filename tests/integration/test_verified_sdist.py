@@ -52,6 +52,24 @@ def test_gold_resolved_empty_unresolved(tasks, instance_id):
     assert sorted(empty.f2p_fail) == sorted(task.fail_to_pass)
 
 
+def test_the_two_official_runs_grade_alike_together_or_one_after_the_other(tasks):
+    """harness.official_runs_together: the plain run in a sandbox of its own at the same time as the instrumented
+    one (the default), or after/before it in the one sandbox; either way both run and both are graded."""
+    import dataclasses
+
+    from execcritic.evaluation.official import evaluate_official
+
+    task = tasks["sympy__sympy-24443"]
+    for together in (True, False):
+        harness = dataclasses.replace(PAPER.harness, official_runs_together=together)
+        gold = evaluate_official(task, task.patch, harness=harness)
+        assert gold.valid and gold.resolved, gold.error
+        assert gold.plain["valid"] and gold.plain["resolved"], gold.plain
+        assert (gold.plain["first"] is None) if together else isinstance(gold.plain["first"], bool)
+        empty = evaluate_official(task, "", harness=harness)
+        assert empty.valid and not empty.resolved and empty.plain["valid"] and not empty.plain["resolved"]
+
+
 ADDED = "sympy/combinatorics/tests/added_by_the_test_patch.txt"
 NEW_FILE = (f"diff --git a/{ADDED} b/{ADDED}\nnew file mode 100644\n--- /dev/null\n+++ b/{ADDED}\n"
             "@@ -0,0 +1 @@\n+data a test reads\n")

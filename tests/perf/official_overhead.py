@@ -37,7 +37,16 @@ from pathlib import Path
 
 from execcritic.config import PAPER
 from execcritic.evaluation import official as off
-from execcritic.evaluation.official import START, env_eval_script, evaluate_official, grade_log
+from execcritic.evaluation.official import START, evaluate_official, grade_log
+
+try:
+    from execcritic.evaluation.official import env_eval_script
+except ImportError:                       # (code from before it was factored out: the same lines, inline there)
+    def env_eval_script(task, env) -> str:
+        upstream = env.upstream_base_commit
+        if not upstream or upstream not in task.eval_script:
+            upstream = task.base_commit
+        return off.local_eval_script(task, base_commit=env.base_commit or task.base_commit, upstream_base=upstream)
 from execcritic.sandbox.local import LocalSandbox
 from execcritic.tasks.environment import environment_for
 from execcritic.tasks.load import load_tasks
