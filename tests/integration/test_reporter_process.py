@@ -411,3 +411,113 @@ def test_the_candidates_conftest_wrapping_the_runner_when_it_configures_is_tampe
     proc, report = run_candidate(tmp_path / "repo", {"test_x.py": TEST_X, "conftest.py": conftest}, ["conftest.py"],
                                  PYTEST_MAIN.replace("'-p', 'mockish', ", ""), path=(site,), runner="pytest")
     assert "runner_tampered" in {t["what"] for t in report.tampers}, (report.tampers, proc.stdout)
+
+
+# pandas' chained-assignment check, as seaborn's plotting code reaches it (`DataFrame._check_setitem_copy`)
+PANDASLIKE = {"pandas/__init__.py": "", "pandas/core/__init__.py": "", "pandas/core/generic.py": """
+    import gc
+
+    class NDFrame:
+        def _check_setitem_copy(self):
+            if not gc.get_referents(self):
+                return "dissolved"
+            return "kept"
+
+        def referents(self):
+            return gc.get_referents(self)
+"""}
+
+
+@pytest.mark.parametrize("who", ["a Base test", "the candidate's line"])
+def test_a_librarys_own_walk_of_the_collector_is_not_introspection(who, tmp_path):
+    """pandas asks the collector whether a copy's parent has referents, and the answer stays inside that check:
+    seaborn 3187's Base run was refused as `introspection`. Whoever calls the check, it is pandas' own."""
+    site = _site(tmp_path, PANDASLIKE)
+    code = "from pandas.core.generic import NDFrame\n\nassert NDFrame()._check_setitem_copy() in ('dissolved', 'kept')\n"
+    proc, report = run_candidate(tmp_path / "repo", {"pkg/__init__.py": code},
+                                 ["pkg/__init__.py"] if who == "the candidate's line" else [], "import pkg",
+                                 path=(site,))
+    assert proc.returncode == 0, proc.stderr
+    assert report.problem is None and not report.tampers, report.summary()
+
+
+@pytest.mark.parametrize("how", ["the collector directly", "another function of the library", "a look-alike file"])
+def test_any_other_walk_of_the_collector_is_introspection(how, tmp_path):
+    """The exemption names one library function whose answer stays inside it: the collector walked directly,
+    by another function of the same file (whose answer reaches the caller), or by a function of that name in a
+    file that is not pandas' is `introspection`, from a Base test as from the candidate."""
+    site = _site(tmp_path, {**PANDASLIKE, "notpandas/core/generic.py": PANDASLIKE["pandas/core/generic.py"]})
+    code = {"the collector directly": "import gc\ngc.get_referents(object())\n",
+            "another function of the library": "from pandas.core.generic import NDFrame\nNDFrame().referents()\n",
+            "a look-alike file": "from notpandas.core.generic import NDFrame\nNDFrame()._check_setitem_copy()\n"}[how]
+    proc, report = run_candidate(tmp_path / "repo", {"pkg/__init__.py": code}, [], "import pkg", path=(site,))
+    assert proc.returncode == 0, proc.stderr
+    assert "introspection" in {t["what"] for t in report.tampers}, report.tampers
+
+
+@pytest.mark.parametrize("runner", ["pytest", "unittest"])
+def test_a_test_raising_systemexit_is_recorded_as_its_runner_reports_it(runner, tmp_path):
+    """pylint 6386's test hits argparse's exit on Base: pytest reports a test raising SystemExit as FAILED,
+    unittest as an ERROR. The harness-owned record says the same, so the two agree (the run was refused as
+    `results_forged` when the record said ERROR under pytest)."""
+    from execcritic.harness.classify import agree
+    from execcritic.runners.pytest import PytestRunner
+    from execcritic.runners.unittest import UnittestRunner
+
+    test = ("import sys\n\ndef test_exits():\n    sys.exit(2)\n" if runner == "pytest" else
+            "import sys, unittest\n\nclass T(unittest.TestCase):\n    def test_exits(self):\n        sys.exit(2)\n")
+    main = ("import sys, pytest\nsys.exit(pytest.main(['-rA', '-p', 'no:cacheprovider', 'test_x.py']))"
+            if runner == "pytest" else "import unittest\nunittest.main(module=None, argv=['x', '-v', 'test_x'])")
+    proc, report = run_candidate(tmp_path / "repo", {"test_x.py": test}, [], main, runner=runner)
+    assert report.problem is None and not report.tampers, report.summary()
+    parser = PytestRunner() if runner == "pytest" else UnittestRunner()
+    logged = parser.parse_results(proc.stdout + proc.stderr)
+    (key, recorded), = report.status_map().items()
+    want = "FAILED" if runner == "pytest" else "ERROR"
+    assert recorded == want and logged.get(key) == want, (recorded, logged, proc.stdout[-2000:], proc.stderr[-2000:])
+    assert agree(parser, recorded, logged.get(key))
+
+
+@pytest.fixture(scope="module")
+def pytest33(tmp_path_factory):
+    """A Python 3.6 venv with astropy 1.3's runner pins (pytest 3.3.1, pluggy 0.6.0, attrs 17.3.0), from PyPI."""
+    from execcritic.tasks.envbuild import uv_binary
+
+    exe = next((str(p / "bin" / "python3") for p in sorted((Path.home() / ".pyenv" / "versions").glob("3.6.*"))),
+               shutil.which("python3.6"))
+    if not exe:
+        pytest.skip("no local CPython 3.6 (astropy 1.3's interpreter)")
+    venv = tmp_path_factory.mktemp("pytest33") / "venv"
+    subprocess.run([uv_binary(), "venv", "-q", "-p", exe, str(venv)], check=True, timeout=300)
+    subprocess.run([uv_binary(), "pip", "install", "-q", "-p", str(venv / "bin" / "python"), "pytest==3.3.1",
+                    "pluggy==0.6.0", "attrs==17.3.0"], check=True, timeout=600)
+    return str(venv / "bin" / "python")
+
+
+MARKER_SWAP = """
+    import _pytest.fixtures
+
+    scope = {}
+    exec(compile("def __init__(self, scope, params=None, autouse=False, ids=None, name=None):\\n"
+                 "    object.__setattr__(self, 'scope', 'session')\\n", "<attrs generated init 0f0f>", "exec"), scope)
+    _pytest.fixtures.FixtureFunctionMarker.__init__ = scope["__init__"]
+"""
+
+
+@pytest.mark.parametrize("conftest", [None, "the candidate's attrs-like __init__"])
+def test_pytest_3_3_on_python_3_6_runs_clean_and_a_swapped_attrs_init_is_tampering(pytest33, conftest, tmp_path):
+    """astropy 1.3's runner (Python 3.6: no audit hooks): pytest 3.3's classes get `__init__` from attrs, compiled
+    from a string, and pluggy 0.6 has no `get_hookimpls`. Every astropy 1.3 run was refused (`runner_tampered`,
+    then `reporter_error`); now a run is clean, its SystemExit test FAILED as pytest says - and an `__init__` of
+    that kind that the candidate's conftest compiles and binds on the runner's class is still tampering."""
+    files = {"test_x.py": "import sys\n\ndef test_ok():\n    assert 1 + 1 == 2\n\ndef test_exits():\n    sys.exit(2)\n"}
+    if conftest:
+        files["conftest.py"] = MARKER_SWAP
+    main = "import sys, pytest\nsys.exit(pytest.main(['-rA', '-p', 'no:cacheprovider', 'test_x.py']))"
+    proc, report = run_candidate(tmp_path / "repo", files, ["conftest.py"] if conftest else [], main, python=pytest33,
+                                 runner="pytest")
+    if conftest:
+        assert "runner_tampered" in {t["what"] for t in report.tampers}, (report.tampers, proc.stdout[-2000:])
+        return
+    assert report.problem is None and not report.tampers, (report.summary(), proc.stdout[-2000:], proc.stderr[-2000:])
+    assert report.status_map() == {"test_x.py::test_ok": "PASSED", "test_x.py::test_exits": "FAILED"}

@@ -201,6 +201,53 @@ NAMEDTUPLE = textwrap.dedent('''\
 ''')
 
 
+BOOT_CODE = textwrap.dedent('''\
+    import os, sys, types
+    sys.path.insert(0, sys.argv[1])
+    from execcritic_reporter.guard import Guard
+
+    def generated(text, name):        # attrs: a method compiled from a string, under a name that is no file
+        scope = {}
+        exec(compile(text, name, "exec"), scope)
+        return scope["__init__"]
+
+    runner = types.ModuleType("runnerlike")      # as pytest's modules are loaded when the reporter boots
+    sys.modules["runnerlike"] = runner
+    exec("class FixtureFunctionMarker(object):\\n    pass\\n", vars(runner))
+    runner.FixtureFunctionMarker.__init__ = generated("def __init__(self, scope):\\n    self.scope = scope\\n",
+                                                      "<attrs generated init 1a2b>")
+    workdir = sys.argv[2]
+    if sys.argv[3] == "checkout loaded":         # a module of the checkout had run before the boot ended
+        checkout = types.ModuleType("pkg")
+        checkout.__file__ = os.path.join(workdir, "pkg", "__init__.py")
+        sys.modules["pkg"] = checkout
+    guard = Guard({"workdir": workdir}, tamper=None)
+    before = guard._untrusted_callable(runner.FixtureFunctionMarker.__init__)
+    guard.trust_boot_code()
+    at_boot = guard._untrusted_callable(runner.FixtureFunctionMarker.__init__)
+    late = generated("def __init__(self, scope):\\n    self.scope = 'forged'\\n", "<attrs generated init 3c4d>")
+    print("|".join(map(str, (before, at_boot, guard._untrusted_callable(late)))))
+''')
+
+
+@pytest.mark.parametrize("exe", [e for e in _interpreters() if subprocess.run(
+    [e, "-c", "import sys; sys.exit(sys.version_info >= (3, 8))"]).returncode == 0] or ["none"])
+@pytest.mark.parametrize("case", ["clean boot", "checkout loaded"])
+def test_without_audit_hooks_code_compiled_before_the_boot_ended_is_trusted(exe, case, tmp_path):
+    """Python < 3.8 has no `exec` event, and pytest's classes get `__init__` from attrs, which compiles it from a
+    string: every astropy 1.3 run (Python 3.6, pytest 3.3, attrs 17.3) was refused as `runner_tampered`. What
+    the modules loaded when the boot ends bind was made before any code of the checkout ran, so it is trusted;
+    code compiled later is not, and nothing is when a module of the checkout was already loaded."""
+    if exe == "none":
+        pytest.skip("no local CPython < 3.8 (the rule applies only there)")
+    proc = subprocess.run([exe, "-c", BOOT_CODE, str(INSIDE), str(tmp_path), case], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    before, at_boot, late = proc.stdout.strip().split("|")
+    assert before == "<attrs generated init 1a2b>" and late == "<attrs generated init 3c4d>", proc.stdout
+    assert at_boot == ("None" if case == "clean boot" else before), proc.stdout
+
+
 @pytest.mark.parametrize("exe", [e for e in _interpreters() if subprocess.run(
     [e, "-c", "import sys; sys.exit(sys.version_info >= (3, 8))"]).returncode == 0] or ["none"])
 def test_without_audit_hooks_namedtuple_methods_are_trusted_and_only_they(exe):

@@ -237,8 +237,12 @@ def make(sock, key, config, guard_factory, watched_modules, refusals=()):
             return "xfailed", None
         if "XPass" in names:
             return "xpassed", None
-        if _isinstance(exc, (_KeyboardInterrupt, _SystemExit)) or "Exit" in names:
-            return "error", None
+        if _isinstance(exc, _KeyboardInterrupt) or "Exit" in names:
+            return "error", None                        # (pytest's `Exit`: the session stops)
+        if _isinstance(exc, _SystemExit):
+            # pytest's call phase catches SystemExit as any exception: the test FAILED (argparse's exit in
+            # pylint 6386); unittest reports it as an ERROR
+            return ("failed" if runner == "pytest" else "error"), None
         if xfail and (raises is None or _isinstance(exc, raises)):
             return "xfailed", None
         return "failed", None
@@ -276,6 +280,7 @@ def make(sock, key, config, guard_factory, watched_modules, refusals=()):
             return
         if op == "boot_done":
             state["booting"] = False
+            guard.trust_boot_code()
         elif op == "integrity":               # a reporter module imported while booting joins the baseline
             if state["booting"]:
                 modules.append(args[0])

@@ -127,6 +127,10 @@ def _build():
     _MEMORY_EVENTS = {"ctypes.string_at", "ctypes.wstring_at", "ctypes.cdata", "ctypes.cdata/buffer"}
     _INTROSPECTION_EVENTS = {"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames"}
     _TRACE_EVENTS = {"sys.settrace", "sys.setprofile"}
+    # (event, file under site-packages, function): a library's own walk of the collector whose result stays inside
+    # that function (measured). pandas' chained-assignment check asks whether a copy's parent has referents
+    # (`_check_setitem_copy`; seaborn 3187's Base run was refused for it).
+    _OWN_INTROSPECTION = {("gc.get_referents", "pandas/core/generic.py", "_check_setitem_copy")}
     _FRAME_ATTRS = {"tb_frame", "gi_frame", "cr_frame", "ag_frame"}
     _RUNNER_PACKAGES = {"pytest", "_pytest", "py", "pluggy"}
     _CASE_MACHINERY = {"run", "debug", "__call__", "subTest", "skipTest", "doCleanups"}
@@ -432,6 +436,38 @@ def _build():
                 where += ", driven by %s:%d" % (up.f_code.co_filename, up.f_lineno)
             _fire("memory_access", "%s, from %s" % (detail, where))
 
+        def _own_introspection(event, frame):
+            """Is `frame` one of the library functions of `_OWN_INTROSPECTION` (read-only, outside the checkout)
+            asking for `event`? Whoever called it, the collector's answer does not leave that function."""
+            if frame is None:
+                return False
+            path = frame.f_code.co_filename
+            return _library(path) and any(event == e and path.endswith("/site-packages/" + f) and
+                                          frame.f_code.co_name == fn for e, f, fn in _OWN_INTROSPECTION)
+
+        def trust_boot_code():
+            """Python < 3.8 has no `exec` event to show who compiles code at run time. When the boot ends, nothing
+            of the checkout has run (unless a module of it is loaded already: then nothing is trusted here), so
+            code compiled at run time that the modules loaded by then bind, in their namespaces and classes, was
+            made by trusted code - pytest's classes get `__init__` from attrs, which compiles it from a string
+            (astropy 1.3's runs were refused as `runner_tampered` for it)."""
+            if not _NO_AUDIT:
+                return
+            loaded = [(n, m) for n, m in list(_modules.items()) if isinstance(m, types.ModuleType)]
+            if any(_abs(_module_file(m) or "/").startswith(S.workdir) for _, m in loaded):
+                return
+            for name, module in loaded:
+                spaces = [vars(module)] + [vars(v) for v in list(vars(module).values())
+                                           if isinstance(v, type) and _module_name(v) == name]
+                for ns in spaces:
+                    for value in list(ns.values()):
+                        if isinstance(value, (classmethod, staticmethod)):
+                            value = value.__func__
+                        parts = (value.fget, value.fset, value.fdel) if isinstance(value, property) else (value,)
+                        for fn in parts:
+                            if isinstance(fn, types.FunctionType) and fn.__code__.co_filename.startswith("<"):
+                                _note_runtime(fn.__code__, None)
+
         def _stdlib(path):
             return not path.startswith(S.workdir) and "site-packages" not in path and not path.startswith("<")
 
@@ -497,9 +533,10 @@ def _build():
                 _memory_read(_caller(3), "%s: raw memory read through ctypes" % event)
             elif event in _INTROSPECTION_EVENTS:
                 detail = "%s: the process walked the garbage collector or other threads' frames" % event
+                frame = _caller(3)
                 if S.product_runner:             # pytest's own tests walk the gc; the candidate's lines may not
-                    _by_candidate(_caller(3), "introspection", detail)
-                else:
+                    _by_candidate(frame, "introspection", detail)
+                elif not _own_introspection(event, frame):
                     _fire("introspection", detail)
             elif event in _TRACE_EVENTS:
                 if level:                        # (code that runs inside the hook installing a trace function)
@@ -881,13 +918,21 @@ def _build():
         def watch_plugins(manager, hooks):
             """Record the plugin manager's plugins and critical hook implementations: later changes are tampering."""
             S.plugins = (manager, {name: [(id(i), id(getattr(i, "function", None))) for i in
-                                              getattr(manager.hook, name).get_hookimpls()]
+                                              _hookimpls(getattr(manager.hook, name))]
                                        for name in hooks if hasattr(manager.hook, name)},
                             {id(p) for p in manager.get_plugins()})
             for name in hooks:
                 if hasattr(manager.hook, name):
-                    for impl in getattr(manager.hook, name).get_hookimpls():
+                    for impl in _hookimpls(getattr(manager.hook, name)):
                         plugin_hook(impl)
+
+        def _hookimpls(caller):
+            """A hook's implementations: pluggy >= 0.7's `get_hookimpls`, or the two lists pluggy 0.6 (pytest 3.3,
+            astropy 1.3) calls them from, in the order it calls them."""
+            get = getattr(caller, "get_hookimpls", None)
+            if get is not None:
+                return get()
+            return list(getattr(caller, "_nonwrappers", ())) + list(getattr(caller, "_wrappers", ()))
 
         def plugin_hook(impl):
             found = _untrusted_callable(getattr(impl, "function", None))
@@ -917,7 +962,7 @@ def _build():
                 manager, hooks, plugins = S.plugins
                 for name, before in hooks.items():
                     now = [(id(i), id(getattr(i, "function", None)))
-                           for i in getattr(manager.hook, name).get_hookimpls()]
+                           for i in _hookimpls(getattr(manager.hook, name))]
                     if now != before:
                         out += _once(("hook", name), "runner_tampered",
                                           "the implementations of %s changed during the run" % name)
@@ -1182,11 +1227,11 @@ def _build():
         # sys.modules after running still ran: the run is stale all the same)
         S.early_code = set() if config.get("prestart") else None
         for _fn in (set_facts, _rel, _abs, changed_file, run_written, trusted_file, candidate_line, runtime_untrusted,
-                    _note_runtime, namedtuple_method, _stdlib, audit, _pytest_writes_pyc, _import, _written_during_run, _bytecode_file, _open,
+                    _note_runtime, namedtuple_method, _own_introspection, trust_boot_code, _stdlib, audit, _pytest_writes_pyc, _import, _written_during_run, _bytecode_file, _open,
                     _caller, candidate_on_stack, _by_candidate, _fire, check_trace_functions, exception_claims, _claim, _touched,
                     signal_handler, _native_callable, check_case, _untrusted_callable, _untrusted_class, _provenance,
                     _imported, watch, prewatch, _rebase, _watch, _watch_module, watch_mapping,
-                    _imports_bound, watch_plugins, plugin_hook, changes, _builtins_changes, _product_module,
+                    _imports_bound, watch_plugins, _hookimpls, plugin_hook, changes, _builtins_changes, _product_module,
                     _diff, _once, report_once, parse, expected_codes, _same_handlers, check_test_callable):
             vars(S)[_fn.__name__] = _fn
         S._report_once = report_once
