@@ -437,6 +437,8 @@ def _run_once(task: Task, patch: str, sandbox: Sandbox, script: str, runner: Run
         tested = dataclasses.replace(result, exit_code=res.exit_code if res.exit_code is not None else -1)
         refused = cross_check(task, runner, tested, report,
                               unbacked=outside_tree(sandbox, runner, [*task.fail_to_pass, *task.pass_to_pass]))
+        if refused is not None and (not patch.strip() or patch.strip() == task.patch.strip()):
+            refused = trusted_run_refusal(*refused)             # (Base or Gold, whatever the gate was told)
         if refused is not None:
             res.valid, res.resolved = False, False
             res.failure_kind, why = refused
@@ -495,6 +497,16 @@ def outside_tree(sandbox: Sandbox, runner: Runner, names: list[str]) -> set[str]
         if not exists[path]:
             out.add(name)
     return out
+
+
+def trusted_run_refusal(kind: str, why: str) -> tuple[str, str]:
+    """A refusal of a run with no candidate code (Gold, Base): nothing in it could forge, so a log or exit status
+    that contradicts the record is the environment's or the harness's fault (pytest-7205's Base, whose
+    environment lacked a module its Base needs, was once dropped as a forgery) - `results_disagree`."""
+    if kind != FailureKind.RESULTS_FORGED.value:
+        return kind, why
+    return FailureKind.RESULTS_DISAGREE.value, ("no candidate code ran, so this is not a forgery but an environment "
+                                                "or harness problem: " + why)
 
 
 def cross_check(task: Task, runner: Runner, result: CommandResult, report: ReporterReport,

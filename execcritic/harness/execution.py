@@ -52,6 +52,7 @@ class FailureKind(str, enum.Enum):
     TREE_MISMATCH = "tree_mismatch"            # applying the patches changed paths they do not declare
     FLAKY_NODE = "flaky_node"                  # a bound node's verdict changes across repeated runs
     PLAIN_RUN_DISAGREES = "plain_run_disagrees"  # official: the run without the reporter resolves differently
+    RESULTS_DISAGREE = "results_disagree"      # log, exit status and record disagree in a run of trusted code only
 
     @property
     def valid(self) -> bool:

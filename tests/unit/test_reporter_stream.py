@@ -199,3 +199,16 @@ def test_a_run_started_ahead_reads_like_a_cold_one_and_a_stale_one_has_no_result
                                                                           "modules": ["iniconfig"]}])), KEY)
     assert stale.stale == ["iniconfig"] and stale.problem and stale.problem[0] == "incomplete"
     assert not stale.nodes
+
+
+def test_a_contradiction_in_a_run_with_no_candidate_code_is_not_a_forgery():
+    """The official evaluator's refusal of a Base or Gold run: nothing there could forge, so a log that contradicts
+    the record names the environment or the harness (`results_disagree`); every other refusal is kept as it is."""
+    from execcritic.evaluation.official import trusted_run_refusal
+    from execcritic.harness.execution import FailureKind
+
+    kind, why = trusted_run_refusal(FailureKind.RESULTS_FORGED.value, "t::x: the log says PASSED, the record FAILED")
+    assert kind == FailureKind.RESULTS_DISAGREE.value and not FailureKind(kind).valid
+    assert "not a forgery" in why and why.endswith("the log says PASSED, the record FAILED")
+    for other in (FailureKind.RUNNER_TAMPERED, FailureKind.RESULTS_MISSING, FailureKind.RESULTS_INCOMPLETE):
+        assert trusted_run_refusal(other.value, "w") == (other.value, "w")
