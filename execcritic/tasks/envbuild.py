@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence, TypeVar
 
+import platformdirs
+
 from execcritic.errors import EnvironmentMissing, ExecCriticError
 from execcritic.files import locked
 
@@ -130,6 +132,19 @@ def find_interpreter(version: str) -> Path:
                              f"python{version} is on PATH")
 
 
+def cache_base() -> Path:
+    """Where the image-free task sets keep their environments: $EXECCRITIC_CACHE, else the user's cache dir."""
+    env = os.environ.get("EXECCRITIC_CACHE")
+    return Path(env).expanduser() if env else Path(platformdirs.user_cache_dir("execcritic"))
+
+
+def _under_tmp() -> list[Path]:
+    """The cache when it lives under /tmp, which a build's fresh /tmp would hide (a venv's `python` not found, a
+    rebuild that cannot find the venv's `activate`): bound read-only over it, like the rest of the host."""
+    base = cache_base().resolve()
+    return [base] if base.is_dir() and base.is_relative_to("/tmp") else []
+
+
 def bwrap_available() -> bool:
     return shutil.which("bwrap") is not None
 
@@ -138,7 +153,8 @@ def bwrap_prefix(checkout: Path | None, writable: Sequence[Path], *, network: bo
                  mapped: Sequence[tuple[Path, Path]] = (), readable: Sequence[Path] = ()) -> list[str]:
     """A bubblewrap command prefix: host / read-only, `checkout` at /testbed, `writable` paths rw, each
     `(host dir, path)` of `mapped` writable at that path (a staging dir seen at its env's final path), and
-    `readable` paths read-only even where the fresh /tmp would hide them (a tool of a clone under /tmp)."""
+    `readable` paths read-only even where the fresh /tmp would hide them (a tool of a clone under /tmp; the cache
+    itself is, when it lives there)."""
     if not bwrap_available():
         raise EnvironmentMissing("bubblewrap (`bwrap`) is not installed; `apt-get install bubblewrap`")
     args = ["bwrap", "--die-with-parent"]
@@ -151,7 +167,7 @@ def bwrap_prefix(checkout: Path | None, writable: Sequence[Path], *, network: bo
         elif p.is_dir():
             args += ["--ro-bind", str(p), str(p)]
     args += ["--proc", "/proc", "--dev", "/dev", "--ro-bind", "/sys", "/sys", "--tmpfs", "/tmp"]
-    for r in readable:
+    for r in [*_under_tmp(), *readable]:
         args += ["--ro-bind", str(r), str(r)]
     for w in writable:
         args += ["--bind", str(w), str(w)]

@@ -246,3 +246,26 @@ def test_qualification_builds_caches_qualifies_and_resumes(mirror, tmp_path):
     with pytest.raises(EnvironmentMissing, match="execcritic tasks build-git"):
         env.open_sandbox(limits=Limits.from_config(PAPER.harness))
     assert git_build.ensure([task], sources=src, recipe=rec, root=root)["built"] == ["demo__calc-1"]
+
+
+def test_a_build_sees_a_cache_that_lives_under_tmp_read_only(monkeypatch):
+    """A build runs under bubblewrap with a fresh /tmp; a cache under /tmp (`EXECCRITIC_CACHE=/tmp/...`) was hidden
+    by it ("python: command not found" in pylint-4970's setup step). It is bound read-only over the fresh /tmp."""
+    import tempfile
+
+    from execcritic.tasks.envbuild import bwrap_prefix
+
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap not installed")
+    with tempfile.TemporaryDirectory(prefix="execcritic-cache-", dir="/tmp") as cache:
+        bindir = Path(cache) / "verified-git" / "envs" / "some-env" / "venv" / "bin"
+        bindir.mkdir(parents=True)
+        (bindir / "python").symlink_to(sys.executable)
+        monkeypatch.setenv("EXECCRITIC_CACHE", cache)
+        script = (f"{bindir}/python -c 'print(6 * 7)' && "
+                  f"(touch {cache}/written 2>/dev/null && echo writable || echo read-only)")
+        out = subprocess.run(bwrap_prefix(None, [], network=False) + ["bash", "-c", script], capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == ["42", "read-only"]
+        assert not (Path(cache) / "written").exists()

@@ -31,8 +31,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import platformdirs
-
 from execcritic.files import atomic_write, locked
 from execcritic.tasks.envbuild import (
     BUILD_TOOLS,
@@ -44,6 +42,7 @@ from execcritic.tasks.envbuild import (
     build_once,
     build_venv,
     bwrap_prefix,
+    cache_base,
     read_env_requirements,
     read_requirements,
     run_pre_install,
@@ -67,9 +66,7 @@ EXEMPT = tuple(t for t in BUILD_TOOLS if t != "cython")
 
 
 def cache_root() -> Path:
-    env = os.environ.get("EXECCRITIC_CACHE")
-    base = Path(env).expanduser() if env else Path(platformdirs.user_cache_dir("execcritic"))
-    return base / "verified-git"
+    return cache_base() / "verified-git"
 
 
 def env_dir(key: str, root: Path | None = None) -> Path:

@@ -39,7 +39,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-import platformdirs
 from rich.console import Console
 from rich.progress import DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
@@ -52,6 +51,7 @@ from execcritic.tasks.envbuild import (  # noqa: F401 - re-exported: the sdist b
     VenvPlan,
     build_once,
     build_venv,
+    cache_base,
     find_interpreter,
     read_requirements,
     swap_into_place,
@@ -68,11 +68,7 @@ _GIT_IDENTITY = {
 
 
 def cache_root() -> Path:
-    env = os.environ.get("EXECCRITIC_CACHE")
-    if env:
-        return Path(env).expanduser() / "verified-sdist"
-
-    return Path(platformdirs.user_cache_dir("execcritic")) / "verified-sdist"
+    return cache_base() / "verified-sdist"
 
 
 # ---- download ------------------------------------------------------------------------------------
