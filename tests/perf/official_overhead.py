@@ -121,6 +121,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", default="")
     args = ap.parse_args()
+    from execcritic.results.manifest import note_start
+
+    note_start()            # the manifest names the code this run started with, whatever HEAD is when it ends
     by_set: dict[str, list[str]] = collections.defaultdict(list)
     for item in args.instance:
         ds, _, iid = item.rpartition(":")
