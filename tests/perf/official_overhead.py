@@ -5,7 +5,7 @@ excluded: every environment named must be built).
   bare              the row's test command (the eval script's line after its Start marker: SWE-bench's test
                     directives, with the script's `export` lines) in a host copy of the environment's checkout with
                     Gold and the test patch applied, under the environment's activation, no sandbox; graded with the
-                    row's log parser, so a bare run that did not run the tests is reported, not timed
+                    row's log parser; where that does not run the tests, in a sandbox without reporter (`Bare`)
   official          evaluate_official(task, gold, env) with the paper's harness: a fresh sandbox, the candidate gate,
                     the instrumented and the plain run (at the same time: harness.official_runs_together), grading,
                     the reporter's cross-check
@@ -38,6 +38,8 @@ from pathlib import Path
 from execcritic.config import PAPER
 from execcritic.evaluation import official as off
 from execcritic.evaluation.official import START, evaluate_official, grade_log
+from execcritic.harness.apply import SWEBENCH, apply_patch
+from execcritic.sandbox.base import Limits
 
 try:
     from execcritic.evaluation.official import env_eval_script
@@ -64,20 +66,45 @@ def bare_command(task, env) -> str:
     return " && ".join([env.activation or "true", *exports, test])
 
 
-def bare_tree(task, env, root: Path) -> Path:
-    tree = root / task.instance_id
-    shutil.copytree(env.checkout, tree, symlinks=True)
-    for patch in (task.patch, task.test_patch):
-        subprocess.run(["git", "apply", "-"], cwd=tree, input=patch, text=True, check=True, capture_output=True)
-    return tree
+class Bare:
+    """The bare run of the row's test command with Gold and the test patch applied: on the host in a copy of the
+    checkout; where that does not run the tests (an environment that works only at /testbed: pytest-dev's editable
+    install of its checkout) in a sandbox of the environment, the patches applied once, no reporter, no reset -
+    `where` says which (a sandbox's own cost, bubblewrap and the seccomp filter, is then in the bare time)."""
 
+    def __init__(self, task, env, root: Path):
+        self.task, self.env, self.sandbox = task, env, None
+        self.tree = root / task.instance_id
+        shutil.copytree(env.checkout, self.tree, symlinks=True)
+        for patch in (task.patch, task.test_patch):
+            subprocess.run(["git", "apply", "-"], cwd=self.tree, input=patch, text=True, check=True,
+                           capture_output=True)
+        self.where = "host"
+        self.graded = grade_log(task, self.run()[1], patch=task.patch)          # (and the warm-up)
+        if not self.graded.valid:
+            self.where = "sandbox"
+            self.sandbox = env.open_sandbox(limits=Limits.from_config(PAPER.harness))
+            for name, patch in (("gold", task.patch), ("test", task.test_patch)):
+                applied = apply_patch(self.sandbox, patch, name=name, ladder=SWEBENCH, timeout=120)
+                if not applied.applied:
+                    raise SystemExit(f"{task.instance_id}: the {name} patch does not apply in the sandbox")
+            self.graded = grade_log(task, self.run()[1], patch=task.patch)
 
-def run_bare(task, env, tree: Path) -> tuple[float, str]:
-    envvars = {**os.environ, **env.env, "PYTHONPATH": str(tree)}
-    t0 = time.perf_counter()
-    proc = subprocess.run(["bash", "-c", bare_command(task, env)], cwd=tree, env=envvars, capture_output=True,
-                          text=True, errors="replace", check=False)
-    return time.perf_counter() - t0, f"{START}\n{proc.stdout}\n{proc.stderr}\n{off.END}\n"
+    def run(self) -> tuple[float, str]:
+        t0 = time.perf_counter()
+        if self.sandbox is not None:
+            res = self.sandbox.run(bare_command(self.task, self.env), timeout=PAPER.harness.official_timeout_s,
+                                   cwd="/testbed")
+            return time.perf_counter() - t0, f"{START}\n{res.output}\n{off.END}\n"
+        envvars = {**os.environ, **self.env.env, "PYTHONPATH": str(self.tree)}
+        proc = subprocess.run(["bash", "-c", bare_command(self.task, self.env)], cwd=self.tree, env=envvars,
+                              capture_output=True, text=True, errors="replace", check=False)
+        return time.perf_counter() - t0, f"{START}\n{proc.stdout}\n{proc.stderr}\n{off.END}\n"
+
+    def close(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.close()
+        shutil.rmtree(self.tree, ignore_errors=True)
 
 
 def phases(task, env) -> dict[str, float]:
@@ -142,20 +169,19 @@ def main() -> None:
     try:
         for ds, task in tasks:
             env = environment_for(task)
-            tree = bare_tree(task, env, work)
-            _, log = run_bare(task, env, tree)                           # warm-up (and the check that it ran)
-            graded = grade_log(task, log, patch=task.patch)
+            bare = Bare(task, env, work)
             row = {"dataset": ds, "instance_id": task.instance_id, "repo": task.repo,
-                   "tests": len(task.fail_to_pass) + len(task.pass_to_pass),
-                   "bare_valid": graded.valid, "bare_resolved": graded.resolved,
-                   "bare_error": graded.error[:300], "times": collections.defaultdict(list)}
+                   "tests": len(task.fail_to_pass) + len(task.pass_to_pass), "bare_where": bare.where,
+                   "bare_valid": bare.graded.valid, "bare_resolved": bare.graded.resolved,
+                   "bare_error": bare.graded.error[:300], "times": collections.defaultdict(list)}
             row["verdict"] = _verdict(evaluate_official(task, task.patch, env))     # (and the warm-up)
             if row["verdict"] != "resolved":                 # the benchmark times resolving evaluations only
+                bare.close()
                 rows.append(row)
                 print(json.dumps({k: row[k] for k in ("instance_id", "verdict")}), flush=True)
                 continue
             for _ in range(args.rounds):
-                for name, seconds in one_round(task, env, tree, serial):
+                for name, seconds in one_round(task, env, bare, serial):
                     row["times"][name].append(seconds)
                 load.append(os.getloadavg()[0])
             row["phases_s"] = phases(task, env)
@@ -163,9 +189,9 @@ def main() -> None:
             row["median_s"] = {k: round(v, 3) for k, v in med.items()}
             row["ratio"] = {k: round(med[k] / med["bare"], 2) for k in med if k != "bare"}
             rows.append(row)
-            print(json.dumps({k: row[k] for k in ("instance_id", "tests", "bare_valid", "median_s", "ratio",
-                                                  "verdict")}), flush=True)
-            shutil.rmtree(tree, ignore_errors=True)
+            print(json.dumps({k: row[k] for k in ("instance_id", "tests", "bare_where", "bare_valid", "median_s",
+                                                  "ratio", "verdict")}), flush=True)
+            bare.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     timed_rows = [r for r in rows if r["bare_valid"] and "ratio" in r]
@@ -185,9 +211,9 @@ def main() -> None:
         write_result(args.json, report, manifest)
 
 
-def one_round(task, env, tree: Path, serial) -> list[tuple[str, float]]:
+def one_round(task, env, bare: Bare, serial) -> list[tuple[str, float]]:
     """Each variant once, in random order."""
-    variants = {"bare": lambda: run_bare(task, env, tree)[0],
+    variants = {"bare": lambda: bare.run()[0],
                 "official": lambda: _timed(lambda: evaluate_official(task, task.patch, env))}
     if serial is not None:
         variants["official-serial"] = lambda: _timed(lambda: evaluate_official(task, task.patch, env, harness=serial))
