@@ -41,6 +41,10 @@ from execcritic.evaluation.official import START, evaluate_official, grade_log
 from execcritic.harness.apply import SWEBENCH, apply_patch
 from execcritic.sandbox.base import Limits
 
+from execcritic.sandbox.local import LocalSandbox
+from execcritic.tasks.environment import environment_for
+from execcritic.tasks.load import load_tasks
+
 try:
     from execcritic.evaluation.official import env_eval_script
 except ImportError:                       # (code from before it was factored out: the same lines, inline there)
@@ -49,9 +53,6 @@ except ImportError:                       # (code from before it was factored ou
         if not upstream or upstream not in task.eval_script:
             upstream = task.base_commit
         return off.local_eval_script(task, base_commit=env.base_commit or task.base_commit, upstream_base=upstream)
-from execcritic.sandbox.local import LocalSandbox
-from execcritic.tasks.environment import environment_for
-from execcritic.tasks.load import load_tasks
 
 PHASES = {off: ["source_patch_problems", "apply_patch", "tree_problem", "run_reported", "grade_log", "cross_check",
                 "outside_tree", "candidate_facts"],
