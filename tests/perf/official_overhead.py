@@ -40,7 +40,6 @@ from execcritic.evaluation import official as off
 from execcritic.evaluation.official import START, evaluate_official, grade_log
 from execcritic.harness.apply import SWEBENCH, apply_patch
 from execcritic.sandbox.base import Limits
-
 from execcritic.sandbox.local import LocalSandbox
 from execcritic.tasks.environment import environment_for
 from execcritic.tasks.load import load_tasks
