@@ -207,7 +207,7 @@ def main() -> None:
     if args.json:
         from execcritic.results.manifest import build_manifest, write_result
 
-        manifest = build_manifest(datasets=sets, timings={r["instance_id"]: r["median_s"] for r in rows})
+        manifest = build_manifest(datasets=sets, timings={r["instance_id"]: r["median_s"] for r in rows if "median_s" in r})
         write_result(args.json, report, manifest)
 
 
