@@ -13,7 +13,11 @@ backends are imported lazily so that choosing one never imports the other's depe
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
+import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -86,7 +90,7 @@ class TaskEnvironment:
             warm_checkout(self.checkout, activate=self.activation, binds=binds)   # once per environment
             # the checkout held (its use lock, above) is unchanged while the sandbox lives: reset's reference
             opts.setdefault("pristine", bool(held))
-            opts.setdefault("tree_dir", fast_tree_dir())
+            opts.setdefault("tree_dir", trees_dir())
             box = LocalSandbox(self.checkout, binds=binds, **opts)
         except BaseException:
             for h in held:
@@ -100,6 +104,46 @@ class TaskEnvironment:
         return {"kind": self.kind, "image": self.image, "checkout": str(self.checkout or ""), "ffi": self.ffi,
                 "venv": str(self.venv or ""), "base_commit": self.base_commit,
                 "upstream_base_commit": self.upstream_base_commit, **self.meta}
+
+
+TREES_PREFIX = "execcritic-trees-"
+
+
+def trees_dir() -> str | None:
+    """This process's own directory under `fast_tree_dir()`, where its sandboxes make their working copies. A run
+    killed before its sandboxes closed leaves its copies there - in memory, on a memory file system - so the first
+    sandbox a process opens removes the directories of this user's processes that are gone (`sweep_trees`)."""
+    base = fast_tree_dir()
+    if base is None:
+        return None
+    mine = Path(base) / f"{TREES_PREFIX}{os.getpid()}"
+    if not mine.is_dir():
+        sweep_trees(Path(base))
+        mine.mkdir(mode=0o700, exist_ok=True)
+        atexit.register(_remove_if_empty, mine)
+    return str(mine)
+
+
+def sweep_trees(base: Path) -> list[Path]:
+    """Remove the tree directories under `base` of this user's processes that no longer run; returns them."""
+    gone = []
+    for d in base.glob(TREES_PREFIX + "*"):
+        try:
+            pid = int(d.name[len(TREES_PREFIX):])
+            if d.stat().st_uid != os.getuid():
+                continue
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+            gone.append(d)
+        except (ValueError, OSError):     # not ours to judge (a name of another form, another user's process)
+            continue
+    return gone
+
+
+def _remove_if_empty(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.rmdir()
 
 
 def own_prefix_base(env_root: str | None) -> list[Path]:

@@ -356,6 +356,39 @@ def test_the_fast_tree_dir_is_a_memory_file_system_with_room_or_what_the_user_sa
     assert local.fast_tree_dir() is None
 
 
+def test_the_working_copies_of_a_killed_process_are_swept_by_the_next_one(monkeypatch, tmp_path):
+    """Working copies live in a directory of the process's own (tasks/environment.py: trees_dir), in memory where
+    the tree dir is a memory file system: one whose process was killed (SIGKILL: no finalizer ran) is removed when
+    another process opens its first sandbox; a live process's, and names of another form, are left alone."""
+    import signal
+    import subprocess
+
+    from execcritic.tasks import environment
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", "from execcritic.tasks.environment import trees_dir; import pathlib, time; "
+         "d = pathlib.Path(trees_dir()); (d / 'execcritic-tree-x').mkdir(); print(d, flush=True); time.sleep(120)"],
+        env={**os.environ, "EXECCRITIC_TREE_DIR": str(tmp_path)}, stdout=subprocess.PIPE, text=True)
+    killed = Path(child.stdout.readline().strip())
+    assert killed.parent == tmp_path and (killed / "execcritic-tree-x").is_dir()
+    alive = subprocess.Popen(["sleep", "120"])
+    try:
+        (tmp_path / f"{environment.TREES_PREFIX}{alive.pid}").mkdir()
+        (tmp_path / f"{environment.TREES_PREFIX}not-a-pid").mkdir()
+        assert environment.sweep_trees(tmp_path) == []          # both processes still run
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+        assert environment.sweep_trees(tmp_path) == [killed] and not killed.exists()
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+            [f"{environment.TREES_PREFIX}{alive.pid}", f"{environment.TREES_PREFIX}not-a-pid"])
+        monkeypatch.setenv("EXECCRITIC_TREE_DIR", str(tmp_path))
+        mine = Path(environment.trees_dir())
+        assert mine == tmp_path / f"{environment.TREES_PREFIX}{os.getpid()}" and mine.is_dir()
+    finally:
+        alive.kill()
+        child.kill()
+
+
 # --- modes, errors, factory ----------------------------------------------------------------------
 
 def test_plain_subprocess_mode_says_not_isolated(toolz_repo):
