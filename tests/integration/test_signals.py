@@ -250,11 +250,12 @@ def test_sigterm_stops_official_while_its_tests_run(tmp_path):
     proc = subprocess.Popen([EXECCRITIC, "official", "-i", TASK, "--patch", "gold"], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and proc.poll() is None and not cancel.descendants(proc.pid):
-        time.sleep(0.1)
-    time.sleep(1.0)                       # into the eval script
+    # until the eval script's test command runs (an evaluation takes 2-3 s here: a fixed wait after the first
+    # child process could land after both runs, while the result is graded)
+    while time.monotonic() < deadline and proc.poll() is None and not _testing(cancel.descendants(proc.pid)):
+        time.sleep(0.05)
     sandboxed = cancel.descendants(proc.pid)
-    assert proc.poll() is None and sandboxed, "official ended before it could be interrupted"
+    assert proc.poll() is None and _testing(sandboxed), "official ended before it could be interrupted"
     code, err, took = _stop(proc, signal.SIGTERM)
     print(f"signal -> exit, official: SIGTERM {took:.2f} s")
     lines = [ln for ln in err.splitlines() if ln.strip()]
@@ -263,6 +264,17 @@ def test_sigterm_stops_official_while_its_tests_run(tmp_path):
     time.sleep(0.5)
     alive = [p for p in sandboxed if _running(p)]
     assert not alive, f"processes of the evaluation survived: {alive}"
+
+
+def _testing(pids: set[int]) -> bool:
+    """Is one of `pids` the eval script's test command (pytest)?"""
+    for pid in pids:
+        try:
+            if b"pytest" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _running(pid: int) -> bool:
