@@ -51,6 +51,17 @@ def _processes_with(arg: str) -> list[int]:
     return pids
 
 
+@pytest.fixture(autouse=True)
+def _interruptible():
+    """Ctrl-C is what these tests send: a test run started in the background (a shell's `cmd &`, `nohup`) inherits
+    SIGINT ignored, and Python then installs no KeyboardInterrupt handler. Here SIGINT gets Python's handler back, and
+    the commands these tests start get the default disposition (exec resets a handled signal to it, not an ignored
+    one)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 @pytest.fixture
 def cancel_cleared(monkeypatch):
     monkeypatch.setattr(cancel, "_closers", {})   # this test's interrupt ends only what this test starts
