@@ -323,7 +323,7 @@ def evaluate_local(task: Task, patch: str, env: TaskEnvironment, *, harness: Har
     own = sandbox is None
     backend = getattr(sandbox, "backend", env.kind)
     if candidate is None:
-        candidate = bool(patch.strip()) and patch.strip() != task.patch.strip()
+        candidate = not no_candidate_code(task, patch)
     if candidate and patch.strip():
         problems = source_patch_problems(patch, language=task.language, repo=task.repo)
         if problems:
@@ -350,11 +350,12 @@ def evaluate_local(task: Task, patch: str, env: TaskEnvironment, *, harness: Har
                 res, other = _together(task, env, harness, lambda: run(sandbox, script, runner),
                                        lambda sb: run(sb, plain_script, None, plain=True))
                 first = None
-            else:
-                first = bool(secrets.randbelow(2))
-                other = run(sandbox, plain_script, None, plain=True) if first else None
+            elif first := bool(secrets.randbelow(2)):
+                other = run(sandbox, plain_script, None, plain=True)
                 res = run(sandbox, script, runner)
-                other = other or run(sandbox, plain_script, None, plain=True)
+            else:
+                res = run(sandbox, script, runner)
+                other = run(sandbox, plain_script, None, plain=True)
             res.plain = {"valid": other.valid, "resolved": other.resolved, "failure_kind": other.failure_kind,
                          "error": other.error[-500:], "first": first}
             if res.valid and (not other.valid or other.resolved != res.resolved):
@@ -437,8 +438,8 @@ def _run_once(task: Task, patch: str, sandbox: Sandbox, script: str, runner: Run
         tested = dataclasses.replace(result, exit_code=res.exit_code if res.exit_code is not None else -1)
         refused = cross_check(task, runner, tested, report,
                               unbacked=outside_tree(sandbox, runner, [*task.fail_to_pass, *task.pass_to_pass]))
-        if refused is not None and (not patch.strip() or patch.strip() == task.patch.strip()):
-            refused = trusted_run_refusal(*refused)             # (Base or Gold, whatever the gate was told)
+        if refused is not None and no_candidate_code(task, patch):     # (whatever the gate was told)
+            refused = trusted_run_refusal(*refused)
         if refused is not None:
             res.valid, res.resolved = False, False
             res.failure_kind, why = refused
@@ -497,6 +498,11 @@ def outside_tree(sandbox: Sandbox, runner: Runner, names: list[str]) -> set[str]
         if not exists[path]:
             out.add(name)
     return out
+
+
+def no_candidate_code(task: Task, patch: str) -> bool:
+    """Base (no patch) or the task's own Gold: nothing in the run is a candidate's."""
+    return not patch.strip() or patch.strip() == task.patch.strip()
 
 
 def trusted_run_refusal(kind: str, why: str) -> tuple[str, str]:

@@ -37,21 +37,12 @@ from pathlib import Path
 
 from execcritic.config import PAPER
 from execcritic.evaluation import official as off
-from execcritic.evaluation.official import START, evaluate_official, grade_log
+from execcritic.evaluation.official import START, env_eval_script, evaluate_official, grade_log
 from execcritic.harness.apply import SWEBENCH, apply_patch
 from execcritic.sandbox.base import Limits
 from execcritic.sandbox.local import LocalSandbox
 from execcritic.tasks.environment import environment_for
 from execcritic.tasks.load import load_tasks
-
-try:
-    from execcritic.evaluation.official import env_eval_script
-except ImportError:                       # (code from before it was factored out: the same lines, inline there)
-    def env_eval_script(task, env) -> str:
-        upstream = env.upstream_base_commit
-        if not upstream or upstream not in task.eval_script:
-            upstream = task.base_commit
-        return off.local_eval_script(task, base_commit=env.base_commit or task.base_commit, upstream_base=upstream)
 
 PHASES = {off: ["source_patch_problems", "apply_patch", "tree_problem", "run_reported", "grade_log", "cross_check",
                 "outside_tree", "candidate_facts"],
@@ -160,9 +151,7 @@ def main() -> None:
         ts = load_tasks(ds, instance_ids=ids)
         sets.append(ts.manifest())
         tasks += [(ds, t) for t in ts]
-    # (code from before the runs went together has no such knob: its one official variant is the serial one)
-    serial = (dataclasses.replace(PAPER.harness, official_runs_together=False)
-              if hasattr(PAPER.harness, "official_runs_together") else None)
+    serial = dataclasses.replace(PAPER.harness, official_runs_together=False)
     work = Path(tempfile.mkdtemp(prefix="execcritic-official-bench-"))
     rows = []
     load = [os.getloadavg()[0]]
@@ -214,9 +203,8 @@ def main() -> None:
 def one_round(task, env, bare: Bare, serial) -> list[tuple[str, float]]:
     """Each variant once, in random order."""
     variants = {"bare": lambda: bare.run()[0],
-                "official": lambda: _timed(lambda: evaluate_official(task, task.patch, env))}
-    if serial is not None:
-        variants["official-serial"] = lambda: _timed(lambda: evaluate_official(task, task.patch, env, harness=serial))
+                "official": lambda: _timed(lambda: evaluate_official(task, task.patch, env)),
+                "official-serial": lambda: _timed(lambda: evaluate_official(task, task.patch, env, harness=serial))}
     order = list(variants)
     random.shuffle(order)
     return [(name, round(variants[name](), 3)) for name in order]
