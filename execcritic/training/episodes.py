@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import shlex
 import sys
 import threading
 import time
@@ -205,6 +206,24 @@ def _exec_summary(ex: Execution) -> dict[str, Any]:
             "failure_kind": ex.failure_kind.value, "duration_s": round(ex.duration_s, 3)}
 
 
+def workspace_facts(workspace: Sandbox, base: Sandbox, events: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """How an episode spoke and what it changed, for evaluations that ask whether a policy learned the protocol and
+    the repository (issue 44): `format_errors` (model turns without a well-formed tool call), `touched` (the paths
+    the episode left changed in its workspace) and `touched_dirs_at_base` (those of their parent directories that
+    exist at Base, read from `base` after a reset). Not part of any reward."""
+    touched = sorted(workspace.changed_paths())
+    dirs = sorted({p.rsplit("/", 1)[0] if "/" in p else "." for p in touched})
+    at_base: list[str] = []
+    if dirs:
+        base.reset()
+        quoted = " ".join(shlex.quote(d) for d in dirs)
+        out = base.run(f"cd /testbed && for d in {quoted}; do [ -d \"$d\" ] && printf '%s\\n' \"$d\"; done; true",
+                       timeout=30)
+        at_base = sorted(set(out.output.split()) & set(dirs))
+    return {"format_errors": sum(1 for e in events if e.get("kind") == "model" and e.get("format_error")),
+            "touched": touched, "touched_dirs_at_base": at_base}
+
+
 # --------------------------------------------------------------------------------------------------
 # Test agent (Eq. 5)
 # --------------------------------------------------------------------------------------------------
@@ -245,6 +264,7 @@ class TestEpisode:
             scored = time.monotonic()
             rollout = self._score(task, res.bundle, res, row.get("candidates") or (), verifier, info)
             info["score_s"] = round(time.monotonic() - scored, 3)
+            info.update(workspace_facts(workspace, verifier, res.trajectory.events))
         breakdown = group_test_rewards([rollout], p.test_reward)[0]
         info["level"] = breakdown.level.value
         return EpisodeResult(sample, breakdown.level_reward, breakdown.masked, breakdown, info, "test", rollout)

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from execcritic.agents.models.base import SamplingConfig
+from execcritic.bundle.diff import parse_patch
 from execcritic.config import PAPER, ProtocolConfig
 from execcritic.results import stats
 from execcritic.results.manifest import build_manifest, write_result
@@ -54,15 +55,40 @@ METRICS = {"test": ("valid_submission", "base_gate", "b2g", "reward"),
            "repair": ("usable_patch", "resolved", "reward")}
 
 
-def episode_metrics(role: str, res: EpisodeResult) -> dict[str, Any]:
-    """The per-episode outcomes of `METRICS[role]` (None when the episode was aborted: operational, not 0)."""
+#: what a policy learned about the protocol and the repository (issue 44), beside METRICS; a Test episode records
+#: them when its info has `episodes.workspace_facts` (episodes from before those facts have none)
+TRANSFER_METRICS = {"test": ("protocol_valid", "files_in_repo", "files_on_issue")}
+
+
+def _dir(path: str) -> str:
+    return path.rsplit("/", 1)[0] if "/" in path else "."
+
+
+def transfer_metrics(info: dict[str, Any], task: Task) -> dict[str, float]:
+    """`protocol_valid`: every model turn was a well-formed tool call; `files_in_repo`: the episode changed files and
+    each lies in a directory the repository has at Base (not a file named after another repository at the root);
+    `files_on_issue`: a changed file lies in a directory the instance's official fix or tests change (read by the
+    evaluator, never shown to the agent)."""
+    touched = info.get("touched") or []
+    at_base = set(info.get("touched_dirs_at_base") or ())
+    issue_dirs = {_dir(p) for patch in (task.patch, task.test_patch) for p in parse_patch(patch).paths if p}
+    return {"protocol_valid": float(info.get("turns", 0) > 0 and not info.get("format_errors")),
+            "files_in_repo": float(bool(touched) and all(_dir(p) in at_base for p in touched)),
+            "files_on_issue": float(any(_dir(p) in issue_dirs for p in touched))}
+
+
+def episode_metrics(role: str, res: EpisodeResult, task: Task | None = None) -> dict[str, Any]:
+    """The per-episode outcomes of `METRICS[role]`, and of `TRANSFER_METRICS[role]` when the episode recorded its
+    workspace facts and `task` is given (None when the episode was aborted: operational, not 0)."""
+    extra = TRANSFER_METRICS.get(role, ()) if task is not None and "touched" in res.info else ()
     if res.aborted:
-        return {k: None for k in METRICS[role]}
+        return {k: None for k in (*METRICS[role], *extra)}
     b = res.breakdown
     if role == "test":
         valid = bool(res.rollout.valid_submission)   # type: ignore[union-attr]
-        return {"valid_submission": float(valid), "base_gate": float(bool(res.info.get("qualified"))),
-                "b2g": float(b.Q) if b is not None else 0.0, "reward": float(res.reward)}
+        out = {"valid_submission": float(valid), "base_gate": float(bool(res.info.get("qualified"))),
+               "b2g": float(b.Q) if b is not None else 0.0, "reward": float(res.reward)}
+        return {**out, **(transfer_metrics(res.info, task) if extra and task is not None else {})}
     off = res.info.get("official") or {}
     return {"usable_patch": float(bool(res.rollout.patch_usable and not res.rollout.forbidden_test_edit)),  # type: ignore[union-attr]
             "resolved": float(bool(off.get("resolved"))) if off.get("valid") else 0.0, "reward": float(res.reward)}
@@ -97,7 +123,7 @@ def evaluate_policy(model, tokenizer, role: str, tasks: Sequence[Task], out_path
             started = time.monotonic()
             res = run_episode(role, episode, policy, row, _seed(seed, task.instance_id, k))
             rec = {"instance_id": task.instance_id, "k": k, "role": role, "aborted": res.aborted,
-                   "masked": res.masked, "level": res.info.get("level"), **episode_metrics(role, res),
+                   "masked": res.masked, "level": res.info.get("level"), **episode_metrics(role, res, task),
                    "turns": res.sample.turns if res.sample else 0,
                    "model_tokens": res.sample.model_tokens if res.sample else 0,
                    "seconds": round(time.monotonic() - started, 2), "info": res.to_record()["info"],
@@ -118,7 +144,8 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
 
 def summarize(records: Sequence[dict[str, Any]], role: str, instances: Sequence[str]) -> dict[str, Any]:
     """{metric: {value, ci_low, ci_high}} over `instances` (each instance's mean over its scored episodes; an
-    instance without a scored episode is left out and counted in `n_unscored`), plus episode counts."""
+    instance without a scored episode is left out and counted in `n_unscored`), plus episode counts. The
+    `TRANSFER_METRICS` are summarized when every scored episode recorded them."""
     by: dict[str, list[dict[str, Any]]] = {i: [] for i in instances}
     for r in records:
         if r["instance_id"] in by:
@@ -129,7 +156,9 @@ def summarize(records: Sequence[dict[str, Any]], role: str, instances: Sequence[
                            "n_episodes": sum(len(scored[i]) for i in keep),
                            "n_aborted": sum(len(rs) - len(scored[i]) for i, rs in by.items())}
     bounds = (PAPER.test_reward if role == "test" else PAPER.repair_reward).bounds()
-    for m in METRICS[role]:
+    scored_records = [r for i in keep for r in scored[i]]
+    extra = [m for m in TRANSFER_METRICS.get(role, ()) if scored_records and all(m in r for r in scored_records)]
+    for m in (*METRICS[role], *extra):
         per = np.array([np.mean([float(r[m]) for r in scored[i]]) for i in keep], dtype=float)
         value = float(per.mean()) if per.size else None
         if value is None:
@@ -150,7 +179,8 @@ def sampling_record(role: str, protocol: ProtocolConfig = PAPER) -> dict[str, An
             "top_k": s.top_k, "max_tokens": s.max_tokens}
 
 
-__all__ = ["METRICS", "episode_metrics", "evaluate_policy", "read_records", "sampling_record", "summarize"]
+__all__ = ["METRICS", "TRANSFER_METRICS", "episode_metrics", "evaluate_policy", "read_records", "sampling_record", "summarize",
+           "transfer_metrics"]
 
 
 def run_evaluation(model_spec: str, role: str, tasks: Sequence[Task], out: str | Path, *,
