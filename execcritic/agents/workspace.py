@@ -19,7 +19,7 @@ from execcritic.bundle.gates import forbidden_for_source
 from execcritic.errors import SandboxError
 from execcritic.sandbox.base import Sandbox
 
-GIT = "git -c safe.directory='*' -c core.fileMode=false"
+GIT = "git -c safe.directory='*' -c core.fileMode=false -c gc.auto=0"
 
 SANITIZE = f"""set -e
 cd /testbed
@@ -31,7 +31,9 @@ done
 {GIT} reflog expire --expire=now --all
 {GIT} stash clear 2>/dev/null || true
 rm -f .git/ORIG_HEAD .git/FETCH_HEAD .git/MERGE_HEAD .git/packed-refs.lock
-{GIT} gc --prune=now --quiet
+# --force: this checkout is the sandbox's own copy, so a gc.pid in it is stale (a cache built while a background gc
+# ran; from another hostname git would refuse for 12 hours)
+{GIT} gc --force --prune=now --quiet
 """
 
 VERIFY = f"""cd /testbed

@@ -17,6 +17,7 @@ import pytest
 from execcritic.agents.loop import SUBMIT_MARKER
 from execcritic.agents.models.scripted import ScriptedModel
 from execcritic.agents.test_agent import run_test_agent
+from execcritic.agents.workspace import sanitize_history
 from execcritic.config import PAPER, TestAgentConfig
 from execcritic.harness.services import BaseGate
 from execcritic.sandbox.base import Limits
@@ -126,3 +127,16 @@ def test_workspace_has_no_route_to_the_fix(boxes):
     facts = res.history["before"]["facts"]
     assert facts["remotes"] == 0 and facts["extra_refs"] == 0 and facts["reflog"] == 0
     assert facts["all_commits"] == facts["head_commits"] and facts["unreachable"] == 0
+
+
+def test_a_stale_gc_pid_from_another_host_does_not_stop_sanitizing(boxes):
+    """A cached checkout built while git's background gc ran keeps its gc.pid; from the sandbox's hostname git gc
+    took it for a gc running elsewhere and refused for 12 hours (every Django Test episode: workspace_error)."""
+    _, ws, _ = boxes
+    ws.reset()
+    ws.run("printf '12345 another-host' > /testbed/.git/gc.pid", timeout=30)
+    try:
+        report = sanitize_history(ws)
+        assert report.sanitized, report.error
+    finally:
+        ws.reset()
