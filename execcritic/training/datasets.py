@@ -134,6 +134,17 @@ def sft_admission(record: Mapping[str, Any], source: str = "<memory>") -> tuple[
     return True, "qualified"
 
 
+def submitted_admission(record: Mapping[str, Any], source: str = "<memory>") -> tuple[bool, str]:
+    """(admitted, reason) for a Test-agent generation record under `sft.admission = submitted`: a bundle the harness
+    accepted and ran on Base (an attempt that reached the Base gate), qualified or not; Gold never filters."""
+    sft_admission(record, source)        # the record's own consistency checks
+    if not any(a.get("stage") == "base_gate" for a in record.get("attempts") or ()):
+        return False, f"not_submitted:{record.get('exit_status')}"
+    if not record.get("trajectory"):
+        return False, "no_trajectory"
+    return True, "submitted"
+
+
 def repair_sft_admission(record: Mapping[str, Any], source: str = "<memory>") -> tuple[bool, str]:
     """(admitted, reason) for a Repair record (`pipeline.records.RepairRecord`): admitted iff the teacher's
     terminal patch passed the selected test in a valid local execution (`local_status == "pass"`) - the harness's
@@ -150,6 +161,7 @@ def repair_sft_admission(record: Mapping[str, Any], source: str = "<memory>") ->
 
 
 ADMISSION = {"test": sft_admission, "repair": repair_sft_admission}
+TEST_ADMISSION = {"qualified": sft_admission, "submitted": submitted_admission}   # sft.admission
 
 
 def _strip_think(text: str) -> str:
@@ -247,19 +259,21 @@ class SFTSet:
 
 def build_sft_set(generation_jsonl: str | Path, *, reasoning_visible: bool, teacher: str | None = None,
                   trajectory_root: str | Path | None = None, limit: int | None = PAPER.sft.trajectories,
-                  agent: str = "test") -> SFTSet:
+                  agent: str = "test", admission: str = PAPER.sft.admission) -> SFTSet:
     """SFT rows from a record file in file order: the Test agent's generation records (`agent="test"`) or the
     Repair records of `execcritic run` (`agent="repair"`, `repair_sft_admission`). `limit` keeps the first N
     admitted (Figure 6a's data-size sweep; Table 7a's 5,000 by default; None keeps all). Relative trajectory
-    paths resolve against `trajectory_root` (default: the current directory, where the pipeline writes from)."""
+    paths resolve against `trajectory_root` (default: the current directory, where the pipeline writes from).
+    `admission` (`sft.admission`) picks the Test agent's rule."""
     if agent not in ADMISSION:
         raise InputError(f"agent must be one of {sorted(ADMISSION)}, got {agent!r}", field="agent")
+    admit = TEST_ADMISSION[admission] if agent == "test" else ADMISSION[agent]
     root = Path(trajectory_root) if trajectory_root is not None else Path.cwd()
     out = SFTSet()
     for n, record in enumerate(read_jsonl(generation_jsonl), 1):
         if limit is not None and len(out.rows) >= limit:
             break
-        ok, reason = ADMISSION[agent](record, f"{generation_jsonl}:{n}")
+        ok, reason = admit(record, f"{generation_jsonl}:{n}")
         if not ok:
             out.rejected[reason.split(":")[0]] += 1
             continue

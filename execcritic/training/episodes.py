@@ -206,12 +206,18 @@ def _exec_summary(ex: Execution) -> dict[str, Any]:
             "failure_kind": ex.failure_kind.value, "duration_s": round(ex.duration_s, 3)}
 
 
+def repository_paths(paths: Sequence[str]) -> list[str]:
+    """The paths of the repository among changed paths: not git's own files (the workspace's sanitizing gc repacks
+    `.git/objects`), which are no episode's change."""
+    return [p for p in paths if p != ".git" and not p.startswith(".git/")]
+
+
 def workspace_facts(workspace: Sandbox, base: Sandbox, events: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """How an episode spoke and what it changed, for evaluations that ask whether a policy learned the protocol and
     the repository (issue 44): `format_errors` (model turns without a well-formed tool call), `touched` (the paths
     the episode left changed in its workspace) and `touched_dirs_at_base` (those of their parent directories that
     exist at Base, read from `base` after a reset). Not part of any reward."""
-    touched = sorted(workspace.changed_paths())
+    touched = sorted(repository_paths(workspace.changed_paths()))
     dirs = sorted({p.rsplit("/", 1)[0] if "/" in p else "." for p in touched})
     at_base: list[str] = []
     if dirs:

@@ -43,6 +43,7 @@ from execcritic.training.episodes import (
     RepairEpisode,
     TestEpisode,
     repair_row,
+    repository_paths,
     run_episode,
     test_row,
 )
@@ -69,7 +70,7 @@ def transfer_metrics(info: dict[str, Any], task: Task) -> dict[str, float]:
     each lies in a directory the repository has at Base (not a file named after another repository at the root);
     `files_on_issue`: a changed file lies in a directory the instance's official fix or tests change (read by the
     evaluator, never shown to the agent)."""
-    touched = info.get("touched") or []
+    touched = repository_paths(info.get("touched") or ())   # records from before the filter list .git too
     at_base = set(info.get("touched_dirs_at_base") or ())
     issue_dirs = {_dir(p) for patch in (task.patch, task.test_patch) for p in parse_patch(patch).paths if p}
     return {"protocol_valid": float(info.get("turns", 0) > 0 and not info.get("format_errors")),

@@ -335,12 +335,13 @@ def sft_rows(run: TrainRun) -> tuple[list[dict[str, Any]], dict[str, int]]:
         if left <= 0:
             break
         s = build_sft_set(path, reasoning_visible=run.reasoning_visible, teacher=run.teacher, limit=left,
-                          agent=run.agent)
+                          agent=run.agent, admission=run.protocol.sft.admission)
         rows.extend(s.rows)
         for k, v in s.rejected.items():
             rejected[k] = rejected.get(k, 0) + v
     if not rows:
-        need = "a qualified bundle (a clean Base failure)" if run.agent == "test" else "a locally passing patch"
+        need = ({"qualified": "a qualified bundle (a clean Base failure)", "submitted": "a bundle the Base gate ran"}
+                [run.protocol.sft.admission] if run.agent == "test" else "a locally passing patch")
         raise InputError(f"no admitted SFT trajectory in {run.sft_data} (rejected: {rejected}); admission needs "
                          f"{need}", file=run.sft_data[0], field="qualified")
     return rows, rejected

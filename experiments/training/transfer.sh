@@ -17,7 +17,8 @@ P=(-c cpu-transfer)
 TEACHER=scripted:execcritic.training.explorer:exploring_test_teacher
 SEED=$(PYTHONPATH=. $PY -c 'from experiments.training.transfer import EVAL_SEED as s; print(s)')
 K=$(PYTHONPATH=. $PY -c 'from experiments.training.transfer import EPISODES as k; print(k)')
-NSFT=$(PYTHONPATH=. $PY -c 'from experiments.training.transfer import MAX_SFT as n; print(n)')
+read -r NSFT ADMIT EPOCHS < <(PYTHONPATH=. $PY -c 'from experiments.training.transfer import MAX_SFT as n, SFT_ADMISSION as a, SFT_EPOCHS as e
+print(n, a, e)')
 export EXECCRITIC_RESULTS=${EXECCRITIC_RESULTS:-results} HF_HUB_OFFLINE=1 TRL_EXPERIMENTAL_SILENCE=1
 mkdir -p "$RUNS" "$OUT/eval"
 split() { for i in $(PYTHONPATH=. $PY experiments/training/transfer.py "$1"); do printf -- '--instance %s ' "$i"; done; }
@@ -37,12 +38,12 @@ for s in "$@"; do case "$s" in
       timed "teacher-audit-$part" $X audit -d verified-sdist $(split $part) --test-source "bundles:$RUNS/teacher-$part/generation.jsonl" \
         --out "$RUNS/teacher-audit-$part" --no-progress "${P[@]}" > /dev/null
       mkdir -p "$OUT/teacher"; cp "$RUNS/teacher-$part/generation.jsonl" "$OUT/teacher/$part.generation.jsonl"
-      cp "$RUNS/teacher-audit-$part"/*.jsonl "$OUT/teacher/" 2>/dev/null || true
+      cp "$RUNS/teacher-audit-$part"/audit_*.jsonl "$OUT/teacher/$part.audit.jsonl"
     done ;;
   sft)
-    step "SFT on at most $NSFT admitted teacher trajectories"
+    step "SFT on at most $NSFT teacher trajectories (admission: $ADMIT, $EPOCHS epochs)"
     timed sft $X train sft --agent test --data "$RUNS/teacher-train/generation.jsonl" --model smollm2 --preset transfer \
-      --run-id transfer-sft-test --teacher "$TEACHER" --label "$LABEL" "${P[@]}" --set "sft.trajectories=$NSFT" \
+      --run-id transfer-sft-test --teacher "$TEACHER" --label "$LABEL" "${P[@]}" --set "sft.trajectories=$NSFT" --set "sft.admission=$ADMIT" --set "sft.epochs=$EPOCHS" \
       $([ -d runs/train/transfer-sft-test ] && echo --resume) --json > "$RUNS/sft.json" ;;
   base-eval|sft-eval)
     name=${s%-eval}; model=$([ "$name" = base ] && echo smollm2 || echo runs/train/transfer-sft-test/final)

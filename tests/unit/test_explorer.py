@@ -117,5 +117,9 @@ def test_transfer_metrics_judge_the_changed_files(rows):
     # another repository's file at the root: not the repository's, not the issue's; a format error
     bad = {"turns": 5, "format_errors": 1, "touched": ["sympy/tests/test_x.py"], "touched_dirs_at_base": []}
     assert transfer_metrics(bad, task) == {"protocol_valid": 0.0, "files_in_repo": 0.0, "files_on_issue": 0.0}
+    # git's own files (the workspace's sanitizing gc packs objects) are not the episode's changes
+    gc = {"turns": 6, "format_errors": 6, "touched": [".git/index", ".git/objects/pack/p.pack"],
+          "touched_dirs_at_base": [".git", ".git/objects/pack"]}
+    assert transfer_metrics(gc, task) == {"protocol_valid": 0.0, "files_in_repo": 0.0, "files_on_issue": 0.0}
     # nothing changed: not "in the repository"
     assert transfer_metrics({"turns": 2, "touched": [], "touched_dirs_at_base": []}, task)["files_in_repo"] == 0.0

@@ -411,6 +411,26 @@ def test_build_sft_set_admits_qualified_only_and_respects_limit(tmp_path):
     assert err.value.field == "line 5"
 
 
+def test_submitted_admission_takes_every_bundle_the_base_gate_ran(tmp_path):
+    """sft.admission = submitted (the transfer study's exploring teacher): a bundle the Base gate ran, qualified or
+    not, is admitted; one refused before the gate (validation) or never submitted is not."""
+    traj = teacher_trajectory(tmp_path / "trajectories" / "a.json")
+    gated = [{"stage": "base_gate", "qualified": False}]
+    lines = [record(traj, qualified=False, exit_status="submissions_exhausted", attempts=gated),
+             record(traj, instance_id="demo__demo-2", attempts=[{"stage": "base_gate", "qualified": True}]),
+             record(traj, instance_id="demo__demo-3", qualified=False, exit_status="submissions_exhausted",
+                    attempts=[{"stage": "validation"}]),
+             record(traj, instance_id="demo__demo-4", qualified=False, exit_status="turns_exhausted", attempts=[])]
+    gen = tmp_path / "generation.jsonl"
+    gen.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    built = build_sft_set(gen, reasoning_visible=False, trajectory_root=tmp_path, admission="submitted")
+    assert [r["instance_id"] for r in built.rows] == ["demo__demo-1", "demo__demo-2"]
+    assert built.stats()["rejected"] == {"not_submitted": 2}
+    # the paper's rule on the same records: the qualified one only
+    paper = build_sft_set(gen, reasoning_visible=False, trajectory_root=tmp_path)
+    assert [r["instance_id"] for r in paper.rows] == ["demo__demo-2"]
+
+
 def test_real_pipeline_trajectory_converts():
     """A trajectory the pipeline wrote with a real model (text mode) loads and converts."""
     paths = sorted((REPO / "results" / "pipeline").glob("*/trajectories/test/*.json"))
