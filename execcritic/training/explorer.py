@@ -56,18 +56,19 @@ TEST_FILES = "'test_*.py' '*/test_*.py' '*_test.py' '*/tests.py' '*/tests/*.py'"
 def issue_text(messages: Sequence[dict[str, Any]]) -> str:
     """The issue as the first user message shows it (between the prompt's <original_issue> tags)."""
     first = next((str(m.get("content") or "") for m in messages if m.get("role") == "user"), "")
-    m = re.search(r"<original_issue>\n?(.*?)\n?</original_issue>", first, re.S)
+    m = re.search(r"<original_issue>\n?(.*?)\n?</original_issue>", first, re.DOTALL)
     return m.group(1) if m else first
 
 
-def last_output(messages: Sequence[dict[str, Any]]) -> str:
-    """The output of the last command (a tool message's <output> body)."""
-    for m in reversed(messages):
+def tool_outputs(messages: Sequence[dict[str, Any]]) -> list[str]:
+    """The output of each command so far, in order (a tool message's <output> body, tags removed)."""
+    out = []
+    for m in messages:
         if m.get("role") == "tool":
             text = str(m.get("content") or "")
-            body = re.search(r"<output>\n?(.*?)(?:</output>|\Z)", text, re.S)
-            return body.group(1) if body else text
-    return ""
+            body = re.search(r"<output>\n?(.*?)(?:</output>|\Z)", text, re.DOTALL)
+            out.append(body.group(1) if body else text)
+    return out
 
 
 _PROMPT = re.compile(r"^\s*(>>>|\.\.\.|In \[\d+\]:|\.\.\.:)( |$)")
@@ -100,8 +101,8 @@ def _compiling(lines: Sequence[str]) -> str:
 def code_blocks(issue: str) -> list[str]:
     """The issue's example code that compiles: fenced blocks, then `>>>`/`In [n]:` sessions (outputs dropped)."""
     issue = issue.replace("\r\n", "\n")
-    raw = [textwrap.dedent(b) for b in re.findall(r"```[a-zA-Z0-9_+-]*[ \t]*\n(.*?)```", issue, re.S)]
-    session = [line for line in re.sub(r"```.*?```", "", issue, flags=re.S).splitlines() if _PROMPT.match(line)]
+    raw = [textwrap.dedent(b) for b in re.findall(r"```[a-zA-Z0-9_+-]*[ \t]*\n(.*?)```", issue, re.DOTALL)]
+    session = [line for line in re.sub(r"```.*?```", "", issue, flags=re.DOTALL).splitlines() if _PROMPT.match(line)]
     if session:
         raw.append("\n".join(session))
     out = []
@@ -135,7 +136,7 @@ def runner_of(listing: str) -> str:
 
 def paths_in(output: str) -> list[str]:
     """Python file paths at the start of output lines (`git grep -l`/`-c` output), in order."""
-    return [m.group(1) for m in re.finditer(r"^([\w./-]+\.py)(?::(\d+))?\s*$", output, re.M)]
+    return [m.group(1) for m in re.finditer(r"^([\w./-]+\.py)(?::(\d+))?\s*$", output, re.MULTILINE)]
 
 
 # ---- the moves -------------------------------------------------------------------------------------------
@@ -147,23 +148,23 @@ def _alternation(names: Sequence[str]) -> str:
 def explore(messages: list[dict[str, Any]]) -> list[str]:
     names = issue_names(issue_text(messages))
     alt = _alternation(names)
-    return [f"cd /testbed && ls && ls {' '.join(_RUNNERS)} 2>/dev/null; "
-            f"git grep -l -E '^\\s*(def|class) ({alt})\\b' -- '*.py' | grep -v -E '(^|/)(tests?|testing)/|test_' "
-            f"| head -10"]
+    return [(f"cd /testbed && ls && ls {' '.join(_RUNNERS)} 2>/dev/null; "
+             f"git grep -l -E '^\\s*(def|class) ({alt})\\b' -- '*.py' | grep -v -E '(^|/)(tests?|testing)/|test_' "
+             f"| head -10")]
 
 
 def find_tests(messages: list[dict[str, Any]]) -> list[str]:
     names = issue_names(issue_text(messages))
-    return [f"cd /testbed && git grep -c -w -E '{_alternation(names)}' -- {TEST_FILES} "
-            f"| sort -t: -k2 -nr | head -12"]
+    return [(f"cd /testbed && git grep -c -w -E '{_alternation(names)}' -- {TEST_FILES} "
+             f"| sort -t: -k2 -nr | head -12")]
 
 
 def _pick_test_file(messages: list[dict[str, Any]]) -> str:
     """The test file to extend: the one that mentions the issue's names most, preferring one beside a module the
     first search found; none found: the defining module's `tests/test_<stem>.py` (new)."""
-    outputs = [str(m.get("content") or "") for m in messages if m.get("role") == "tool"]
-    sources = paths_in(re.sub(r"<[^>]+>", "", outputs[0])) if outputs else []
-    tests = paths_in(re.sub(r"<[^>]+>", "", outputs[1])) if len(outputs) > 1 else []
+    outputs = tool_outputs(messages)
+    sources = paths_in(outputs[0]) if outputs else []
+    tests = paths_in(outputs[1]) if len(outputs) > 1 else []
     homes = {s.rsplit("/", 1)[0] for s in sources if "/" in s}
     for t in tests:
         if t.rsplit("/tests/", 1)[0] in homes or t.rsplit("/", 2)[0] in homes:
@@ -178,11 +179,15 @@ def _pick_test_file(messages: list[dict[str, Any]]) -> str:
 
 def read_test(messages: list[dict[str, Any]]) -> list[str]:
     path = _pick_test_file(messages)
-    runner = runner_of(re.sub(r"<[^>]+>", "", next(
-        (str(m.get("content") or "") for m in messages if m.get("role") == "tool"), "")))
-    how = "; sed -n 1,12p tests/README.rst" if runner == "tests/runtests.py" else ""
-    return [f"cd /testbed && echo {path} && (sed -n 1,25p {path}; grep -n -E '^(class|def) ' {path} | tail -4) "
-            f"2>&1 | head -40{how}"]
+    how = "; sed -n 1,12p tests/README.rst" if _runner(messages) == "tests/runtests.py" else ""
+    return [(f"cd /testbed && echo {path} && (sed -n 1,25p {path}; grep -n -E '^(class|def) ' {path} | tail -4) "
+             f"2>&1 | head -40{how}")]
+
+
+def _runner(messages: list[dict[str, Any]]) -> str:
+    """The runner the first command's `ls` showed."""
+    outputs = tool_outputs(messages)
+    return runner_of(outputs[0] if outputs else "")
 
 
 def _django_label(path: str, cls: str) -> str:
@@ -216,8 +221,7 @@ def command_for(path: str, runner: str) -> str:
 def write(messages: list[dict[str, Any]]) -> list[str]:
     issue = issue_text(messages)
     path = _pick_test_file(messages)
-    tools = [str(m.get("content") or "") for m in messages if m.get("role") == "tool"]
-    runner = runner_of(re.sub(r"<[^>]+>", "", tools[0] if tools else ""))
+    runner = _runner(messages)
     blocks = code_blocks(issue)
     code = "\n".join((max(blocks, key=len) if blocks else "").splitlines()[:MAX_SNIPPET_LINES])
     try:
@@ -247,4 +251,4 @@ def exploring_test_teacher(task: Task, role: str = "test", run_index: int = 0) -
 
 
 __all__ = ["EXPLORING_TEST_TEACHER", "MOVES", "code_blocks", "exploring_test_teacher", "issue_names", "issue_text",
-           "last_output", "paths_in", "runner_of"]
+           "paths_in", "runner_of", "tool_outputs"]

@@ -35,6 +35,7 @@ are unchanged. The SFT on the 7 qualified trajectories is not run.
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import sys
@@ -102,7 +103,7 @@ def teacher_rates(out: Path = OUT) -> dict[str, Any]:
     Base failure: the SFT admission), B2G (Q = B x G from the Gold audit), a changed file in a directory the official
     fix or tests change."""
     rates: dict[str, Any] = {}
-    tasks = {t.instance_id: t for t in load_tasks("verified-sdist", instance_ids=sum(instances().values(), []))}
+    tasks = {t.instance_id: t for t in load_tasks("verified-sdist", instance_ids=[i for ids in instances().values() for i in ids])}
     for split in ("train", "heldout"):
         gen = [json.loads(x) for x in (out / "teacher" / f"{split}.generation.jsonl").read_text().splitlines() if x]
         audit = {r["instance_id"]: r for r in read_jsonl(out / "teacher" / f"{split}.audit.jsonl")}
@@ -193,7 +194,24 @@ def conclusion(summary: dict[str, Any]) -> str:
         f"trajectories.")
 
 
+def archive_trajectories(out: Path = OUT) -> None:
+    """The teacher's trajectories (the SFT data, and what `test_the_committed_teacher_moves_replay_from_their_messages`
+    replays) into `teacher/trajectories.jsonl.gz` beside its records; kept as committed when the runs are gone."""
+    rows = []
+    for split in ("train", "heldout"):
+        for line in (out / "teacher" / f"{split}.generation.jsonl").read_text().splitlines():
+            r = json.loads(line)
+            path = REPO / r["trajectory"]
+            if not path.is_file():
+                return
+            rows.append({"split": split, "instance_id": r["instance_id"], "trajectory": r["trajectory"],
+                         "messages": json.loads(path.read_text())["messages"]})
+    with gzip.GzipFile(out / "teacher" / "trajectories.jsonl.gz", "wb", mtime=0) as fh:
+        fh.write("".join(json.dumps(r) + "\n" for r in rows).encode())
+
+
 def analyze(out: Path = OUT) -> dict[str, Any]:
+    archive_trajectories(out)
     sft_manifest = json.loads((REPO / "results" / "sft" / "transfer-sft-test" / "manifest.json").read_text())
     teacher = teacher_rates(out)
     admitted = [x for x in teacher["train"]["instances"] if x["qualified"]][:MAX_SFT]
@@ -241,9 +259,9 @@ def tables(summary: dict[str, Any]) -> str:
 
 
 def plot(summary: dict[str, Any], path: Path) -> None:
-    import matplotlib   # lazy: only the analysis draws
+    import matplotlib  # lazy: only the analysis draws
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt   # lazy: as above
+    import matplotlib.pyplot as plt  # lazy: as above
 
     rows = [r for r in summary["test"]["table"] if r["subset"] == "all"]
     fig, ax = plt.subplots(figsize=(8.5, 4.2), dpi=150)

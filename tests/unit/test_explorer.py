@@ -5,7 +5,9 @@ from Gold - and reads real issues the way the transfer study needs; the evaluati
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -123,3 +125,20 @@ def test_transfer_metrics_judge_the_changed_files(rows):
     assert transfer_metrics(gc, task) == {"protocol_valid": 0.0, "files_in_repo": 0.0, "files_on_issue": 0.0}
     # nothing changed: not "in the repository"
     assert transfer_metrics({"turns": 2, "touched": [], "touched_dirs_at_base": []}, task)["files_in_repo"] == 0.0
+
+
+TRAJECTORIES = Path(__file__).resolve().parents[2] / "results" / "learning_curve" / "transfer" / "teacher" / \
+    "trajectories.jsonl.gz"
+
+
+def test_the_committed_teacher_moves_replay_from_their_messages():
+    """Every command of the transfer study's 45 teacher episodes is what the teacher computes from the messages
+    before it: the trajectories the SFT learned from carry no move that the observation does not explain."""
+    rows = [json.loads(x) for x in gzip.decompress(TRAJECTORIES.read_bytes()).decode().splitlines()]
+    assert len(rows) == 45
+    for row in rows:
+        msgs = row["messages"]
+        turns = [i for i, m in enumerate(msgs) if m["role"] == "assistant"]
+        assert len(turns) == len(explorer.MOVES), row["instance_id"]
+        for move, i in zip(explorer.MOVES, turns):
+            assert commands(msgs[i]) == move(msgs[:i]), (row["instance_id"], move.__name__)
