@@ -45,11 +45,14 @@ from typing import Any
 
 import numpy as np
 
+from execcritic.agents.loop import SUBMIT_MARKER
 from execcritic.bundle.diff import parse_patch
 from execcritic.results import stats
 from execcritic.results.manifest import build_manifest, write_result
 from execcritic.tasks import load_tasks
+from execcritic.training import explorer
 from execcritic.training.datasets import read_jsonl
+from execcritic.training.heldout import transfer_metrics
 
 REPO = Path(__file__).resolve().parents[2]
 DECLARED_AT = "2026-12-06T14:22Z"
@@ -98,20 +101,28 @@ def _repo(instance_id: str) -> str:
     return f"{owner}/{rest.rsplit('-', 1)[0]}"
 
 
+def submitted_patch(messages: list[dict[str, Any]]) -> str:
+    """The patch the last command printed after the submission marker (what the episode submitted)."""
+    text = explorer.tool_outputs(messages)[-1] if explorer.tool_outputs(messages) else ""
+    return text.split(SUBMIT_MARKER, 1)[1].lstrip("\n") if SUBMIT_MARKER in text else ""
+
+
 def teacher_rates(out: Path = OUT) -> dict[str, Any]:
     """The teacher's own rates per split: a bundle the harness accepted (reached the Base gate), qualified (a clean
     Base failure: the SFT admission), B2G (Q = B x G from the Gold audit), a changed file in a directory the official
     fix or tests change."""
     rates: dict[str, Any] = {}
-    tasks = {t.instance_id: t for t in load_tasks("verified-sdist", instance_ids=[i for ids in instances().values() for i in ids])}
+    tasks = {t.instance_id: t for t in load_tasks("verified-sdist",
+                                                   instance_ids=[i for ids in instances().values() for i in ids])}
+    submitted = {(r["split"], r["instance_id"]): submitted_patch(r["messages"]) for r in (json.loads(x) for x in
+                 gzip.decompress((out / "teacher" / "trajectories.jsonl.gz").read_bytes()).decode().splitlines())}
     for split in ("train", "heldout"):
         gen = [json.loads(x) for x in (out / "teacher" / f"{split}.generation.jsonl").read_text().splitlines() if x]
         audit = {r["instance_id"]: r for r in read_jsonl(out / "teacher" / f"{split}.audit.jsonl")}
         rows = []
         for r in gen:
             t = tasks[r["instance_id"]]
-            b = r.get("bundle") or {}
-            paths = parse_patch(b.get("test_patch") or "").paths if b else []
+            paths = parse_patch(submitted[(split, r["instance_id"])]).paths
             issue_dirs = {p.rsplit("/", 1)[0] for x in (t.patch, t.test_patch) for p in parse_patch(x).paths}
             a = audit.get(r["instance_id"]) or {}
             rows.append({"instance_id": r["instance_id"], "repo": _repo(r["instance_id"]),
@@ -129,17 +140,29 @@ def teacher_rates(out: Path = OUT) -> dict[str, Any]:
     return rates
 
 
-def outcomes(out: Path, checkpoint: str) -> dict[str, dict[str, Any]]:
-    """instance -> its (single, declared) held-out episode record for `checkpoint`."""
-    recs = read_jsonl(out / "eval" / f"test-{checkpoint}-heldout.jsonl")
-    return {r["instance_id"]: r for r in recs if r["k"] == 0}
+def outcomes(out: Path, checkpoint: str, tasks: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """instance -> its (single, declared) held-out episode record for `checkpoint` (every `test-<checkpoint>-heldout*`
+    file: the episodes may run in several processes), the transfer metrics recomputed from the episode's recorded
+    facts by `heldout.transfer_metrics` (episodes recorded before the `.git/` filter stored a wrong value)."""
+    found: dict[str, dict[str, Any]] = {}
+    for path in sorted((out / "eval").glob(f"test-{checkpoint}-heldout*.jsonl")):
+        for r in read_jsonl(path):
+            if r["k"] != 0:
+                continue
+            if r["instance_id"] in found:
+                raise SystemExit(f"{path}: a second episode 0 of {r['instance_id']} for {checkpoint}")
+            if not r["aborted"]:
+                r.update(transfer_metrics({**r["info"], "turns": r["turns"]}, tasks[r["instance_id"]]))
+            found[r["instance_id"]] = r
+    return found
 
 
 def held_out_test(out: Path = OUT) -> dict[str, Any]:
     """The declared test: paired SFT - base per metric over the held-out instances (all; same / other repositories).
     An aborted episode (operational, not 0) leaves its instance out of that metric's pairs, counted."""
-    base, sft = outcomes(out, "base"), outcomes(out, "sft")
     ids = instances()["heldout"]
+    tasks = {t.instance_id: t for t in load_tasks("verified-sdist", instance_ids=ids)}
+    base, sft = outcomes(out, "base", tasks), outcomes(out, "sft", tasks)
     subsets = {"all": ids, "same_repository": [i for i in ids if _repo(i) in TRAINED_REPOS],
                "other_repository": [i for i in ids if _repo(i) not in TRAINED_REPOS]}
     table = []
@@ -171,6 +194,8 @@ def conclusion(summary: dict[str, Any]) -> str:
 
     def d(subset: str, metric: str) -> str:
         r = rows[(subset, metric)]
+        if not r["n"]:
+            return "no pair of scored episodes"
         ci = "" if r["ci_method"] == "undefined" else f" [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}]"
         return f"{r['base']:.2f} -> {r['sft']:.2f} ({r['delta']:+.2f}{ci}, n = {r['n']})"
 
@@ -214,9 +239,16 @@ def analyze(out: Path = OUT) -> dict[str, Any]:
     archive_trajectories(out)
     sft_manifest = json.loads((REPO / "results" / "sft" / "transfer-sft-test" / "manifest.json").read_text())
     teacher = teacher_rates(out)
-    admitted = [x for x in teacher["train"]["instances"] if x["qualified"]][:MAX_SFT]
+    qualified = [x for x in teacher["train"]["instances"] if x["qualified"]]
+    n_q, repos_q = len(qualified), sorted({x["repo"] for x in qualified})
+    stops = n_q < ORIGINAL_RULE["min_instances"] or len(repos_q) < ORIGINAL_RULE["min_repositories"]
+    rule = "qualified" if SFT_ADMISSION == "qualified" else "valid_submission"
+    admitted = [x for x in teacher["train"]["instances"] if x[rule]][:MAX_SFT]
     summary: dict[str, Any] = {
-        "declared_at": DECLARED_AT, "declaration": "experiments/training/transfer.py (module docstring and constants)",
+        "declared_at": DECLARED_AT, "amended_at": AMENDED_AT,
+        "declaration": "experiments/training/transfer.py (module docstring and constants)",
+        "original_rule": {**ORIGINAL_RULE, "qualified": n_q, "repositories": repos_q,
+                          "outcome": "the study stops here" if stops else "the study goes on"},
         "instances": instances(), "teacher": teacher,
         "sft": {"trajectories": len(admitted), "instances": [x["instance_id"] for x in admitted],
                 "repos": sorted({x["repo"] for x in admitted}), "run": "results/sft/transfer-sft-test",
@@ -250,6 +282,9 @@ def tables(summary: dict[str, Any]) -> str:
               "| subset | metric | declared | base | SFT | delta [95% CI] | p (test) | n (left out) |",
               "|---|---|---|---|---|---|---|---|"]
     for r in summary["test"]["table"]:
+        if not r["n"]:
+            lines.append(f"| {r['subset']} | {r['metric']} | {r['declared']} | - | - | - | - | 0 ({r['n_left_out']}) |")
+            continue
         ci = "undefined" if r["ci_method"] == "undefined" else f"[{r['ci_low']:+.2f}, {r['ci_high']:+.2f}]"
         shown = f" ({'shown' if r['shown'] else 'not shown'})" if "shown" in r else ""
         lines.append(f"| {r['subset']} | {r['metric']} | {r['declared']}{shown} | {r['base']:.2f} | {r['sft']:.2f} | "

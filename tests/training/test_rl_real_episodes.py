@@ -153,6 +153,10 @@ def test_test_agent_grpo_step_on_real_episodes(tiny_model, sympy_task, candidate
     assert private[2] is True and "candidate_operational_error" in private[0].breakdown.mask_reason
     assert any(r["failure_kind"] == "collection_error" for r in private[0].info["candidates"]["runs"])
     assert none[1] == pytest.approx(-0.2) and not none[2]
+    # what the transfer study reads (heldout.transfer_metrics): every turn a tool call, and no repository file
+    # changed - the bundle is written under /tmp, and the sanitizing gc's .git/ files are not the episode's
+    for r in (public, none):
+        assert (r[0].info["format_errors"], r[0].info["touched"], r[0].info["touched_dirs_at_base"]) == (0, [], [])
 
     # advantages: the Test rule - the masked rollout is out of the mean and gets exactly 0
     adv = captured["advantages"].tolist()
