@@ -299,7 +299,7 @@ def plot(summary: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt  # lazy: as above
 
     rows = [r for r in summary["test"]["table"] if r["subset"] == "all"]
-    fig, ax = plt.subplots(figsize=(8.5, 4.2), dpi=150)
+    fig, ax = plt.subplots(figsize=(8.5, 4.8), dpi=150)
     width = 0.38
     for j, (ck, colour) in enumerate((("base", "#9e9e9e"), ("sft", "#1f77b4"))):
         for i, r in enumerate(rows):
@@ -308,19 +308,29 @@ def plot(summary: dict[str, Any], path: Path) -> None:
             ax.bar(i + (j - 0.5) * width, v, width, color=colour, label=("base model" if ck == "base" else
                    "after SFT on the exploring teacher") if i == 0 else None)
             ax.errorbar(i + (j - 0.5) * width, v, yerr=[[v - lo], [hi - v]], color="black", capsize=3, lw=1)
+    teacher = summary["teacher"]["heldout"]["rates"]
+    as_teacher = {"valid_submission": "valid_submission", "base_gate": "qualified", "b2g": "b2g",
+                  "files_on_issue": "files_on_issue"}
+    for i, r in enumerate(rows):
+        if r["metric"] in as_teacher:
+            ax.plot(i, teacher[as_teacher[r["metric"]]]["value"], marker="D", color="black", ms=6, ls="none",
+                    label="the scripted teacher on the same instances" if i == 0 else None)
+        for j, ck in enumerate(("base", "sft")):
+            if r[ck] is not None:
+                ax.text(i + (j - 0.5) * width, 1.0, f"{round(r[ck] * r['n'])}/{r['n']}", ha="center", fontsize=8)
     ax.set_xticks(range(len(rows)))
     ax.set_xticklabels([("PRIMARY\n" if r["declared"] == "primary" else "") + r["metric"].replace("_", " ")
                         for r in rows], fontsize=8)
     ax.set_ylabel("share of held-out instances (rate)", fontsize=9)
-    ax.set_ylim(0, 1.05)
+    ax.set_ylim(0, 1.1)
     p = summary["test"]["primary"]
     ax.set_title(f"SmolLM2-135M stand-in on {p['n']} held-out instances (1 episode each)", fontsize=10)
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=3, frameon=False)
     ax.tick_params(labelsize=8)
     fig.text(0.01, 0.01, f"Declared primary (accepted submission): {p['delta']:+.2f} [{p['ci_low']:+.2f}, "
              f"{p['ci_high']:+.2f}] (Newcombe 95%), McNemar p = {p['p_value']:.3g}: "
              f"{'shown' if p['shown'] else 'not shown'}. Bars: 95% Wilson intervals.", fontsize=8)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.savefig(path)
     plt.close(fig)
 
