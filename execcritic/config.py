@@ -228,10 +228,10 @@ class SFTConfig:
 
     trajectories: int = knob(5000, "teacher trajectories admitted for Test-agent SFT (protocol validity and a "
                              "clean Base failure; Gold never filters)", source="Table 7a", ge=1, le=10_000_000)
-    admission: str = knob("qualified", "which Test-agent teacher trajectories SFT admits: `qualified` (a protocol-valid "
-                          "bundle that failed cleanly on Base) or `submitted` (a bundle the harness accepted and ran "
-                          "on Base, whatever its verdict: for a teacher that demonstrates exploring and the "
-                          "protocol rather than the Base failure)", source="Table 7a: qualified",
+    admission: str = knob("qualified", "which Test-agent teacher trajectories SFT admits: `qualified` (a "
+                          "protocol-valid bundle that failed cleanly on Base) or `submitted` (a bundle the harness "
+                          "accepted and ran on Base, whatever its verdict: for a teacher that demonstrates exploring "
+                          "and the protocol rather than the Base failure)", source="Table 7a: qualified",
                           choices=("qualified", "submitted"))
     epochs: float = knob(1.0, "passes over the SFT rows", source="not stated in Table 7a", gt=0, le=10_000)
     batch_size: int = knob(8, "SFT rows per optimizer step", source="not stated in Table 7a", ge=1, le=100_000)

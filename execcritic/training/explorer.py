@@ -43,10 +43,11 @@ TEST_NAME = "test_issue_regression"
 PATCH = "cd /testbed && git add -AN && git diff --no-color > /tmp/test.patch"
 MAX_NAMES = 8
 MAX_SNIPPET_LINES = 20   # one turn stays within the study's per-turn token cap
-_COMMON = frozenset(dir(builtins)) | frozenset(keyword.kwlist) | {"self", "cls", "args", "kwargs", "print", "assert", "import", "from", "return", "lambda",
-                      "True", "False", "None", "test", "tests", "main", "value", "values", "data", "result", "name",
-                      "type", "object", "objects", "python", "error", "Error", "Exception", "Traceback", "line",
-                      "file", "File", "module", "most", "recent", "call", "last", "expected", "actual"}
+_COMMON = frozenset(dir(builtins)) | frozenset(keyword.kwlist) | {
+    "self", "cls", "args", "kwargs", "print", "assert", "import", "from", "return", "lambda", "True", "False", "None",
+    "test", "tests", "main", "value", "values", "data", "result", "name", "type", "object", "objects", "python",
+    "error", "Error", "Exception", "Traceback", "line", "file", "File", "module", "most", "recent", "call", "last",
+    "expected", "actual"}
 _RUNNERS = ("bin/test", "tests/runtests.py")
 TEST_FILES = "'test_*.py' '*/test_*.py' '*_test.py' '*/tests.py' '*/tests/*.py'"   # git pathspecs of test files
 
@@ -195,7 +196,7 @@ def _django_label(path: str, cls: str) -> str:
     return f"{module}.{cls}.{TEST_NAME}"
 
 
-def test_source(code: str, runner: str) -> str:
+def regression_test_source(code: str, runner: str) -> str:
     """One regression test running the issue's example (its top-level imports go above the test: a star import
     is only legal there)."""
     lines = code.splitlines()
@@ -229,9 +230,10 @@ def write(messages: list[dict[str, Any]]) -> list[str]:
     except SyntaxError:          # cut inside a statement: the first complete statements only
         code = _compiling(code.splitlines())
     command = command_for(path, runner)
-    node = f"{TEST_NAME} ({_django_label(path, 'IssueRegressionTests')})" if runner == "tests/runtests.py" else TEST_NAME
-    appended = heredocs([("/tmp/regression_test.py", test_source(code, runner)), ("/tmp/test_command", command),
-                         ("/tmp/test_contract.json", short_contract([node]))],
+    django = runner == "tests/runtests.py"
+    node = f"{TEST_NAME} ({_django_label(path, 'IssueRegressionTests')})" if django else TEST_NAME
+    appended = heredocs([("/tmp/regression_test.py", regression_test_source(code, runner)),
+                         ("/tmp/test_command", command), ("/tmp/test_contract.json", short_contract([node]))],
                         then=f"mkdir -p {path.rsplit('/', 1)[0] if '/' in path else '.'} && cd /testbed && "
                              f"cat /tmp/regression_test.py >> {path} && {PATCH} && "
                              f"(eval \"$(cat /tmp/test_command)\") 2>&1 | tail -15")

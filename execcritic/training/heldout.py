@@ -180,8 +180,8 @@ def sampling_record(role: str, protocol: ProtocolConfig = PAPER) -> dict[str, An
             "top_k": s.top_k, "max_tokens": s.max_tokens}
 
 
-__all__ = ["METRICS", "TRANSFER_METRICS", "episode_metrics", "evaluate_policy", "read_records", "sampling_record", "summarize",
-           "transfer_metrics"]
+__all__ = ["METRICS", "TRANSFER_METRICS", "episode_metrics", "evaluate_policy", "read_records", "sampling_record",
+           "summarize", "transfer_metrics"]
 
 
 def run_evaluation(model_spec: str, role: str, tasks: Sequence[Task], out: str | Path, *,

@@ -81,7 +81,7 @@ def test_a_test_file_beside_the_defining_module_is_preferred():
 
 
 def test_a_star_import_of_the_example_goes_above_the_test():
-    src = explorer.test_source("from sympy.combinatorics import *\nD3 = DihedralGroup(3)", "bin/test")
+    src = explorer.regression_test_source("from sympy.combinatorics import *\nD3 = DihedralGroup(3)", "bin/test")
     compile(src, "<test>", "exec")
     assert src.index("from sympy.combinatorics import *") < src.index("def test_issue_regression")
 

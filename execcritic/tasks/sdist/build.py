@@ -191,7 +191,8 @@ def unpack_to_git(archive: Path, dest: Path, *, commit_date: str, project: str =
     env = {**os.environ, **_GIT_IDENTITY, "GIT_AUTHOR_DATE": commit_date, "GIT_COMMITTER_DATE": commit_date}
     for cmd in (["git", "init", "-q", "-b", "base"], ["git", "add", "-A", "-f"],
                 # no background gc: it would outlive this build and leave its gc.pid in the cached checkout
-                ["git", "-c", "gc.auto=0", "commit", "-q", "--no-gpg-sign", "--no-verify", "-m", f"Base: {archive.name}"]):
+                ["git", "-c", "gc.auto=0", "commit", "-q", "--no-gpg-sign", "--no-verify", "-m",
+                 f"Base: {archive.name}"]):
         _run_checked(cmd, cwd=dest, env=env, what=f"git base for {archive.name}")
     return git_head(dest)
 
