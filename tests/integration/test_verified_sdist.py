@@ -70,6 +70,22 @@ def test_the_two_official_runs_grade_alike_together_or_one_after_the_other(tasks
         assert empty.valid and not empty.resolved and empty.plain["valid"] and not empty.plain["resolved"]
 
 
+def test_the_plain_official_run_draws_the_instrumented_runs_hash_seed(tasks, tmp_path):
+    """SymPy's bin/test picks a random PYTHONHASHSEED unless one is set; the plain run without the seed made
+    hash-order-dependent tests fail in one run only (sympy__sympy-13647's Gold: plain_run_disagrees). Both runs print
+    the seed they ran with: it is the same one, and the one recorded."""
+    import re
+
+    from execcritic.evaluation.official import evaluate_official
+
+    task = tasks["sympy__sympy-24443"]
+    res = evaluate_official(task, task.patch, log_dir=tmp_path)
+    assert res.valid and res.resolved, res.error
+    seeds = [re.findall(r"PYTHONHASHSEED=(\d+)", (tmp_path / name).read_text())
+             for name in ("test_output.txt", "test_output_plain.txt")]
+    assert set(seeds[0]) == set(seeds[1]) == {str(res.hashseed)} and res.plain["hashseed"] == res.hashseed
+
+
 ADDED = "sympy/combinatorics/tests/added_by_the_test_patch.txt"
 NEW_FILE = (f"diff --git a/{ADDED} b/{ADDED}\nnew file mode 100644\n--- /dev/null\n+++ b/{ADDED}\n"
             "@@ -0,0 +1 @@\n+data a test reads\n")
