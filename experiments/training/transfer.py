@@ -341,7 +341,9 @@ if __name__ == "__main__":
         print(s["conclusion"])
     else:
         split = instances()
-        if sys.argv[1:2] in (["train"], ["heldout"]):
+        half = (len(split["heldout"]) + 1) // 2       # heldout-a / heldout-b: the list in two halves, run at once
+        split["heldout-a"], split["heldout-b"] = split["heldout"][:half], split["heldout"][half:]
+        if sys.argv[1:2] in (["train"], ["heldout"], ["heldout-a"], ["heldout-b"]):
             print(" ".join(split[sys.argv[1]]))
         else:
             print(json.dumps(split, indent=1))
