@@ -199,24 +199,43 @@ def conclusion(summary: dict[str, Any]) -> str:
         ci = "" if r["ci_method"] == "undefined" else f" [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}]"
         return f"{r['base']:.2f} -> {r['sft']:.2f} ({r['delta']:+.2f}{ci}, n = {r['n']})"
 
+    def moved(metric: str, subset: str = "all") -> str:
+        """'rose' / 'fell' when the paired interval excludes 0, else 'did not move detectably'."""
+        r = rows[(subset, metric)]
+        if not r["n"] or r["ci_method"] == "undefined":
+            return "cannot be judged"
+        return "rose" if r["ci_low"] > 0 else "fell" if r["ci_high"] < 0 else "did not move detectably"
+
+    rule = summary["original_rule"]
     verdict = ("the declared effect is shown" if p["shown"] else
-               "the declared effect is not shown: the interval's lower bound is not above 0")
+               "the declared effect is not shown (the interval's lower bound is not above 0)")
+    carried = [name for metric, name in (("protocol_valid", "well-formed tool calls"),
+                                         ("files_in_repo", "changes inside the repository's own directories"),
+                                         ("files_on_issue", "changes where the issue's fix or tests are"),
+                                         ("base_gate", "tests that fail cleanly on Base"), ("b2g", "Base-to-Gold tests"))
+               if moved(metric) == "rose"]
     return (
         f"**What this study shows, and what it does not.** The exploring teacher (a scripted stand-in that reads only "
-        f"the issue and its own command outputs) qualified a test on {tr['qualified']['k']} of {tr['qualified']['n']} "
-        f"training-pool instances and {ho['qualified']['k']} of {ho['qualified']['n']} held-out ones; Base-to-Gold "
-        f"{tr['b2g']['k']}/{tr['b2g']['n']} and {ho['b2g']['k']}/{ho['b2g']['n']}: it demonstrates the protocol and "
-        f"where tests live, rarely a test that separates Base from Gold. After SFT of SmolLM2-135M on "
-        f"{summary['sft']['trajectories']} of its trajectories ({', '.join(summary['sft']['repos'])}), on "
-        f"{p['n']} held-out instances (one episode each) the declared primary, a submission the harness accepts, "
-        f"went {d('all', PRIMARY)}, exact McNemar p = {p['p_value']:.3g}: {verdict}. Secondary (deciding nothing): "
-        f"every turn a well-formed tool call {d('all', 'protocol_valid')}; every changed file in a directory the "
-        f"repository has {d('all', 'files_in_repo')}; a changed file where the issue's fix or tests are "
-        f"{d('all', 'files_on_issue')}; Base gate {d('all', 'base_gate')}; B2G {d('all', 'b2g')}. On repositories "
-        f"the policy never trained on (pytest, seaborn) the primary went {d('other_repository', PRIMARY)}. "
-        f"What carries, if anything, is the protocol and the repository layout; a test that fails for the issue's "
-        f"reason needs more than this teacher shows or a 135M model learns from {summary['sft']['trajectories']} "
-        f"trajectories.")
+        f"the issue and its own command outputs, never Gold) qualified a test on {tr['qualified']['k']} of "
+        f"{tr['qualified']['n']} training-pool instances and {ho['qualified']['k']} of {ho['qualified']['n']} held-out "
+        f"ones, Base-to-Gold {tr['b2g']['k']}/{tr['b2g']['n']} and {ho['b2g']['k']}/{ho['b2g']['n']}: it demonstrates "
+        f"exploring and the protocol, rarely a test that separates Base from Gold. Under the rule declared first "
+        f"(SFT on its qualified trajectories, at least {rule['min_instances']} instances from "
+        f"{rule['min_repositories']} repositories) {rule['outcome']}: {rule['qualified']} qualified; amendment 1, "
+        f"declared before the SFT and before any episode of its checkpoint, trained on every submission the harness "
+        f"ran ({summary['sft']['trajectories']} trajectories, {', '.join(summary['sft']['repos'])}). On {p['n']} "
+        f"held-out instances (one episode each) the declared primary, a submission the harness accepts, went "
+        f"{d('all', PRIMARY)}, exact McNemar p = {p['p_value']:.3g}: {verdict}. Secondary, deciding nothing: every "
+        f"turn a well-formed tool call {d('all', 'protocol_valid')}; every changed file inside the repository's own "
+        f"directories {d('all', 'files_in_repo')}; a changed file where the issue's fix or tests are "
+        f"{d('all', 'files_on_issue')}; Base gate {d('all', 'base_gate')}; B2G {d('all', 'b2g')}; on the "
+        f"repositories it never trained on (pytest, seaborn) the primary went {d('other_repository', PRIMARY)}. "
+        + (f"What carried to instances the policy never saw: {'; '.join(carried)} (secondary measures, their "
+           f"intervals above 0). " if carried else "No measure rose on the held-out instances. ")
+        + ("A submission the harness accepts carried as well (the declared effect)" if p["shown"] else
+           "A submission the harness accepts did not carry (the declared effect)")
+        + (", and neither did a test that fails cleanly on Base." if moved("base_gate") != "rose" else
+           "; tests that fail cleanly on Base did."))
 
 
 def archive_trajectories(out: Path = OUT) -> None:

@@ -45,12 +45,24 @@ for s in "$@"; do case "$s" in
     timed sft $X train sft --agent test --data "$RUNS/teacher-train/generation.jsonl" --model smollm2 --preset transfer \
       --run-id transfer-sft-test --teacher "$TEACHER" --label "$LABEL" "${P[@]}" --set "sft.trajectories=$NSFT" --set "sft.admission=$ADMIT" --set "sft.epochs=$EPOCHS" \
       $([ -d runs/train/transfer-sft-test ] && echo --resume) --json > "$RUNS/sft.json" ;;
-  base-eval|sft-eval)
-    name=${s%-eval}; model=$([ "$name" = base ] && echo smollm2 || echo runs/train/transfer-sft-test/final)
-    step "$name on the held-out instances ($K episode each, seed $SEED)"
+  base-eval)
+    step "base on the held-out instances ($K episode each, seed $SEED)"
     # shellcheck disable=SC2046
-    timed "eval-$name" $X train eval-episodes "$model" --agent test $(split heldout) --episodes "$K" --seed "$SEED" \
-      --out "$OUT/eval/test-$name-heldout.jsonl" --label "$LABEL" "${P[@]}" --json > /dev/null ;;
+    timed eval-base $X train eval-episodes smollm2 --agent test $(split heldout) --episodes "$K" --seed "$SEED" \
+      --out "$OUT/eval/test-base-heldout.jsonl" --label "$LABEL" "${P[@]}" --json > /dev/null ;;
+  sft-eval)   # the two halves of the held-out list at once, one CPU each (an episode's seed depends on its instance
+              # and k only, so the split changes no episode); a killed half resumes from its records
+    pids=()
+    for half in a b; do
+      step "sft on held-out half $half ($K episode each, seed $SEED)"
+      # shellcheck disable=SC2046
+      timed "eval-sft-$half" $X train eval-episodes runs/train/transfer-sft-test/final --agent test $(split "heldout-$half") \
+        --episodes "$K" --seed "$SEED" --out "$OUT/eval/test-sft-heldout-$half.jsonl" --label "$LABEL" "${P[@]}" \
+        --json > /dev/null &
+      pids+=($!)
+    done
+    failed=0; for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+    [ "$failed" = 0 ] || { echo "sft-eval: a half failed (its records are kept; run again to resume)" >&2; exit 1; } ;;
   analyze) PYTHONPATH=. $PY experiments/training/transfer.py --analyze ;;
   *) echo "usage: $0 teacher|sft|base-eval|sft-eval|analyze ..." >&2; exit 2 ;;
 esac; done
