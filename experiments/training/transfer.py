@@ -200,10 +200,13 @@ def conclusion(summary: dict[str, Any]) -> str:
         return f"{r['base']:.2f} -> {r['sft']:.2f} ({r['delta']:+.2f}{ci}, n = {r['n']})"
 
     def moved(metric: str, subset: str = "all") -> str:
-        """'rose' / 'fell' when the paired interval excludes 0, else 'did not move detectably'."""
+        """'rose' / 'fell' when the paired interval excludes 0 and the exact p is below 0.05, else 'did not move
+        detectably' (post hoc wording of secondary measures; the primary's rule is its own)."""
         r = rows[(subset, metric)]
         if not r["n"] or r["ci_method"] == "undefined":
             return "cannot be judged"
+        if r["p_value"] >= 0.05:      # at small n Newcombe's interval may exclude 0 while the exact p does not
+            return "did not move detectably"
         return "rose" if r["ci_low"] > 0 else "fell" if r["ci_high"] < 0 else "did not move detectably"
 
     rule = summary["original_rule"]
@@ -230,8 +233,8 @@ def conclusion(summary: dict[str, Any]) -> str:
         f"directories {d('all', 'files_in_repo')}; a changed file where the issue's fix or tests are "
         f"{d('all', 'files_on_issue')}; Base gate {d('all', 'base_gate')}; B2G {d('all', 'b2g')}; on the "
         f"repositories it never trained on (pytest, seaborn) the primary went {d('other_repository', PRIMARY)}. "
-        + (f"What carried to instances the policy never saw: {'; '.join(carried)} (secondary measures, their "
-           f"intervals above 0). " if carried else "No measure rose on the held-out instances. ")
+        + (f"What carried to instances the policy never saw: {'; '.join(carried)} (secondary measures: interval above "
+           f"0 and exact p < 0.05). " if carried else "No measure rose on the held-out instances. ")
         + ("A submission the harness accepts carried as well (the declared effect)" if p["shown"] else
            "A submission the harness accepts did not carry (the declared effect)")
         + (", and neither did a test that fails cleanly on Base." if moved("base_gate") != "rose" else
@@ -287,7 +290,9 @@ def analyze(out: Path = OUT) -> dict[str, Any]:
 
 def tables(summary: dict[str, Any]) -> str:
     lines = ["# CPU transfer study (issue 44): SmolLM2-135M stand-in, exploring-teacher SFT", "",
-             summary["conclusion"], "", f"Declared at {summary['declared_at']} in {summary['declaration']}.", "",
+             summary["conclusion"], "",
+             (f"Declared at {summary['declared_at']} and amended at {summary['amended_at']} (before the SFT and any "
+             f"episode of its checkpoint) in {summary['declaration']}."), "",
              "## Teacher (scripted stand-in), its own rates", "",
              "| split | n | accepted submission | qualified (SFT admission) | B2G | changed file on the issue |",
              "|---|---|---|---|---|---|"]
@@ -308,7 +313,9 @@ def tables(summary: dict[str, Any]) -> str:
         shown = f" ({'shown' if r['shown'] else 'not shown'})" if "shown" in r else ""
         lines.append(f"| {r['subset']} | {r['metric']} | {r['declared']}{shown} | {r['base']:.2f} | {r['sft']:.2f} | "
                      f"{r['delta']:+.2f} {ci} | {r['p_value']:.3g} ({r['test']}) | {r['n']} ({r['n_left_out']}) |")
-    lines += ["", "Intervals: Newcombe's paired score interval (one binary episode per instance); p: exact McNemar.", ""]
+    lines += ["", ("Intervals: Newcombe's paired score interval (one binary episode per instance); p: exact McNemar. At "
+              "small n the two can disagree (an interval above 0 with p >= 0.05); the paragraph above counts a "
+              "secondary change only when both say so."), ""]
     return "\n".join(lines)
 
 
@@ -336,12 +343,12 @@ def plot(summary: dict[str, Any], path: Path) -> None:
                     label="the scripted teacher on the same instances" if i == 0 else None)
         for j, ck in enumerate(("base", "sft")):
             if r[ck] is not None:
-                ax.text(i + (j - 0.5) * width, 1.0, f"{round(r[ck] * r['n'])}/{r['n']}", ha="center", fontsize=8)
+                ax.text(i + (j - 0.5) * width, 1.05, f"{round(r[ck] * r['n'])}/{r['n']}", ha="center", fontsize=8)
     ax.set_xticks(range(len(rows)))
     ax.set_xticklabels([("PRIMARY\n" if r["declared"] == "primary" else "") + r["metric"].replace("_", " ")
                         for r in rows], fontsize=8)
     ax.set_ylabel("share of held-out instances (rate)", fontsize=9)
-    ax.set_ylim(0, 1.1)
+    ax.set_ylim(0, 1.13)
     p = summary["test"]["primary"]
     ax.set_title(f"SmolLM2-135M stand-in on {p['n']} held-out instances (1 episode each)", fontsize=10)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=3, frameon=False)
