@@ -13,6 +13,8 @@ Metrics per episode (one JSONL line each, resumable: an (instance, k) already wr
   group).
 - Repair agent: `usable_patch` (a terminal patch that applies and touches no test), `resolved` (the official
   evaluator), the Eq. 6 reward.
+- Test agent, what a policy learned about the protocol and the repository (`TRANSFER_METRICS`, the transfer study's
+  secondaries): `protocol_valid`, `files_in_repo`, `files_on_issue` (`transfer_metrics`).
 `summarize` gives each metric's mean over instances of the per-instance mean, with a 95% interval valid at the few
 instances a CPU study has (`results.stats`): Wilson's with n = instances for a rate (conservative: an instance's
 mean varies no more than one Bernoulli outcome), Hoeffding's within Eq. 5/6's range for the reward. A percentile
