@@ -74,16 +74,23 @@ def transfer_metrics(info: dict[str, Any], task: Task) -> dict[str, float]:
     evaluator, never shown to the agent)."""
     touched = repository_paths(info.get("touched") or ())   # records from before the filter list .git too
     at_base = set(info.get("touched_dirs_at_base") or ())
-    issue_dirs = {_dir(p) for patch in (task.patch, task.test_patch) for p in parse_patch(patch).paths if p}
     return {"protocol_valid": float(info.get("turns", 0) > 0 and not info.get("format_errors")),
             "files_in_repo": float(bool(touched) and all(_dir(p) in at_base for p in touched)),
-            "files_on_issue": float(any(_dir(p) in issue_dirs for p in touched))}
+            "files_on_issue": float(on_issue(touched, task))}
+
+
+def on_issue(paths: Sequence[str], task: Task) -> bool:
+    """A path lies in a directory the instance's official fix or tests change (the evaluator's reading; never shown
+    to the agent)."""
+    issue_dirs = {_dir(p) for patch in (task.patch, task.test_patch) for p in parse_patch(patch).paths if p}
+    return any(_dir(p) in issue_dirs for p in paths)
 
 
 def episode_metrics(role: str, res: EpisodeResult, task: Task | None = None) -> dict[str, Any]:
     """The per-episode outcomes of `METRICS[role]`, and of `TRANSFER_METRICS[role]` when the episode recorded its
     workspace facts and `task` is given (None when the episode was aborted: operational, not 0)."""
-    extra = TRANSFER_METRICS.get(role, ()) if task is not None and "touched" in res.info else ()
+    facts = task is not None and "touched" in res.info
+    extra = TRANSFER_METRICS.get(role, ()) if facts else ()
     if res.aborted:
         return {k: None for k in (*METRICS[role], *extra)}
     b = res.breakdown
@@ -91,7 +98,7 @@ def episode_metrics(role: str, res: EpisodeResult, task: Task | None = None) -> 
         valid = bool(res.rollout.valid_submission)   # type: ignore[union-attr]
         out = {"valid_submission": float(valid), "base_gate": float(bool(res.info.get("qualified"))),
                "b2g": float(b.Q) if b is not None else 0.0, "reward": float(res.reward)}
-        return {**out, **(transfer_metrics(res.info, task) if extra and task is not None else {})}
+        return {**out, **(transfer_metrics(res.info, task) if facts else {})}
     off = res.info.get("official") or {}
     return {"usable_patch": float(bool(res.rollout.patch_usable and not res.rollout.forbidden_test_edit)),  # type: ignore[union-attr]
             "resolved": float(bool(off.get("resolved"))) if off.get("valid") else 0.0, "reward": float(res.reward)}
@@ -182,8 +189,8 @@ def sampling_record(role: str, protocol: ProtocolConfig = PAPER) -> dict[str, An
             "top_k": s.top_k, "max_tokens": s.max_tokens}
 
 
-__all__ = ["METRICS", "TRANSFER_METRICS", "episode_metrics", "evaluate_policy", "read_records", "sampling_record",
-           "summarize", "transfer_metrics"]
+__all__ = ["METRICS", "TRANSFER_METRICS", "episode_metrics", "evaluate_policy", "on_issue", "read_records",
+           "sampling_record", "summarize", "transfer_metrics"]
 
 
 def run_evaluation(model_spec: str, role: str, tasks: Sequence[Task], out: str | Path, *,

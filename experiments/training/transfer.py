@@ -52,7 +52,7 @@ from execcritic.results.manifest import build_manifest, write_result
 from execcritic.tasks import load_tasks
 from execcritic.training import explorer
 from execcritic.training.datasets import read_jsonl
-from execcritic.training.heldout import transfer_metrics
+from execcritic.training.heldout import on_issue, transfer_metrics
 
 REPO = Path(__file__).resolve().parents[2]
 DECLARED_AT = "2026-12-06T14:22Z"
@@ -93,7 +93,6 @@ def instances(recipe: Path = REPO / "results" / "verified_sdist" / "instances.js
 # ---- analysis (after the runs; nothing above changes) ------------------------------------------------------
 
 OUT = REPO / "results" / "learning_curve" / "transfer"
-CHECKPOINTS = ("base", "sft")
 
 
 def _repo(instance_id: str) -> str:
@@ -103,7 +102,8 @@ def _repo(instance_id: str) -> str:
 
 def submitted_patch(messages: list[dict[str, Any]]) -> str:
     """The patch the last command printed after the submission marker (what the episode submitted)."""
-    text = explorer.tool_outputs(messages)[-1] if explorer.tool_outputs(messages) else ""
+    outputs = explorer.tool_outputs(messages)
+    text = outputs[-1] if outputs else ""
     return text.split(SUBMIT_MARKER, 1)[1].lstrip("\n") if SUBMIT_MARKER in text else ""
 
 
@@ -123,20 +123,18 @@ def teacher_rates(out: Path = OUT) -> dict[str, Any]:
         for r in gen:
             t = tasks[r["instance_id"]]
             paths = parse_patch(submitted[(split, r["instance_id"])]).paths
-            issue_dirs = {p.rsplit("/", 1)[0] for x in (t.patch, t.test_patch) for p in parse_patch(x).paths}
             a = audit.get(r["instance_id"]) or {}
             rows.append({"instance_id": r["instance_id"], "repo": _repo(r["instance_id"]),
                          "valid_submission": float(any(x.get("stage") == "base_gate" for x in r.get("attempts", []))),
                          "qualified": float(r["qualified"] is True), "b2g": float(bool(a.get("Q"))),
-                         "files_on_issue": float(any(p.rsplit("/", 1)[0] in issue_dirs for p in paths))})
+                         "files_on_issue": float(on_issue(paths, t))})
         per = {}
         for m in ("valid_submission", "qualified", "b2g", "files_on_issue"):
             k, n = int(sum(x[m] for x in rows)), len(rows)
             lo, hi = stats.clopper_pearson(k, n)
             per[m] = {"k": k, "n": n, "value": k / n if n else None, "ci_low": lo, "ci_high": hi,
                       "ci_method": "clopper_pearson"}
-        rates[split] = {"rates": per, "instances": rows,
-                        "admitted_repos": sorted({x["repo"] for x in rows if x["qualified"]})}
+        rates[split] = {"rates": per, "instances": rows}
     return rates
 
 
@@ -264,17 +262,15 @@ def analyze(out: Path = OUT) -> dict[str, Any]:
     qualified = [x for x in teacher["train"]["instances"] if x["qualified"]]
     n_q, repos_q = len(qualified), sorted({x["repo"] for x in qualified})
     stops = n_q < ORIGINAL_RULE["min_instances"] or len(repos_q) < ORIGINAL_RULE["min_repositories"]
-    rule = "qualified" if SFT_ADMISSION == "qualified" else "valid_submission"
-    admitted = [x for x in teacher["train"]["instances"] if x[rule]][:MAX_SFT]
+    admitted = sft_manifest["instances"]          # what the SFT run admitted (`sft.admission`), as it recorded it
     summary: dict[str, Any] = {
         "declared_at": DECLARED_AT, "amended_at": AMENDED_AT,
         "declaration": "experiments/training/transfer.py (module docstring and constants)",
         "original_rule": {**ORIGINAL_RULE, "qualified": n_q, "repositories": repos_q,
                           "outcome": "the study stops here" if stops else "the study goes on"},
         "instances": instances(), "teacher": teacher,
-        "sft": {"trajectories": len(admitted), "instances": [x["instance_id"] for x in admitted],
-                "repos": sorted({x["repo"] for x in admitted}), "run": "results/sft/transfer-sft-test",
-                "made_at": sft_manifest.get("git_sha")},
+        "sft": {"trajectories": len(admitted), "instances": admitted, "repos": sorted({_repo(i) for i in admitted}),
+                "run": "results/sft/transfer-sft-test", "made_at": sft_manifest["git"]["sha"]},
         "test": held_out_test(out)}
     summary["conclusion"] = conclusion(summary)
     timings = out / "timings.jsonl"
