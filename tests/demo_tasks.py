@@ -18,6 +18,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from execcritic.tasks.envbuild import find_interpreter
 from execcritic.tasks.model import Task
 
 PYTEST_PIN = "pytest==8.3.4"
@@ -45,13 +46,18 @@ def fetch_sdist(name: str, version: str) -> Path:
     return path
 
 
-def pytest_venv() -> Path:
-    """A venv (this interpreter's version) with a pinned pytest, built once and cached."""
-    venv = cache_root() / f"venv-py{sys.version_info[0]}{sys.version_info[1]}-{PYTEST_PIN.replace('==', '-')}"
+def pytest_venv(python: str = "") -> Path:
+    """A venv with a pinned pytest, built once and cached: this interpreter's version, or CPython `python`
+    ('3.13', found as task environments find theirs)."""
+    exe = sys.executable
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    if python and python != version:
+        exe, version = str(find_interpreter(python)), python
+    venv = cache_root() / f"venv-py{version.replace('.', '')}-{PYTEST_PIN.replace('==', '-')}"
     if not (venv / ".complete").exists():
         if venv.exists():
             shutil.rmtree(venv)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([exe, "-m", "venv", str(venv)], check=True)
         subprocess.run([str(venv / "bin" / "pip"), "install", "-q", PYTEST_PIN], check=True)
         (venv / ".complete").write_text("ok\n")
     return venv

@@ -36,7 +36,7 @@ def _interpreters() -> list:
     """This interpreter and every CPython 3.8+ found on PATH or under pyenv (the versions task envs use)."""
     found = {sys.executable: f"{sys.version_info[0]}.{sys.version_info[1]}"}
     root = Path.home() / ".pyenv" / "versions"
-    for version in ("3.8", "3.9", "3.10", "3.11", "3.12"):
+    for version in ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13"):
         candidates = [shutil.which(f"python{version}")]
         candidates += [str(p) for p in sorted(root.glob(f"{version}.*/bin/python"))] if root.is_dir() else []
         exe = next((c for c in candidates if c and _works(c)), None)
@@ -166,6 +166,68 @@ def test_the_interpreters_own_handlers_and_library_functions_stay_installable(tm
                                  "signal.signal(signal.SIGUSR2, handlers.on_usr1)\n")
     assert proc.returncode == 0, proc.stderr
     assert report.tampers == [], report.tampers
+
+
+# fifth generation (issue 39): a library's dispatcher that calls back into what it is bound to
+HOOKS_BOUND = {
+    "subclass": "import bdb\n\nclass Stepper(bdb.Bdb):\n    def dispatch_call(self, frame, arg):\n"
+                "        return None\n\nStepper().set_trace()\n",
+    "instance dict": "import bdb\n\ndef mine(frame, arg):\n    return None\n\nb = bdb.Bdb()\n"
+                     "b.dispatch_call = mine\nb.set_trace()\n",
+    "dispatch table": "import profile, sys\n\ndef mine(self, frame, t):\n    return 0\n\np = profile.Profile()\n"
+                      "p.dispatch = dict(p.dispatch, call=mine)\np.runcall(sorted, [2, 1])\n",
+}
+
+
+@pytest.mark.parametrize("how", list(HOOKS_BOUND))
+def test_a_library_hook_bound_to_the_candidates_code_is_a_trace_hook(how, tmp_path):
+    """`bdb.Bdb.trace_dispatch` is the standard library's function and `bdb.set_trace` a library caller, but the
+    hooks it calls are the candidate's (the dispatch table of profile.Profile likewise): a trace function may move
+    a frame's next line, the recording proxy's too (cheats.py: bdb-subclass-skips-the-test)."""
+    proc, report = run_candidate(tmp_path / "repo", {"pkg/__init__.py": HOOKS_BOUND[how]}, ["pkg/__init__.py"],
+                                 "import pkg\nimport sys\nsys.settrace(None)\n")
+    assert "trace_hook" in {t["what"] for t in report.tampers}, (report.tampers, proc.stderr[-2000:])
+
+
+def test_the_standard_library_debugger_and_profiler_of_library_code_are_not_tampering(tmp_path):
+    proc, report = run_candidate(tmp_path / "repo", {"pkg/__init__.py": ""}, [],
+                                 "import bdb, profile, sys\nb = bdb.Bdb()\nb.set_trace()\nx = 1\nb.set_continue()\n"
+                                 "sys.settrace(None)\nprofile.Profile().runcall(sorted, [2, 1])\n")
+    assert proc.returncode == 0, proc.stderr
+    assert report.tampers == [], report.tampers
+
+
+@pytest.mark.parametrize("hook", ["sys.excepthook", "sys.unraisablehook", "threading.excepthook"])
+def test_an_exception_hook_from_the_candidates_code_is_named_and_a_librarys_is_not(hook, tmp_path):
+    """The interpreter hands these hooks an exception and its traceback - the frames it left."""
+    module, name = hook.split(".")
+    code = f"import {module}\n\ndef mine(*args):\n    pass\n\n{module}.{name} = mine\n"
+    proc, report = run_candidate(tmp_path / "repo", {"lib/tool.py": code}, [],
+                                 "import sys\nsys.path.insert(0, 'lib')\nimport tool\n")
+    assert proc.returncode == 0 and report.tampers == [], (report.tampers, proc.stderr[-2000:])
+    proc, report = run_candidate(tmp_path / "repo", {"pkg/__init__.py": code}, ["pkg/__init__.py"], "import pkg\n")
+    assert [t["what"] for t in report.tampers] == ["exception_hook"], (report.tampers, proc.stderr[-2000:])
+    assert hook in report.tampers[0]["detail"]
+
+
+def _python_312_or_later():
+    return next((p.values[0] for p in _interpreters() if p.id in ("py3.12", "py3.13")), None)
+
+
+@pytest.mark.parametrize("mine", [True, False], ids=["candidate", "library"])
+def test_a_sys_monitoring_callback_from_the_candidates_code_is_a_trace_hook(mine, tmp_path):
+    """Python 3.12+: `sys.monitoring` calls a callback at every line or call it asks for, without sys.settrace."""
+    python = _python_312_or_later()
+    assert python, "a CPython 3.12 or 3.13 is needed (pyenv install 3.13)"
+    code = ("import sys\nm = sys.monitoring\nm.use_tool_id(3, 'x')\n"
+            "m.register_callback(3, m.events.PY_START, lambda code, offset: None)\n"
+            "m.register_callback(3, m.events.PY_START, None)\nm.free_tool_id(3)\n")
+    files = {"pkg/__init__.py": code} if mine else {"lib/tool.py": code}
+    proc, report = run_candidate(tmp_path / "repo", files, list(files) if mine else [],
+                                 "import pkg" if mine else "import sys\nsys.path.insert(0, 'lib')\nimport tool\n",
+                                 python=python)
+    assert proc.returncode == 0, proc.stderr
+    assert [t["what"] for t in report.tampers] == (["trace_hook"] if mine else []), report.tampers
 
 
 # numpy 1.22-1.24's overrides.array_function_dispatch, as it renames each wrapper it makes

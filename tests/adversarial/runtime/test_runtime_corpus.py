@@ -9,8 +9,9 @@ not work). Cases marked `bypass` in cheats.py were holes, described with a repro
 docs/BYPASSES.md: should one reopen, its case fails here (no xfail - a bypass is a red test).
 
 Targets (one sandbox each, shared by the module): four verified-sdist tasks (local bubblewrap backend) and the
-toolz demo task on both backends (Docker: the debootstrap image with pytest). Controls first: on each target
-the official bundle FAILs on Base and PASSes on Gold, so that "not PASS" below means something.
+toolz demo task on both backends (Docker: the debootstrap image with pytest) and under CPython 3.13 (local).
+Controls first: on each target the official bundle FAILs on Base and PASSes on Gold, so that "not PASS" below
+means something.
 """
 
 from __future__ import annotations
@@ -31,16 +32,18 @@ from tests.sdist import load_sdist_tasks
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 INSTANCE = {fam: iid for iid, fam in C.FAMILY_OF.items()}
+# toolz also under CPython 3.13 (local): frame locals became write-through proxies (PEP 667), so the cases that
+# reach frames meet other semantics than on the 3.8-3.11 targets
 TARGETS = [("requests", "local"), ("pytest", "local"), ("django", "local"), ("sympy", "local"),
-           ("toolz", "local"), ("toolz", "docker")]
+           ("toolz", "local"), ("toolz", "docker"), ("toolz", "py3.13")]
 
 
 def _cases():
     out = []
     for cheat in C.CHEATS:
         for fam in cheat.families:
-            for backend in ("local", "docker"):
-                if backend == "docker" and not (fam == "toolz" and cheat.docker):
+            for backend in ("local", "docker", "py3.13"):
+                if backend == "docker" and not (fam == "toolz" and cheat.docker) or backend == "py3.13" and fam != "toolz":
                     continue
                 marks = [pytest.mark.docker] if backend == "docker" else []
                 out.append(pytest.param(cheat, fam, backend, id=f"{cheat.id}-{fam}-{backend}", marks=marks))
@@ -82,7 +85,7 @@ def _open(request, fam: str, backend: str) -> Target:
     if fam == "toolz":
         from tests.bundles import ScenarioKit
 
-        demo = request.getfixturevalue("demo_toolz")
+        demo = request.getfixturevalue("demo_toolz_py313" if backend == "py3.13" else "demo_toolz")
         C.CHECKOUTS[demo.task.instance_id] = demo.repo
         if backend == "docker":
             from execcritic.sandbox.docker import DockerSandbox
@@ -198,6 +201,9 @@ OFFICIAL_CASES = [
     ("module-written-to-tmp", "requests", FailureKind.RUNNER_TAMPERED),
     ("extension-without-suffix", "requests", FailureKind.RUNNER_TAMPERED),
     ("exception-class-abc-register-runtime", "requests", FailureKind.RUNNER_TAMPERED),
+    # fifth generation: the standard library's debugger with the candidate's hooks (resolved before: both runs
+    # jumped past the test call, in the recording proxy and in pytest's pytest_pyfunc_call)
+    ("bdb-subclass-skips-the-test-everywhere", "requests", FailureKind.RUNNER_TAMPERED),
 ]
 
 

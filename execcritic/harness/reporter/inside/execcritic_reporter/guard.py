@@ -64,6 +64,9 @@ def _build():
     _modules, _gettrace, _getprofile, _sysgetframe = (_sys_module.modules, _sys_module.gettrace,
                                                       _sys_module.getprofile, _sys_module._getframe)
     _threading = _b.vars(_threading_module)
+    _EXCEPTION_HOOKS = tuple(("%s.%s" % (label, name), space, name) for label, space, names in (
+        ("sys", _b.vars(_sys_module), ("excepthook", "unraisablehook", "displayhook", "breakpointhook")),
+        ("threading", _threading, ("excepthook",))) for name in names)
     _getcwd, _stat = _os_module.getcwd, _os_module.stat
     _statvfs, _ST_RDONLY = _os_module.statvfs, _os_module.ST_RDONLY
     _subclass = type.__subclasscheck__               # (C: never calls a metaclass's code for plain types)
@@ -127,6 +130,7 @@ def _build():
     _MEMORY_EVENTS = {"ctypes.string_at", "ctypes.wstring_at", "ctypes.cdata", "ctypes.cdata/buffer"}
     _INTROSPECTION_EVENTS = {"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames"}
     _TRACE_EVENTS = {"sys.settrace", "sys.setprofile"}
+    _MONITORING = "sys.monitoring.register_callback"      # 3.12+: a callback at every line/call it asks for
     # (event, file under site-packages, function): a library's own walk of the collector whose result stays inside
     # that function (measured). pandas' chained-assignment check asks whether a copy's parent has referents
     # (`_check_setitem_copy`; seaborn 3187's Base run was refused for it).
@@ -195,7 +199,8 @@ def _build():
     EVENTS = frozenset({"object.__setattr__", "object.__getattr__", "sys._getframe", "exec", "compile", "open",
                         "os.listdir", "os.scandir",
                         "import", "code.__new__", "marshal.loads", "marshal.load", "sys.addaudithook",
-                        "cpython.PyInterpreterState_New"} | _MEMORY_EVENTS | _INTROSPECTION_EVENTS | _TRACE_EVENTS)
+                        "cpython.PyInterpreterState_New", _MONITORING} | _MEMORY_EVENTS | _INTROSPECTION_EVENTS
+                       | _TRACE_EVENTS)
     _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
     WHOLE_FILE_AFTER = 3    # definitions of one file compiled one by one before the whole file is (expected_codes)
     _BLOCKS = (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While) + \
@@ -544,6 +549,12 @@ def _build():
                     raise RefusedWrite("no trace or profile function from inside the reporter's hook")
                 if not _by_candidate(_caller(3), "trace_hook", "%s installed a trace/profile function" % event):
                     check_trace_functions()
+            elif event == _MONITORING and args and args[0] is not None:      # (None: a callback removed)
+                where = _untrusted_hook(args[0])
+                if where:
+                    _fire("trace_hook", "a sys.monitoring callback is %s from %s" % (_name(args[0]), where))
+                else:
+                    _by_candidate(_caller(3), "trace_hook", "a sys.monitoring callback was registered")
             elif event in ("open", "os.listdir", "os.scandir") and args:
                 _open(args[0])
                 if event == "open" and len(args) > 1 and type(args[1]) is str and "w" in args[1]:
@@ -684,10 +695,18 @@ def _build():
             for label, fn in (("sys.gettrace()", _gettrace()), ("sys.getprofile()", _getprofile()),
                               ("threading trace hook", _threading.get("_trace_hook")),
                               ("threading profile hook", _threading.get("_profile_hook"))):
-                where = _untrusted_callable(fn)
+                where = _untrusted_hook(fn)
                 if where:
                     report_once(("trace", label, id(fn)), "trace_hook",
                                       "%s is %s from %s" % (label, _name(fn), where))
+            # the hooks the interpreter calls with an exception and its traceback (frames) - pytest sets two of
+            # them around every test, its own functions; the candidate's code may not be one
+            for label, space, name in _EXCEPTION_HOOKS:
+                fn = space.get(name)
+                where = _untrusted_hook(fn) if fn is not None else None
+                if where:
+                    report_once(("hook", label, id(fn)), "exception_hook",
+                                "%s is %s from %s" % (label, _name(fn), where))
 
         def signal_handler(handler, caller):
             """A handler receives the frame a signal interrupts - any frame, the reporter's hook's too. Named (and
@@ -697,7 +716,7 @@ def _build():
             handlers (`list.insert` would keep every frame it is handed)."""
             while caller is not None and caller.f_code.co_name == "signal" and _stdlib(caller.f_code.co_filename):
                 caller = caller.f_back                     # signal.signal, the standard library's wrapper
-            where = _untrusted_callable(handler) or candidate_on_stack(caller)
+            where = _untrusted_hook(handler) or candidate_on_stack(caller)
             if not where and _native_callable(handler):
                 where = "a native callable (%s), not a function" % _name(handler)
             if where:
@@ -705,6 +724,43 @@ def _build():
                       % (_name(handler), where))
                 return True
             return False
+
+        def _untrusted_hook(fn):
+            """A trace, profile or signal hook: the callable, and what a bound method, partial or callable object
+            brings along - a library's dispatcher (`bdb.Bdb.trace_dispatch`) bound to an instance of the
+            candidate's subclass, or to a library instance holding the candidate's functions, runs the candidate's
+            code, and a trace function may move a frame's next line."""
+            where = _untrusted_callable(fn)
+            for _ in range(4):
+                if where or fn is None or isinstance(fn, (types.FunctionType, types.BuiltinFunctionType, type)):
+                    return where
+                if type(fn) is types.MethodType:
+                    bound, fn = (fn.__self__,), fn.__func__
+                elif type(fn) is functools.partial:
+                    bound, fn = fn.args + tuple(fn.keywords.values()), fn.func
+                else:
+                    bound, fn = (fn,), None
+                for obj in bound:
+                    where = where or _untrusted_bound(obj)
+            return where
+
+        def _untrusted_bound(obj):
+            """Where an object a hook is bound to gets behaviour from: its class's MRO, the callables of its dict."""
+            for klass in _mro_of(obj if isinstance(obj, type) else type(obj)):
+                found = _untrusted_callable(klass)
+                if found:
+                    return found
+            try:
+                own = list(vars(obj).values()) if not isinstance(obj, type) else []
+            except TypeError:
+                return None
+            for value in own:        # (a library's dispatch table in the instance: profile.Profile.dispatch)
+                inner = value.values() if type(value) is dict else value if type(value) in (list, tuple) else ()
+                for item in [value] + list(inner)[:64]:
+                    found = _untrusted_callable(item) if callable(item) else None
+                    if found:
+                        return found
+            return None
 
         def _native_callable(value):
             """A callable whose behaviour is C: a builtin function or method, or a partial or bound method of one
