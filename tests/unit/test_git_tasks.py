@@ -320,3 +320,72 @@ def test_uv_binary_is_its_real_path_so_the_sandbox_can_bind_it(tmp_path, monkeyp
     (tmp_path / "worktree" / ".venv").symlink_to(tmp_path / "main-venv")
     monkeypatch.setattr(uv, "find_uv_bin", lambda: str(tmp_path / "worktree" / ".venv" / "bin" / "uv"))
     assert uv_binary() == str(real / "uv")
+
+
+# ---- what the Bases require beyond the setup commit (basereqs.py) ---------------------------------------------
+
+SETUP_PY = '''
+from setuptools import setup
+
+INSTALL_REQUIRES = [
+    "py>=1.5.0",
+    'pathlib2>=2.2.0;python_version<"3.6"',
+    'colorama;sys_platform=="win32"',
+    "importlib-metadata>=0.12",
+{extra}]
+
+setup(name="p", install_requires=INSTALL_REQUIRES)
+'''
+
+
+def test_install_requires_are_read_from_each_metadata_file_with_markers_for_the_env():
+    from execcritic.tasks.git.basereqs import applicable, read_install_requires
+
+    reqs = read_install_requires({"setup.py": SETUP_PY.format(extra='    "wcwidth",\n'),
+                                  "setup.cfg": "[options]\ninstall_requires =\n    attrs>=19\n    # note\n",
+                                  "pyproject.toml": '[project]\ndependencies = ["tomli; python_version < \'3.11\'"]\n'})
+    assert reqs == ["py>=1.5.0", 'pathlib2>=2.2.0;python_version<"3.6"', 'colorama;sys_platform=="win32"',
+                    "importlib-metadata>=0.12", "wcwidth", "attrs>=19", "tomli; python_version < '3.11'"]
+    assert applicable(reqs, "3.9") == {"py": "py>=1.5.0", "importlib-metadata": "importlib-metadata>=0.12",
+                                       "wcwidth": "wcwidth", "attrs": "attrs>=19", "tomli": "tomli"}
+    assert "tomli" not in applicable(reqs, "3.11") and "pathlib2" in applicable(reqs, "3.5")
+
+
+def test_the_env_gets_what_a_base_requires_and_its_setup_commit_does_not(tmp_path):
+    """pytest 5.4 (measured): the setup commit does not require wcwidth, the Bases of 7205 and 7236 do; a
+    requirement the spec's packages name is not added again."""
+    from execcritic.tasks.git.basereqs import base_requirements
+    from execcritic.tasks.git.source import git_env
+
+    repo = tmp_path / "src"
+    repo.mkdir()
+
+    def commit(extra: str) -> str:
+        (repo / "setup.py").write_text(SETUP_PY.format(extra=extra))
+        for args in (["add", "-A"], ["commit", "-q", "-m", "c", "--allow-empty"]):
+            subprocess.run(["git", "-C", str(repo), *args], check=True, env={**git_env(), "GIT_AUTHOR_NAME": "t",
+                           "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"})
+        return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    setup = commit("")
+    a = commit('    "wcwidth",\n    "attrs>=17.4.0",\n')
+    b = commit('    "wcwidth",\n    \'six;python_version<"3.0"\',\n')
+    got = base_requirements(str(repo), setup, [("r-a", a), ("r-b", b)], "3.9", known=["attrs==23.1.0"])
+    assert got == {"wcwidth": "required by the Base of r-a, r-b"}
+    assert base_requirements(str(repo), setup, [("r-s", setup)], "3.9") == {}
+    # not read from a source that is not local (or lacks a Base): None, and the plan says so in the env's note
+    assert base_requirements("https://github.com/pytest-dev/pytest.git", setup, [("r-a", a)], "3.9") is None
+    assert base_requirements(str(repo), setup, [("r-x", "0" * 40)], "3.9") is None
+
+
+def test_base_requirements_reach_the_env_digest_only_where_there_are_some():
+    from dataclasses import replace
+
+    env = next(iter(load_recipe().envs.values()))
+    assert "base_requirements" not in env.digest_payload()
+    more = replace(env, base_requirements={"wcwidth": "required by the Base of x"})
+    assert more.resolve_payload()["base_requirements"] == ["wcwidth"]
+    assert parse_recipe({"schema": 1, "task_set": "verified-git", "envs": {env.key: more.to_dict()},
+                         "instances": []}).envs[env.key] == more

@@ -164,7 +164,8 @@ def _build_into(env: GitEnvRecipe, staging: Path, d: Path, *, source: str, resol
         elif packages == "environment.yml":
             requirements, left_out = read_env_requirements(staging / "setup", env_yml_paths)
             skipped.update(left_out)
-    plan = VenvPlan(python=env.python, spec=env.spec, requirements=requirements, exclude_newer=env.exclude_newer,
+    plan = VenvPlan(python=env.python, spec=env.spec, requirements=requirements + list(env.base_requirements),
+                    exclude_newer=env.exclude_newer,
                     version=env.project_version, lock=env.lock, skipped={**env.skipped, **skipped},
                     install=install_command(env.spec), exempt=EXEMPT, extra_pre_install=tuple(env.adaptations),
                     post_install=lambda co: build_requirements(co) if has_extensions(install_products(co)) else [],

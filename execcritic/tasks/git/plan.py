@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from execcritic.tasks.git.basereqs import base_requirements
 from execcritic.tasks.git.recipe import GitEnvRecipe, env_key
 from execcritic.tasks.git.source import describe, has_commit, scm_version, source_for
 from execcritic.tasks.model import Task
@@ -38,6 +39,14 @@ ADAPTATIONS = {
             "puts /testbed on sys.path, as `setup.py develop` (SWE-bench's 2024 pip) does; written once, by the env "
             "build (each instance checkout runs pre_install again, with the venv read-only)",
     },
+}
+# Repositories whose envs also install what the versions' Bases require beyond the setup commit (basereqs.py):
+# repository -> the measurement that asked for it
+BASE_REQUIREMENTS = {
+    "pytest-dev/pytest": "SWE-bench installs each row at its own Base; an env here is installed once at the version's "
+                         "setup commit. Measured: pytest 5.4's setup commit 678c1a07 does not require wcwidth and "
+                         "pytest-7205's Base does (ModuleNotFoundError at collection); the 4.6 and 5.0 envs lack "
+                         "importlib-metadata the same way (pytest-5809: the reporter could not start)",
 }
 # Repositories (or "repo version") whose tests need the real ctypes (the sandbox otherwise leaves an inert one:
 # sandbox/confine.py), decided by measurement and recorded in each env (`ffi`: why), as verified-sdist's recipe
@@ -99,10 +108,17 @@ def plan_envs(tasks: Sequence[Task], specs: Mapping[str, Mapping[str, dict]], *,
             setup = max(rows, key=lambda t: (t.created_at, t.instance_id)).base_commit
             note = note or "rows name no environment_setup_commit; the newest Base commit is used"
         key = env_key(repo, version, spec["python"], spec)
+        extra = base_requirements(source, setup, [(t.instance_id, t.base_commit) for t in rows], spec["python"],
+                                  known=spec.get("pip_packages") or ()) if repo in BASE_REQUIREMENTS else {}
+        if extra is None:
+            note = (note + "; " if note else "") + f"the Bases' install requirements were not read: {source} is " \
+                "not a local repository holding every Base (give one with EXECCRITIC_GIT_SOURCES)"
+            extra = {}
         plan.envs[key] = GitEnvRecipe(
             key=key, repo=repo, version=version, python=spec["python"], spec=dict(spec), setup_commit=setup,
             project_version=scm_version(describe(source, setup), f"{version}.0"),
             exclude_newer=env_cutoff(cutoff, spec["python"]), adaptations=dict(ADAPTATIONS.get(repo, {})),
+            base_requirements=extra,
             ffi=FFI.get(f"{repo} {version}", FFI.get(repo, "")), setup_note=note)
         for t in rows:
             plan.env_of[t.instance_id] = key

@@ -52,6 +52,8 @@ class GitEnvRecipe:
     setup_note: str = ""              # why setup_commit is not the row's environment_setup_commit
     # local adaptations: shell steps run after the spec's pre_install (env and every checkout) -> why
     adaptations: Mapping[str, str] = field(default_factory=dict)
+    # requirement -> which rows' Bases need it: what the Bases require and the setup commit does not (basereqs.py)
+    base_requirements: Mapping[str, str] = field(default_factory=dict)
     # non-empty: why this env's tests need the real ctypes (plan.FFI); the sandbox then leaves the foreign-function
     # modules visible. A property of the runs, not of the build: not in the digest
     ffi: str = ""
@@ -72,6 +74,7 @@ class GitEnvRecipe:
                 "setup_commit": self.setup_commit, "project_version": self.project_version,
                 "exclude_newer": self.exclude_newer, "requirements": list(self.requirements),
                 "lock": list(self.lock), **({"adaptations": dict(self.adaptations)} if self.adaptations else {}),
+                **({"base_requirements": sorted(self.base_requirements)} if self.base_requirements else {}),
                 **({"own_prefix": True} if self.own_prefix else {})}
 
     def resolve_payload(self) -> dict[str, Any]:
@@ -88,6 +91,7 @@ class GitEnvRecipe:
                 "lock": list(self.lock), "skipped": dict(self.skipped),
                 **({"setup_note": self.setup_note} if self.setup_note else {}),
                 **({"adaptations": dict(self.adaptations)} if self.adaptations else {}),
+                **({"base_requirements": dict(self.base_requirements)} if self.base_requirements else {}),
                 **({"ffi": self.ffi} if self.ffi else {})}
 
 
@@ -115,7 +119,7 @@ def parse_env(key: str, e: Mapping[str, Any], *, path: str) -> GitEnvRecipe:
         requirements=tuple(required(e, "requirements", list, file=path, where=where)),
         lock=tuple(required(e, "lock", list, file=path, where=where)), skipped=dict(e.get("skipped") or {}),
         setup_note=str(e.get("setup_note") or ""), adaptations=dict(e.get("adaptations") or {}),
-        ffi=str(e.get("ffi") or ""))
+        base_requirements=dict(e.get("base_requirements") or {}), ffi=str(e.get("ffi") or ""))
 
 
 def parse_recipe(data: Mapping[str, Any], *, path: str = "<recipe>") -> Recipe:

@@ -1,0 +1,116 @@
+"""What each row's Base asks to be installed, where an env installed once at the version's setup commit lacks it.
+
+SWE-bench installs every instance at its own Base (`pip install -e .` in the instance image), so a dependency a
+Base adds comes with it; a verified-git env is installed once per (repository, version) at the setup commit and
+shared. For the repositories `plan.BASE_REQUIREMENTS` names (measured: a Base imports a module its setup commit
+did not require), the env also gets the union of the Bases' install requirements that the setup commit does not
+name, held to the env's date cutoff like the rest. Read from the project's own metadata files at each commit
+(setup.py's literal lists, setup.cfg's `install_requires`, pyproject.toml's `dependencies`), markers evaluated for
+the env's interpreter on Linux.
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import subprocess
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from execcritic.tasks.git.source import git_env, has_commit
+
+FILES = ("setup.py", "setup.cfg", "pyproject.toml")
+
+
+def read_install_requires(files: dict[str, str]) -> list[str]:
+    """Requirement strings a project's metadata files declare (`files`: name -> text; absent files left out)."""
+    out: list[str] = []
+    if "setup.py" in files:
+        out += _setup_py(files["setup.py"])
+    if "setup.cfg" in files:
+        cfg = configparser.ConfigParser(interpolation=None)
+        try:
+            cfg.read_string(files["setup.cfg"])
+            out += [ln.strip() for ln in cfg.get("options", "install_requires", fallback="").splitlines()
+                    if ln.strip() and not ln.strip().startswith("#")]
+        except configparser.Error:
+            pass
+    if "pyproject.toml" in files:
+        import tomllib  # lazy: only the repositories plan.BASE_REQUIREMENTS names are read
+
+        try:
+            out += [str(d) for d in tomllib.loads(files["pyproject.toml"]).get("project", {}).get("dependencies", [])]
+        except tomllib.TOMLDecodeError:
+            pass
+    return out
+
+
+def _setup_py(text: str) -> list[str]:
+    """Literal lists of strings bound to a name containing `install_requires` or passed as `install_requires=`."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    found: list[ast.AST] = []
+    for node in ast.walk(tree):
+        named = isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and "install_requires" in t.id.lower()
+                                                     for t in node.targets)
+        if named or isinstance(node, ast.keyword) and node.arg == "install_requires":
+            found.append(node.value)
+    return [e.value for v in found if isinstance(v, (ast.List, ast.Tuple))
+            for e in v.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+
+
+def applicable(requirements: Iterable[str], python: str) -> dict[str, str]:
+    """Canonical name -> requirement (marker dropped) for each requirement whose marker holds for CPython
+    `python` on Linux; unparseable lines are left out."""
+    from packaging.markers import default_environment  # lazy: planning verified-git envs only
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    env = {**default_environment(), "python_version": python, "python_full_version": f"{python}.0",
+           "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
+           "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+    out: dict[str, str] = {}
+    for line in requirements:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.marker is not None and not req.marker.evaluate(env):
+            continue
+        req.marker = None
+        out.setdefault(canonicalize_name(req.name), str(req))
+    return out
+
+
+def commit_files(source: str, commit: str) -> dict[str, str]:
+    """The metadata files at `commit` of a local source (`git show`)."""
+    return {name: res.stdout for name in FILES
+            if (res := subprocess.run(["git", "-C", str(Path(source).expanduser()), "show", f"{commit}:{name}"],
+                                      capture_output=True, text=True, env=git_env(), check=False)).returncode == 0}
+
+
+def base_requirements(source: str, setup_commit: str, bases: Sequence[tuple[str, str]], python: str,
+                      known: Iterable[str] = ()) -> dict[str, str] | None:
+    """Requirement -> the rows whose Base needs it, for what the Bases (`(instance_id, base_commit)`) require
+    and neither the setup commit nor `known` (the spec's packages) names. None when `source` is not a local
+    repository holding every commit: like `git describe` for the project version, read at planning time from a
+    local source only (a remote one would be fetched once per Base at every plan); the recipe records it."""
+    if not all(has_commit(source, c) for c in (setup_commit, *(b for _, b in bases))):
+        return None
+    from packaging.requirements import InvalidRequirement, Requirement  # lazy: as above
+    from packaging.utils import canonicalize_name
+
+    have = set(applicable(read_install_requires(commit_files(source, setup_commit)), python))
+    for line in known:
+        try:
+            have.add(canonicalize_name(Requirement(line).name))
+        except InvalidRequirement:
+            continue
+    needed: dict[str, list[str]] = {}
+    for instance_id, commit in bases:
+        for name, req in applicable(read_install_requires(commit_files(source, commit)), python).items():
+            if name not in have:
+                needed.setdefault(req, []).append(instance_id)
+    return {req: "required by the Base of " + ", ".join(sorted(ids)) for req, ids in sorted(needed.items())}
