@@ -540,6 +540,26 @@ def test_a_test_raising_systemexit_is_recorded_as_its_runner_reports_it(runner, 
     assert agree(parser, recorded, logged.get(key))
 
 
+def test_a_library_tracing_inside_a_test_is_not_tampering_and_tracing_the_recording_proxy_is(tmp_path):
+    """Hypothesis's explain phase traces the code a failing test runs (sys.settrace inside the call): new frames
+    only, so the recording proxy's frame is never traced - not tampering. A debugger started inside the test marks
+    every frame up the stack, the proxy's too, and then its lines can be moved (cheats.py: pdb-scripted-jump):
+    `trace_hook`, and the test's record stands as recorded."""
+    lib = {"lib/tracer.py": "import sys\n\ndef traced(fn):\n    seen = []\n"
+                            "    def t(frame, event, arg):\n        seen.append(event)\n        return t\n"
+                            "    sys.settrace(t)\n    try:\n        return fn()\n    finally:\n"
+                            "        sys.settrace(None)\n",
+           "lib/stepper.py": "import bdb\n\ndef debug():\n    b = bdb.Bdb()\n    b.set_trace()\n    b.set_continue()\n"}
+    main = ("import sys\nsys.path.insert(0, 'lib')\nimport pytest\n"
+            "sys.exit(pytest.main(['-rA', '-p', 'no:cacheprovider', 'test_x.py']))")
+    quiet = "import tracer\n\ndef test_traced():\n    assert tracer.traced(lambda: sum([1, 2])) == 3\n"
+    proc, report = run_candidate(tmp_path / "repo", {**lib, "test_x.py": quiet}, [], main, runner="pytest")
+    assert proc.returncode == 0 and report.problem is None and not report.tampers, (report.summary(), proc.stdout[-2000:])
+    loud = "import stepper\n\ndef test_debugged():\n    stepper.debug()\n"
+    proc, report = run_candidate(tmp_path / "repo", {"test_x.py": loud}, [], main, runner="pytest")
+    assert "trace_hook" in {t["what"] for t in report.tampers}, (report.summary(), proc.stdout[-2000:])
+
+
 @pytest.fixture(scope="module")
 def pytest33(tmp_path_factory):
     """A Python 3.6 venv with astropy 1.3's runner pins (pytest 3.3.1, pluggy 0.6.0, attrs 17.3.0), from PyPI."""

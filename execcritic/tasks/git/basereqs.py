@@ -17,6 +17,10 @@ import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from packaging.markers import default_environment
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
 from execcritic.tasks.git.source import git_env, has_commit
 
 FILES = ("setup.py", "setup.cfg", "pyproject.toml")
@@ -36,7 +40,7 @@ def read_install_requires(files: dict[str, str]) -> list[str]:
         except configparser.Error:
             pass
     if "pyproject.toml" in files:
-        import tomllib  # lazy: only the repositories plan.BASE_REQUIREMENTS names are read
+        import tomllib  # lazy: only a pyproject.toml needs it (as tasks/git/build.py reads build requirements)
 
         try:
             out += [str(d) for d in tomllib.loads(files["pyproject.toml"]).get("project", {}).get("dependencies", [])]
@@ -64,10 +68,6 @@ def _setup_py(text: str) -> list[str]:
 def applicable(requirements: Iterable[str], python: str) -> dict[str, str]:
     """Canonical name -> requirement (marker dropped) for each requirement whose marker holds for CPython
     `python` on Linux; unparseable lines are left out."""
-    from packaging.markers import default_environment  # lazy: planning verified-git envs only
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
     env = {**default_environment(), "python_version": python, "python_full_version": f"{python}.0",
            "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
            "implementation_name": "cpython", "platform_python_implementation": "CPython"}
@@ -99,9 +99,6 @@ def base_requirements(source: str, setup_commit: str, bases: Sequence[tuple[str,
     local source only (a remote one would be fetched once per Base at every plan); the recipe records it."""
     if not all(has_commit(source, c) for c in (setup_commit, *(b for _, b in bases))):
         return None
-    from packaging.requirements import InvalidRequirement, Requirement  # lazy: as above
-    from packaging.utils import canonicalize_name
-
     have = set(applicable(read_install_requires(commit_files(source, setup_commit)), python))
     for line in known:
         try:

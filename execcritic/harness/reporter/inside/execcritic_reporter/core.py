@@ -305,6 +305,10 @@ def make(sock, key, config, guard_factory, watched_modules, refusals=()):
                 tamper("call_forged", "a call record for an unregistered test function (token %r)" % (token,))
                 return
             check("call " + entry[0])
+            if caller is not None and caller.f_trace is not None:
+                # a trace function may move a frame's next line: past the test call to this record
+                tamper("trace_hook", "%s: the recording proxy's frame was traced when it recorded the call"
+                       % entry[0])
             if entry[6]:
                 tamper("double_call", "%s was called twice in one run" % entry[0])
             entry[6] = True

@@ -547,6 +547,9 @@ def _build():
                 if level:                        # (code that runs inside the hook installing a trace function)
                     _fire("trace_hook", "%s inside the reporter's audit hook" % event)
                     raise RefusedWrite("no trace or profile function from inside the reporter's hook")
+                if _proxy_traced(_caller(3)):
+                    _fire("trace_hook", "%s while a recording proxy's frame was traced (a trace function may move "
+                                        "its lines past the test call)" % event)
                 if not _by_candidate(_caller(3), "trace_hook", "%s installed a trace/profile function" % event):
                     check_trace_functions()
             elif event == _MONITORING and args and args[0] is not None:      # (None: a callback removed)
@@ -671,6 +674,16 @@ def _build():
             while frame is not None and frame.f_code.co_name in _FRAME_HELPERS and _stdlib(frame.f_code.co_filename):
                 frame = frame.f_back
             return frame
+
+        def _proxy_traced(frame):
+            """Whether a recording proxy's frame (`recording.run_test`) on the stack from `frame` up has a trace
+            function: its lines can be moved (a debugger's `jump`, `f_lineno`), the test call skipped."""
+            while frame is not None:
+                code = frame.f_code
+                if code.co_name == "run_test" and code.co_filename.startswith(S.here) and frame.f_trace is not None:
+                    return True
+                frame = frame.f_back
+            return False
 
         def candidate_on_stack(frame):
             """The first frame of the candidate's files (any line) on the stack from `frame` up, as text, or None."""
