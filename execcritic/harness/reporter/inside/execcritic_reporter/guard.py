@@ -494,14 +494,13 @@ def _build():
                     _by_candidate(_caller(3), "attribute_swap", "%s.%s was replaced" % (_name(args[0]), args[1]))
             elif event == "object.__getattr__":
                 if len(args) >= 2 and args[1] in _FRAME_ATTRS:
-                    _by_candidate(_caller(3), "frame_access",
-                                       "read %s of a %s" % (args[1], type(args[0]).__name__))
+                    _frame_access(_caller(3), level, "read %s of a %s" % (args[1], type(args[0]).__name__))
                 elif len(args) >= 2 and args[1] == "__code__" and type(args[0]) is types.FunctionType and \
                         _module_name(args[0]).startswith("execcritic_reporter"):
                     _by_candidate(_caller(3), "reporter_code_read",
                                        "read the code of the reporter's %s" % _name(args[0]))
             elif event == "sys._getframe":
-                _by_candidate(_caller(3), "frame_access", "sys._getframe")
+                _frame_access(_caller(3), level, "sys._getframe")
             elif event == "exec":
                 if args and isinstance(args[0], types.CodeType):
                     if S.early_code is not None and args[0].co_filename.startswith(S.workdir):
@@ -693,6 +692,17 @@ def _build():
                     return "%s:%d" % (code.co_filename, frame.f_lineno)
                 frame = frame.f_back
             return None
+
+        def _frame_access(frame, level, detail):
+            """A frame taken by the candidate's line - or, inside the hook (`level`: code of the tested process
+            running while the hook runs, a finalizer), by anyone with the candidate's code on the stack there: a
+            library that compiles and runs a string it is handed (timeit.Timer, pdb's `!`) runs it as trusted code,
+            and from inside the hook a frame walk reaches the dispatcher."""
+            if not _by_candidate(frame, "frame_access", detail) and level:
+                found = candidate_on_stack(frame)
+                if found:
+                    _fire("frame_access", "%s inside the reporter's audit hook, the candidate's %s on the stack"
+                          % (detail, found))
 
         def _by_candidate(frame, what, detail):
             """Fire when the code that raised the event is the candidate's; True if it fired."""
