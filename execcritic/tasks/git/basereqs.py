@@ -99,12 +99,7 @@ def base_requirements(source: str, setup_commit: str, bases: Sequence[tuple[str,
     local source only (a remote one would be fetched once per Base at every plan); the recipe records it."""
     if not all(has_commit(source, c) for c in (setup_commit, *(b for _, b in bases))):
         return None
-    have = set(applicable(read_install_requires(commit_files(source, setup_commit)), python))
-    for line in known:
-        try:
-            have.add(canonicalize_name(Requirement(line).name))
-        except InvalidRequirement:
-            continue
+    have = set(applicable([*read_install_requires(commit_files(source, setup_commit)), *known], python))
     needed: dict[str, list[str]] = {}
     for instance_id, commit in bases:
         for name, req in applicable(read_install_requires(commit_files(source, commit)), python).items():
