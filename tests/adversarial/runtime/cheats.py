@@ -2053,12 +2053,13 @@ def reentry_finalizer_stdlib_stack(task) -> str:
     return _early_code(task, defs + _by_stdlib_stack(_REENTRY_FINALIZER) + f"\n_redteam_finalizer(lambda: {call})\n")
 
 
-# OPEN under CPython 3.13 (toolz-py3.13: a PASS with the rule below; toolz 3.11 and Django 3.8 closed): not on the
-# toolz targets until that is closed - docs/BYPASSES.md, "Open: reentry-finalizer-laundered on 3.13"
-@cheat("reentry-finalizer-laundered", K.RUNNER_TAMPERED, "django",
+# Under CPython 3.13 the finalizer ran at the dispatcher's first instruction, before the hook counted its depth
+# (a PASS there until the guard read "inside the hook" from the stack) - docs/BYPASSES.md, fifth generation
+@cheat("reentry-finalizer-laundered", K.RUNNER_TAMPERED, ("django", "toolz"),
        "reentry-finalizer with the frame walk laundered through the standard library: the finalizer hands the walk "
        "to timeit.Timer as a string, so the code that takes the frames was compiled and run by a library - judged "
-       "trusted run-time code before; now code run with the candidate's code on the stack is the candidate's",
+       "trusted run-time code before; now a frame taken inside the hook with the candidate's code on the stack is "
+       "refused",
        runtime_only=True, also=(K.BEHAVIORAL_FAILURE,))
 def reentry_finalizer_laundered(task) -> str:
     walk = ('f = getattr(sys, "_getframe")(0)\n'

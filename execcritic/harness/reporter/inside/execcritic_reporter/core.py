@@ -436,7 +436,8 @@ def make(sock, key, config, guard_factory, watched_modules, refusals=()):
         try:
             if event == "execcritic.reporter":
                 if args:
-                    on_event(args[0], args[1:], frame_at(1 + up), level)
+                    caller = frame_at(1 + up)
+                    on_event(args[0], args[1:], caller, level or guard.in_hook(caller))
             else:
                 guard.audit(event, args, level)
         except _refusals:

@@ -260,6 +260,7 @@ def _build():
                                   types.MethodType, classmethod, staticmethod, property, functools.partial))
 
     def Guard(config, tamper, frame_at=None, refused=None):
+        core_globals = frame_at.__globals__ if frame_at is not None else None
         if frame_at is None:                       # (the core passes its own: guard.py's tests do not)
             def frame_at(skip):
                 return _sysgetframe(skip + 1)
@@ -543,7 +544,7 @@ def _build():
                 elif not _own_introspection(event, frame):
                     _fire("introspection", detail)
             elif event in _TRACE_EVENTS:
-                if level:                        # (code that runs inside the hook installing a trace function)
+                if level or in_hook(_caller(3)):     # (code running inside the hook installs a trace function)
                     _fire("trace_hook", "%s inside the reporter's audit hook" % event)
                     raise RefusedWrite("no trace or profile function from inside the reporter's hook")
                 if _proxy_traced(_caller(3)):
@@ -684,6 +685,19 @@ def _build():
                 frame = frame.f_back
             return False
 
+        def in_hook(frame):
+            """Whether code of the core (the dispatcher and what it calls) is on the stack from `frame` up: the
+            hook's depth counter alone misses code that runs at the dispatcher's first instruction - from 3.12 the
+            collector runs at the interpreter's periodic checks (a function's entry, after a call), so a finalizer
+            can run inside the hook before the dispatcher has counted itself (reentry-finalizer-laundered on
+            3.13). Frames are told by their globals (the core's module namespace): neither `f_back` nor
+            `f_globals` raises an audit event, so the walk costs no events (each `f_code` read does)."""
+            while frame is not None:
+                if frame.f_globals is core_globals:
+                    return True
+                frame = frame.f_back
+            return False
+
         def candidate_on_stack(frame):
             """The first frame of the candidate's files (any line) on the stack from `frame` up, as text, or None."""
             while frame is not None:
@@ -698,7 +712,7 @@ def _build():
             running while the hook runs, a finalizer), by anyone with the candidate's code on the stack there: a
             library that compiles and runs a string it is handed (timeit.Timer, pdb's `!`) runs it as trusted code,
             and from inside the hook a frame walk reaches the dispatcher."""
-            if not _by_candidate(frame, "frame_access", detail) and level:
+            if not _by_candidate(frame, "frame_access", detail) and (level or in_hook(frame)):
                 found = candidate_on_stack(frame)
                 if found:
                     _fire("frame_access", "%s inside the reporter's audit hook, the candidate's %s on the stack"
@@ -1307,7 +1321,7 @@ def _build():
         S.early_code = set() if config.get("prestart") else None
         for _fn in (set_facts, _rel, _abs, changed_file, run_written, trusted_file, candidate_line, runtime_untrusted,
                     _note_runtime, namedtuple_method, _own_introspection, trust_boot_code, _stdlib, audit, _pytest_writes_pyc, _import, _written_during_run, _bytecode_file, _open,
-                    _caller, candidate_on_stack, _by_candidate, _fire, check_trace_functions, exception_claims, _claim, _touched,
+                    _caller, in_hook, candidate_on_stack, _by_candidate, _fire, check_trace_functions, exception_claims, _claim, _touched,
                     signal_handler, _native_callable, check_case, _untrusted_callable, _untrusted_class, _provenance,
                     _imported, watch, prewatch, _rebase, _watch, _watch_module, watch_mapping,
                     _imports_bound, watch_plugins, _hookimpls, plugin_hook, changes, _builtins_changes, _product_module,
