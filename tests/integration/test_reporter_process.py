@@ -603,3 +603,43 @@ def test_pytest_3_3_on_python_3_6_runs_clean_and_a_swapped_attrs_init_is_tamperi
         return
     assert report.problem is None and not report.tampers, (report.summary(), proc.stdout[-2000:], proc.stderr[-2000:])
     assert report.status_map() == {"test_x.py::test_ok": "PASSED", "test_x.py::test_exits": "FAILED"}
+
+
+# matplotlib's `check_figures_equal`: the test runs inside a closure of the checkout's own testing module, which
+# holds the test function (no `__wrapped__`), with a signature of its own for pytest's fixtures
+FIGURES = {"pkg/__init__.py": "", "pkg/testing.py": """
+    import inspect
+
+    def check_equal():
+        def decorator(func):
+            def wrapper(*args, **kwargs):
+                seen = []
+                func(*args, seen=seen, **kwargs)
+                assert seen == [1], seen
+            params = [p for p in inspect.signature(func).parameters.values() if p.name != "seen"]
+            wrapper.__signature__ = inspect.Signature(params)
+            return wrapper
+        return decorator
+    """, "test_x.py": """
+    from pkg.testing import check_equal
+
+    @check_equal()
+    def test_x(seen):
+        seen.append(1)
+    """}
+PYTEST_X = "import sys, pytest\nsys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', 'test_x.py']))"
+
+
+@pytest.mark.parametrize("changed", [[], ["pkg/testing.py"]], ids=["the Base's decorator", "the candidate's"])
+def test_a_test_run_by_a_closure_of_the_checkouts_unchanged_code_is_the_test(changed, tmp_path):
+    """A wrapper that holds the test in its closure (no `__wrapped__`) runs the test when the wrapper's code is
+    trusted - a file of the checkout the candidate did not change: every matplotlib test decorated with
+    `check_figures_equal` was refused as runner_tampered. The same wrapper in a file the candidate changed is
+    not the test the file defines."""
+    proc, report = run_candidate(tmp_path / "repo", FIGURES, changed, PYTEST_X, runner="pytest")
+    if changed:
+        assert "test_code" in {t["what"] for t in report.tampers}, (report.tampers, proc.stdout)
+    else:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert report.problem is None and not report.tampers, report.summary()
+        assert {n.node: n.phases.get("call") for n in report.nodes.values()} == {"test_x.py::test_x": "passed"}

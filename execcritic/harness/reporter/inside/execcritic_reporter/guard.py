@@ -1250,31 +1250,50 @@ def _build():
                 return "cannot compile %s to check %s: %r" % (path, name, exc)
             if not expected:
                 return "%s defines no function %s" % (path, name)
-            cur = fn
-            for _ in range(max_wrappers + 1):
-                cur = cur.__func__ if isinstance(cur, types.MethodType) else cur
-                code = cur.__code__ if isinstance(cur, types.FunctionType) else None
-                if code is None:
-                    held = _held_callee(cur)
-                    if held is None:
-                        return "%s is %s, not a function" % (name, type(cur).__name__)
-                    cur = held
-                    continue
-                if _abs(code.co_filename) == _abs(path) and any(code == c for c in expected):
-                    if compiler is not None and S.product_runner:
-                        problem = _same_handlers(code, path, name)
-                        if problem:
-                            return problem
-                    module = _modules.get(_module_name(cur))
-                    if module is not None and cur.__globals__ is not vars(module):
-                        return "%s runs with globals that are not its module's" % name
+            return _runs_test(fn, name, path, compiler, expected, max_wrappers)
+
+        def _runs_test(cur, name, path, compiler, expected, budget):
+            """`check_test_callable` from `cur` on, through at most `budget` wrappers. A wrapper whose code is
+            trusted leads to the function it wraps: `__wrapped__` (functools.wraps), else the functions its
+            closure holds (matplotlib's `check_figures_equal` wraps the test in a closure, with no
+            `__wrapped__`) - the test must be one of them."""
+            if budget < 0:
+                return "%s is wrapped more times than the wrappers followed" % name
+            cur = cur.__func__ if isinstance(cur, types.MethodType) else cur
+            code = cur.__code__ if isinstance(cur, types.FunctionType) else None
+            if code is None:
+                held = _held_callee(cur)
+                if held is None:
+                    return "%s is %s, not a function" % (name, type(cur).__name__)
+                return _runs_test(held, name, path, compiler, expected, budget - 1)
+            if _abs(code.co_filename) == _abs(path) and any(code == c for c in expected):
+                if compiler is not None and S.product_runner:
+                    problem = _same_handlers(code, path, name)
+                    if problem:
+                        return problem
+                module = _modules.get(_module_name(cur))
+                if module is not None and cur.__globals__ is not vars(module):
+                    return "%s runs with globals that are not its module's" % name
+                return None
+            problem = ("the function that runs as %s is %s from %s, not the test %s defines (its code differs "
+                       "from a compile of the file)" % (name, _name(cur), code.co_filename, path))
+            if not trusted_file(_abs(code.co_filename)):
+                return problem
+            wrapped = vars(cur).get("__wrapped__")
+            if wrapped is not None:
+                return _runs_test(wrapped, name, path, compiler, expected, budget - 1)
+            held = [c.cell_contents for c in (cur.__closure__ or ()) if _cell_function(c)]
+            for inner in held:
+                if _runs_test(inner, name, path, compiler, expected, budget - 1) is None:
                     return None
-                wrapped = vars(cur).get("__wrapped__")
-                if wrapped is None or not trusted_file(_abs(code.co_filename)):
-                    return ("the function that runs as %s is %s from %s, not the test %s defines (its code differs "
-                            "from a compile of the file)" % (name, _name(cur), code.co_filename, path))
-                cur = wrapped
-            return "%s is wrapped more than %d times" % (name, max_wrappers)
+            return problem
+
+        def _cell_function(cell):
+            try:
+                value = cell.cell_contents
+            except ValueError:                   # (an empty cell)
+                return False
+            return type(value) in (types.FunctionType, types.MethodType)
 
         def _held_callee(obj):
             """The function a trusted wrapper object calls (`_CALLEE_ATTRS`): Django runs each `async def` test
