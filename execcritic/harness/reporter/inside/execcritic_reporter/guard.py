@@ -1258,7 +1258,7 @@ def _build():
             closure holds (matplotlib's `check_figures_equal` wraps the test in a closure, with no
             `__wrapped__`) - the test must be one of them."""
             if budget < 0:
-                return "%s is wrapped more times than the wrappers followed" % name
+                return "%s is wrapped too deeply to follow to the test" % name
             cur = cur.__func__ if isinstance(cur, types.MethodType) else cur
             code = cur.__code__ if isinstance(cur, types.FunctionType) else None
             if code is None:
@@ -1293,7 +1293,8 @@ def _build():
                 value = cell.cell_contents
             except ValueError:                   # (an empty cell)
                 return False
-            return type(value) in (types.FunctionType, types.MethodType)
+            kind = type(value)                   # (compared by identity: `==` would ask the value's metaclass)
+            return kind is types.FunctionType or kind is types.MethodType
 
         def _held_callee(obj):
             """The function a trusted wrapper object calls (`_CALLEE_ATTRS`): Django runs each `async def` test
