@@ -1,5 +1,5 @@
-"""`execcritic tasks ...`: inspect task sets, build the verified-sdist and verified-git environments, qualify
-verified-git."""
+"""`execcritic tasks ...`: inspect task sets, build the verified-sdist, verified-git and multilingual-git
+environments, qualify verified-git and multilingual-git."""
 
 from __future__ import annotations
 
@@ -21,12 +21,15 @@ from execcritic.errors import InputError
 from execcritic.evaluation.official import evaluate_official
 from execcritic.evaluation.qualify import SUPPORTED_REPOS, run_pipeline
 from execcritic.evaluation.qualify_git import run_qualification
+from execcritic.evaluation.qualify_ml import c_rows, run_ml_qualification
 from execcritic.tasks import git as git_tasks
 from execcritic.tasks import load_tasks
 from execcritic.tasks.git import build as git_build
 from execcritic.tasks.git import recipe as git_recipe
 from execcritic.tasks.git.plan import DEFAULT_CUTOFF
 from execcritic.tasks.git.source import SOURCES_ENV, configured_sources
+from execcritic.tasks import mlgit
+from execcritic.tasks.mlgit import build as ml_build
 from execcritic.tasks.sdist import DATASET_ENV, NAME, load_verified_sdist, verified_source
 from execcritic.tasks.sdist.build import build_env, cache_root
 from execcritic.tasks.sdist.recipe import RECIPE_PATH, load_recipe
@@ -35,7 +38,8 @@ from execcritic.tasks.stats import task_stats
 app = typer.Typer(no_args_is_help=True, help="Task sets: load, list and summarize SWE-bench-style rows; build the "
                                              "verified-sdist and verified-git environments; qualify verified-git.")
 GIT_RESULTS = Path("results/verified_git")
-RECIPES = {NAME: load_recipe, git_tasks.NAME: git_recipe.load_recipe}
+ML_RESULTS = Path("results/multilingual_git")
+RECIPES = {NAME: load_recipe, git_tasks.NAME: git_recipe.load_recipe, mlgit.NAME: mlgit.load_recipe}
 
 
 REPOS = typer.Option(None, "--repo", help="only these repos (repeatable)")
@@ -282,6 +286,69 @@ def build_git(instance: Optional[List[str]] = INSTANCES,
             typer.echo(f"verified {len(out['verified']) - len(bad)}/{len(out['verified'])}")
     if bad:
         raise typer.Exit(ExitCode.NEGATIVE)
+
+
+@app.command("qualify-ml")
+@protocol_options("harness")
+def qualify_ml(instance: Optional[List[str]] = INSTANCES,
+               repo: Optional[List[str]] = REPOS,
+               rows: Optional[str] = typer.Option(None, "--rows", help="SWE-bench Multilingual rows (file or hub "
+                                                  "id); default $EXECCRITIC_MULTILINGUAL, else the hub id"),
+               git_source: Optional[List[str]] = GIT_SOURCE,
+               repeat: int = typer.Option(2, "--repeat", min=1, max=1000,
+                                          help="runs of Base and Gold per instance (flaky nodes are those whose "
+                                               "status changes)"),
+               results: Path = typer.Option(ML_RESULTS, "--results",
+                                            help="results dir (instances.jsonl is the resumable state)"),
+               recipe_out: Optional[Path] = typer.Option(None, "--recipe-out", help="recipe file to write; default "
+                                                         "the committed one for the committed --results, else "
+                                                         "<results>/recipe.json"),
+               limit: Optional[int] = typer.Option(None, "--limit", min=1, help="stop after N undecided rows"),
+               redo: bool = typer.Option(False, "--redo", metavar="", help="decide again rows already in the results"),
+               keep_checkouts: bool = typer.Option(False, "--keep-checkouts", metavar="",
+                                                   help="keep each instance checkout in the cache"),
+               as_json: bool = JSON_OPTION, *, protocol: ProtocolConfig) -> None:
+    """Qualify SWE-bench Multilingual's C and C++ rows at their exact base commits (the multilingual-git task set)
+    and write its recipe. Resumable: rows already decided in --results are skipped; kill it and run it again."""
+    console = stderr_console()
+    every = mlgit.multilingual_rows(rows)
+    native = c_rows(every)
+    _known(instance, {t.instance_id for t in native}, "--instance", "the C/C++ Multilingual rows")
+    _known(repo, {t.repo for t in native}, "--repo", "the C/C++ Multilingual rows")
+    tasks = [t for t in native if (not repo or t.repo in repo) and (not instance or t.instance_id in instance)]
+    out = recipe_out or (mlgit.RECIPE_PATH if results.resolve() == ML_RESULTS.resolve() else results / "recipe.json")
+    summary = run_ml_qualification(tasks, results_dir=results, recipe_out=out, sources=configured_sources(git_source),
+                                   repeat=repeat, keep_checkouts=keep_checkouts, redo=redo, harness=protocol.harness,
+                                   dataset_manifest=every.manifest(), all_rows=native, limit=limit,
+                                   log=lambda m: console.print(m, highlight=False, markup=False))
+    if as_json:
+        emit_json(summary)
+    else:
+        typer.echo(f"qualified {summary['qualified']} of {summary['verified_rows']} C/C++ rows "
+                   f"({summary['decided']} decided); table: {results / 'table.md'}")
+    code = unit_failures([summary], console, as_json=as_json)       # rows left undecided (source, toolchain)
+    if code:
+        raise typer.Exit(code)
+
+
+@app.command("build-ml")
+def build_ml(instance: Optional[List[str]] = INSTANCES, repo: Optional[List[str]] = REPOS,
+             git_source: Optional[List[str]] = GIT_SOURCE, as_json: bool = JSON_OPTION) -> None:
+    """Build the multilingual-git instance checkouts of the committed recipe (the Base with its build) under the
+    cache dir (idempotent, locked, atomic)."""
+    console = stderr_console()
+    recipe = mlgit.load_recipe()
+    _known(instance, {i.instance_id for i in recipe.instances}, "--instance", "the multilingual-git recipe")
+    _known(repo, {i.repo for i in recipe.instances}, "--repo", "the multilingual-git recipe")
+    wanted = [i.instance_id for i in recipe.instances if (not instance or i.instance_id in instance)
+              and (not repo or i.repo in repo)]
+    out = ml_build.ensure(mlgit.load_multilingual_git(instance_ids=wanted), sources=configured_sources(git_source),
+                          log=None if as_json else lambda m: console.print(m, highlight=False, markup=False))
+    if as_json:
+        emit_json(out)
+    else:
+        typer.echo(f"{len(out['checkouts'])} checkout(s) ready under {ml_build.cache_root()}: {len(out['built'])} "
+                   "built now, the rest already built")
 
 
 def _known(given: list[str] | None, known: set[str], flag: str, where: str) -> None:

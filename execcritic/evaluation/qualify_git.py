@@ -271,11 +271,12 @@ def summarize(rows: Mapping[str, dict], envs: Mapping[str, dict], all_rows: Sequ
                           "checkout_bytes": stats([r.get("checkout_bytes") for r in rows.values()])}}
 
 
-def table_markdown(summary: Mapping[str, Any]) -> str:
-    lines = ["# verified-git qualification (SWE-bench Verified at exact base commits)", "",
-             f"{summary['qualified']} qualified of {summary['verified_rows']} Verified rows "
-             f"({summary['decided']} decided so far). Regenerate: `{RERUN}` (resumable).", "",
-             "| repository | Verified | decided | qualified | dropped (reason: count) |", "|---|---:|---:|---:|---|"]
+def table_markdown(summary: Mapping[str, Any], *, title: str = "verified-git qualification (SWE-bench Verified at "
+                   "exact base commits)", rows_name: str = "Verified", rerun: str = RERUN) -> str:
+    lines = [f"# {title}", "",
+             f"{summary['qualified']} qualified of {summary['verified_rows']} {rows_name} rows "
+             f"({summary['decided']} decided so far). Regenerate: `{rerun}` (resumable).", "",
+             f"| repository | {rows_name} | decided | qualified | dropped (reason: count) |", "|---|---:|---:|---:|---|"]
     for repo, p in summary["per_repo"].items():
         dropped = ", ".join(f"{k}: {v}" for k, v in sorted(p["dropped"].items(), key=lambda kv: -kv[1])) or "-"
         lines.append(f"| {repo} | {p['verified']} | {p['decided']} | {p['qualified']} | {dropped} |")

@@ -29,6 +29,7 @@ from execcritic.sandbox.base import Limits, Sandbox
 from execcritic.sandbox.local import LocalSandbox, fast_tree_dir, warm_checkout
 from execcritic.tasks.envbuild import use_lock
 from execcritic.tasks.git import build as git_build
+from execcritic.tasks.mlgit import build as ml_build
 from execcritic.tasks.sdist.build import env_dir
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -173,13 +174,17 @@ def environment_for(task: "Task", *, backend: str | None = None, root: Path | No
     official image named by the row. `backend` forces one ('docker' or 'local')."""
     sdist = (task.extra or {}).get("verified_sdist")
     git = (task.extra or {}).get("verified_git")
-    if backend == "docker" or (backend is None and not sdist and not git):
+    native = (task.extra or {}).get("multilingual_git")
+    if backend == "docker" or (backend is None and not sdist and not git and not native):
         return docker_environment(task)
     if git:
         return git_environment(task, root)
+    if native:
+        return native_environment(task, root)
     if not sdist:
-        raise EnvironmentMissing(f"{task.instance_id} has no local environment: only `verified-sdist` and "
-                                 "`verified-git` tasks run under the local backend; use the docker backend")
+        raise EnvironmentMissing(f"{task.instance_id} has no local environment: only `verified-sdist`, "
+                                 "`verified-git` and `multilingual-git` tasks run under the local backend; use the "
+                                 "docker backend")
 
     d = env_dir(sdist["env"], root)
     return TaskEnvironment(kind="local", checkout=d / "checkout", venv=d / "venv",
@@ -203,3 +208,14 @@ def git_environment(task: "Task", root: Path | None = None) -> TaskEnvironment:
                                  "build_command": "execcritic tasks build-git",
                                  **({"ffi": info["ffi"]} if info.get("ffi") else {})},
                            ffi=bool(info.get("ffi")))
+
+
+def native_environment(task: "Task", root: Path | None = None) -> TaskEnvironment:
+    """A multilingual-git task's environment: its checkout with the Base's build, the host's toolchain (no venv)."""
+    info = task.extra["multilingual_git"]
+    c = ml_build.checkout_dir(task.instance_id, root)
+    return TaskEnvironment(kind="local", checkout=c, base_commit=task.base_commit,
+                           upstream_base_commit=task.base_commit, env=dict(info.get("run_env") or {}),
+                           meta={"task_set": "multilingual-git", "env": info["env"], "language": info["language"],
+                                 "checkout_root": str(c), "ready_files": [str(git_build.checkout_record(c))],
+                                 "build_command": "execcritic tasks build-ml"})

@@ -229,10 +229,11 @@ def load_tasks(source: str, split: str = "test", instance_ids: Sequence[str] | N
     return TaskSet(resolved, split, tuple(tasks), digest, tuple(skipped)).select(instance_ids)
 
 
-# Task sets defined by the suite itself (`verified-sdist`, `verified-git`) register a loader here.
+# Task sets defined by the suite itself (`verified-sdist`, `verified-git`, `multilingual-git`) register a loader here.
 _NAMED_TASK_SETS: dict[str, Any] = {}
 # Suite task sets registered on first use (module imported lazily: it may be heavy).
-_BUILTIN_TASK_SETS = {"verified-sdist": "execcritic.tasks.sdist", "verified-git": "execcritic.tasks.git"}
+_BUILTIN_TASK_SETS = {"verified-sdist": "execcritic.tasks.sdist", "verified-git": "execcritic.tasks.git",
+                      "multilingual-git": "execcritic.tasks.mlgit"}
 
 
 def register_task_set(name: str, loader) -> None:

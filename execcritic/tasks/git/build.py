@@ -273,7 +273,7 @@ class PreparedCheckout:
         return bool(self.record.get("reused"))
 
 
-def _checkout_reusable(d: Path, base_commit: str, env_digest: str) -> PreparedCheckout | None:
+def checkout_reusable(d: Path, base_commit: str, env_digest: str) -> PreparedCheckout | None:
     rec = checkout_record(d)
     if not rec.is_file():
         return None
@@ -308,7 +308,7 @@ def prepare_checkout(instance_id: str, base_commit: str, built: BuiltGitEnv, env
         atomic_write(checkout_record(staging), json.dumps(record, indent=1))
         return PreparedCheckout(d, record)
 
-    found, now = build_once(d, lambda: _checkout_reusable(d, base_commit, env_digest), build_into)
+    found, now = build_once(d, lambda: checkout_reusable(d, base_commit, env_digest), build_into)
     found.record["reused"] = not now
     return found
 

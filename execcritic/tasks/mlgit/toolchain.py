@@ -1,0 +1,94 @@
+"""The toolchain of a `multilingual-git` repository: the Debian packages its row's eval_script builds with.
+
+SWE-bench Multilingual's images install a compiler and the repository's build tools; here the same tools come
+from the host's Debian packages (scripts/system-deps.sh installs them), seen read-only inside bubblewrap. The
+environment of a repository is that set of packages at the versions installed: its lock is `dpkg-query`'s
+answer, recorded in the recipe, and a checkout built with other versions is built again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from execcritic.errors import EnvironmentMissing
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    language: str                     # Table 5's language column: "C" or "C++"
+    packages: tuple[str, ...]         # Debian packages the eval_script's build and test steps use
+    why: str = ""                     # what needs the less obvious ones
+    # environment variables every run of the row's scripts gets here -> why (a difference from the image, measured)
+    run_env: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+
+
+# The C and C++ repositories of SWE-bench Multilingual (issue 43: 42 rows). Every tool an eval_script calls is
+# listed, so a machine without one says which package to install instead of failing a build step.
+TOOLCHAINS: dict[str, Toolchain] = {
+    "jqlang/jq": Toolchain("C", ("gcc", "make", "autoconf", "automake", "libtool", "bison", "flex", "git"),
+                           "autoreconf -fi (autoconf, automake, libtool); src/parser.y and src/lexer.l are "
+                           "regenerated (bison, flex); `git submodule update --init` for the builtin oniguruma",
+                           {"NO_VALGRIND": ("1", "jq's tests/setup runs every test under valgrind when one is on PATH, "
+                                            "and valgrind cannot start in the sandbox (it reads /proc/self/maps; the "
+                                            "sandbox has no procfs): measured on jqlang__jq-2839, every test FAIL. "
+                                            "With NO_VALGRIND jq's own harness runs the tests directly; a memory "
+                                            "error only valgrind would report is not seen here")}),
+    "fmtlib/fmt": Toolchain("C++", ("g++", "make", "cmake"), "GoogleTest is vendored in test/gtest"),
+    "redis/redis": Toolchain("C", ("gcc", "make", "tcl"), "the test suite is Tcl (./runtest needs tclsh >= 8.5)"),
+    "valkey-io/valkey": Toolchain("C", ("gcc", "make", "tcl"), "the test suite is Tcl (./runtest)"),
+    "micropython/micropython": Toolchain("C", ("gcc", "make", "python3", "pkg-config", "libffi-dev"),
+                                         "the unix port links libffi; run-tests.py is Python"),
+    "nlohmann/json": Toolchain("C++", ("g++", "make", "cmake")),
+}
+
+
+@dataclass(frozen=True)
+class NativeEnv:
+    """One repository's environment: its toolchain at the installed versions."""
+    key: str
+    repo: str
+    language: str
+    packages: Mapping[str, str] = field(default_factory=dict)   # Debian package -> installed version
+
+    @property
+    def label(self) -> str:           # `tasks list`'s release column
+        return self.language
+
+    python = "-"                      # no interpreter: `tasks list`'s python column
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps({"repo": self.repo, "packages": dict(sorted(self.packages.items()))},
+                                         sort_keys=True).encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"repo": self.repo, "language": self.language, "packages": dict(sorted(self.packages.items()))}
+
+
+def installed_versions(packages: tuple[str, ...]) -> tuple[dict[str, str], list[str]]:
+    """({package: version} of those installed, [those that are not])."""
+    res = subprocess.run(["dpkg-query", "-W", "-f", "${Package}\t${Status}\t${Version}\n", *packages],
+                         capture_output=True, text=True, check=False)
+    found = {}
+    for line in res.stdout.splitlines():
+        name, status, version = (line.split("\t") + ["", ""])[:3]
+        if status.endswith(" installed") and version:
+            found[name.split(":")[0]] = version
+    return found, [p for p in packages if p not in found]
+
+
+def native_env(repo: str) -> NativeEnv:
+    """The environment of `repo` on this machine; EnvironmentMissing names the packages to install."""
+    tc = TOOLCHAINS.get(repo)
+    if tc is None:
+        raise EnvironmentMissing(f"{repo} is not one of the multilingual-git repositories ({sorted(TOOLCHAINS)})")
+    found, missing = installed_versions(tc.packages)
+    if missing:
+        raise EnvironmentMissing(f"{repo} builds with Debian packages that are not installed: {' '.join(missing)} "
+                                 f"(`apt-get install {' '.join(missing)}`, or `make system-deps`)")
+    env = NativeEnv("", repo, tc.language, found)
+    return NativeEnv(f"{repo.split('/')[1].lower()}-{env.digest()[:8]}", repo, tc.language, found)
