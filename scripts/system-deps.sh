@@ -6,7 +6,8 @@
 #   paper_figures/*.tex: texlive-latex-base has pdflatex, texlive-latex-recommended booktabs; about 145 MB and
 #   1.5 min with --no-install-recommends), and what the verified-git task set's compiled repositories build with
 #   (scikit-learn, astropy and matplotlib from source: a C/C++ compiler and pkg-config; matplotlib >= 3.4 with
-#   Debian's FreeType and Qhull, since their own build would download them). Prints what is missing otherwise;
+#   Debian's FreeType and Qhull, since their own build would download them), and the C/C++ toolchains of the
+#   multilingual-git task set (below). Prints what is missing otherwise;
 #   never fails the caller.
 set -u
 need=()
@@ -23,6 +24,18 @@ command -v g++ >/dev/null 2>&1 || need+=(g++)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 [ -f /usr/include/freetype2/ft2build.h ] || need+=(libfreetype-dev)
 [ -f /usr/include/libqhull_r/libqhull_r.h ] || need+=(libqhull-dev)
+# the multilingual-git task set's C and C++ repositories (execcritic/tasks/mlgit/toolchain.py): jq's autotools
+# build with bison and flex, fmt's and nlohmann/json's CMake, redis' and valkey's Tcl test suite, micropython's
+# libffi; and the GoogleTest its tests' C++ fixture links
+command -v autoreconf >/dev/null 2>&1 || need+=(autoconf)
+command -v automake >/dev/null 2>&1 || need+=(automake)
+command -v libtoolize >/dev/null 2>&1 || need+=(libtool)
+command -v bison >/dev/null 2>&1 || need+=(bison)
+command -v flex >/dev/null 2>&1 || need+=(flex)
+command -v cmake >/dev/null 2>&1 || need+=(cmake)
+command -v tclsh >/dev/null 2>&1 || need+=(tcl)
+[ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
+pkg-config --exists libffi 2>/dev/null || need+=(libffi-dev)
 # xarray's tests import cfgrib/eccodes (SWE-bench's conda env has the ecCodes library from conda-forge)
 ldconfig -p 2>/dev/null | grep -q 'libeccodes\.so' || need+=(libeccodes0)
 # Django's eval commands export LANG=en_US.UTF-8; without the locale its tests change behaviour

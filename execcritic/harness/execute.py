@@ -153,6 +153,19 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
             return rerun
         if mismatch:
             return invalid(FailureKind.TREE_MISMATCH, mismatch, runner=runner.name, command=observed)
+        steps = (task.extra or {}).get("build_steps")
+        if steps:
+            # a compiled task (multilingual-git): its checkout holds the Base's build; the row's own build steps
+            # rebuild what the patches touched before any test runs
+            t = time.monotonic()
+            made = sandbox.run("set -e\n" + "\n".join(steps) + "\n", timeout=config.test_timeout_s)
+            phases["build"] = time.monotonic() - t
+            if made.exit_code != 0 or made.timed_out or made.oom_killed:
+                kind = (FailureKind.TIMEOUT if made.timed_out else FailureKind.OUT_OF_MEMORY if made.oom_killed
+                        else FailureKind.BUILD_FAILED)
+                return invalid(kind, f"the task's build steps failed after the patches were applied (exit "
+                                     f"{made.exit_code}); no test ran. Build log tail:\n{made.output[-3000:]}",
+                               runner=runner.name, command=observed)
         t = time.monotonic()
         report = None
         pinned = None

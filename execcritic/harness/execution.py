@@ -50,6 +50,7 @@ class FailureKind(str, enum.Enum):
     RESULTS_FORGED = "results_forged"          # the record stream, the runner's log or the exit status disagree
     RUNNER_TAMPERED = "runner_tampered"        # the run changed the runner, the test code or builtins
     TREE_MISMATCH = "tree_mismatch"            # applying the patches changed paths they do not declare
+    BUILD_FAILED = "build_failed"              # the task's build steps failed after the patches: no test ran
     FLAKY_NODE = "flaky_node"                  # a bound node's verdict changes across repeated runs
     PLAIN_RUN_DISAGREES = "plain_run_disagrees"  # official: the run without the reporter resolves differently
     RESULTS_DISAGREE = "results_disagree"      # log, exit status and record disagree in a run of trusted code only

@@ -26,6 +26,7 @@ from execcritic.pipeline.envs import task_environment
 from execcritic.pipeline.models import split_endpoint, validate_spec
 from execcritic.results.records import RecordStore
 from execcritic.tasks.git import build as git_build
+from execcritic.tasks.mlgit import build as ml_build
 from execcritic.tasks.model import Task
 from execcritic.tasks.sdist.build import build_env
 from execcritic.tasks.sdist.recipe import load_recipe
@@ -104,6 +105,7 @@ def prepare_environments(tasks: Sequence[Task], backend: str | None, *, log: Cal
     here and why."""
     sdist_keys: dict[str, list[str]] = {}
     git_tasks: list[Task] = []
+    ml_tasks: list[Task] = []
     missing: list[str] = []
     images: dict[str, list[str]] = {}
     local = False
@@ -118,6 +120,8 @@ def prepare_environments(tasks: Sequence[Task], backend: str | None, *, log: Cal
             images.setdefault(env.image, []).append(task.instance_id)
         elif env.meta.get("task_set") == "verified-git":
             git_tasks.append(task)
+        elif env.meta.get("task_set") == "multilingual-git":
+            ml_tasks.append(task)
         elif env.meta.get("env"):
             sdist_keys.setdefault(env.meta["env"], []).append(task.instance_id)
         elif env.checkout is None or not Path(env.checkout).is_dir():
@@ -136,6 +140,10 @@ def prepare_environments(tasks: Sequence[Task], backend: str | None, *, log: Cal
         made = git_build.ensure(git_tasks, log=log)
         out["built"] += made["built"]
         out["reused"] += [k for k in made["envs"] + made["checkouts"] if k not in made["built"]]
+    if ml_tasks:
+        made = ml_build.ensure(ml_tasks, log=log)
+        out["built"] += made["built"]
+        out["reused"] += [k for k in made["checkouts"] if k not in made["built"]]
     if images:
         _fail_if(_missing_images(images))
     return out

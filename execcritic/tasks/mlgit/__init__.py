@@ -20,7 +20,7 @@ from typing import Any
 
 from execcritic.errors import InputError
 from execcritic.tasks.load import TaskSet, load_tasks, register_task_set
-from execcritic.tasks.mlgit.script import without_clean_steps
+from execcritic.tasks.mlgit.script import build_steps, without_clean_steps
 from execcritic.tasks.mlgit.toolchain import TOOLCHAINS, NativeEnv
 from execcritic.tasks.model import Task
 from execcritic.tasks.sdist.recipe import (
@@ -48,6 +48,7 @@ def ml_task(task: Task, env: NativeEnv, inst: InstanceRecipe | None = None) -> T
     extra["multilingual_git"] = {"env": env.key, "language": env.language, "p2p_excluded": excluded,
                                  "dropped_steps": dropped, "run_env": {k: v for k, (v, _) in run_env.items()},
                                  "run_env_why": {k: why for k, (_, why) in run_env.items()}}
+    extra["build_steps"] = build_steps(script)          # run by `execute` after the patches (harness/execute.py)
     extra["flaky_nodes"] = sorted(inst.flaky_nodes) if inst is not None else []
     return dataclasses.replace(task, eval_script=script, extra=extra,
                                pass_to_pass=tuple(t for t in task.pass_to_pass if t not in excluded))

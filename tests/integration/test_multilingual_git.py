@@ -1,0 +1,205 @@
+"""multilingual-git without network: two local git repositories the test builds are the mirrors - a C project
+with a Makefile whose `check` target prints automake's `PASS:`/`FAIL:` lines (graded by swebench's jq parser),
+and a C++ project with CMake and GoogleTest (graded by its googletest parser, run through ctest as fmt's rows
+are). Exercised for real: the checkout fetched from the mirror, the Base built by the row's eval_script build
+steps under bubblewrap, qualification through the official evaluator (Base fails F2P, Gold passes, a patch that
+cannot apply is invalid), the recipe, the task set loaded from it, a run that rebuilds only what its patch
+touched, and a candidate that does not compile (never a PASS)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from execcritic.config import PAPER
+from execcritic.evaluation.official import evaluate_local
+from execcritic.evaluation.qualify_ml import run_ml_qualification
+from execcritic.harness.execute import execute
+from execcritic.harness.execution import FailureKind, Verdict
+from execcritic.harness.oracle.build import oracle_bundle
+from execcritic.sandbox.base import Limits
+from execcritic.tasks import mlgit
+from execcritic.tasks.environment import environment_for
+from execcritic.tasks.mlgit import build as ml_build
+from execcritic.tasks.mlgit import toolchain
+from execcritic.tasks.mlgit.script import without_clean_steps
+from execcritic.tasks.model import Task
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+GIT = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t.invalid", "GIT_COMMITTER_NAME": "t",
+       "GIT_COMMITTER_EMAIL": "t@t.invalid", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
+HEREDOC = "EOF_114329324912"
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, env={**os.environ, **GIT}, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def eval_script(base: str, test_files: list[str], test_patch: str, build: list[str], test_cmd: str) -> str:
+    """An eval_script in SWE-bench Multilingual's form (the rows' own layout)."""
+    files = " ".join(test_files)
+    return "\n".join(["#!/bin/bash", "set -uxo pipefail", "cd /testbed",
+                      "git config --global --add safe.directory /testbed", "git status", "git show",
+                      f"git -c core.fileMode=false diff {base}", f"git checkout {base} {files}",
+                      f"git apply -v - <<'{HEREDOC}'", test_patch.rstrip("\n"), HEREDOC, *build,
+                      ": '>>>>> Start Test Output'", f"({test_cmd}) | cat", ": '>>>>> End Test Output'",
+                      f"git checkout {base} {files}", ""])
+
+
+def make_row(tmp: Path, name: str, files: dict[str, str], bug: tuple[str, str, str], test_file: str,
+             new_test: str, build: list[str], test_cmd: str, *, f2p: list[str], p2p: list[str],
+             log_parser: str) -> tuple[Path, dict]:
+    """A mirror with the Base (the bug in) and a row: Gold = the fix, test patch = `new_test` appended."""
+    repo = tmp / name
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+        if rel.startswith("tests/") and "." not in Path(rel).name:
+            (repo / rel).chmod(0o755)
+    src, good, bad = bug
+    (repo / src).write_text(files[src].replace(good, bad))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    (repo / src).write_text(files[src])
+    gold = git(repo, "diff")
+    git(repo, "checkout", "-q", "--", src)
+    path = repo / test_file
+    path.write_text(path.read_text() + new_test)
+    test_patch = git(repo, "diff")
+    git(repo, "checkout", "-q", "--", test_file)
+    row = {"repo": f"fixture/{name}", "instance_id": f"fixture__{name}-1", "base_commit": base, "patch": gold,
+           "test_patch": test_patch, "problem_statement": f"{name}: add is wrong", "hints_text": "",
+           "created_at": "2024-01-01T00:00:00Z", "version": "1", "FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p,
+           "log_parser": log_parser, "eval_type": "pass_and_fail", "image": "",
+           "eval_script": eval_script(base, [test_file], test_patch, build, test_cmd)}
+    return repo, row
+
+
+C_FILES = {
+    "calc.c": "int add(int a, int b) { return a + b; }\nint sub(int a, int b) { return a - b; }\n",
+    "main.c": "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\nint add(int, int); int sub(int, int);\n"
+              "int main(int c, char **v) { int a = atoi(v[2]), b = atoi(v[3]);\n"
+              "  printf(\"%d\\n\", strcmp(v[1], \"add\") ? sub(a, b) : add(a, b)); return 0; }\n",
+    "Makefile": "TESTS = tests/subtest tests/addtest\ncalc: calc.o main.o\n\t$(CC) -o calc calc.o main.o\n"
+                "check: calc\n\t@rc=0; for t in $(TESTS); do if ./$$t >/dev/null 2>&1; then echo \"PASS: $$t\"; "
+                "else echo \"FAIL: $$t\"; rc=1; fi; done; exit $$rc\nclean:\n\trm -f calc *.o\n",
+    "tests/subtest": "#!/bin/sh\n[ \"$(./calc sub 5 3)\" = 2 ]\n",
+    "tests/addtest": "#!/bin/sh\n[ \"$(./calc add 1 0)\" = 1 ]\n",
+}
+CPP_FILES = {
+    "CMakeLists.txt": "cmake_minimum_required(VERSION 3.16)\nproject(calc CXX)\nfind_package(GTest REQUIRED)\n"
+                      "enable_testing()\nset(CMAKE_RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)\n"
+                      "add_library(calc calc.cc)\nadd_executable(calc-test test/calc-test.cc)\n"
+                      "target_link_libraries(calc-test calc GTest::gtest GTest::gtest_main)\n"
+                      "add_test(NAME calc-test COMMAND calc-test)\n",
+    "calc.cc": "int add(int a, int b) { return a + b; }\nint sub(int a, int b) { return a - b; }\n",
+    "test/calc-test.cc": "#include <gtest/gtest.h>\nint add(int, int); int sub(int, int);\n"
+                         "TEST(CalcTest, Sub) { EXPECT_EQ(sub(5, 3), 2); }\n",
+}
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    missing = [p for tc in (("gcc", "make"), ("g++", "cmake", "libgtest-dev"))
+               for p in toolchain.installed_versions(tc)[1]]
+    if missing:
+        pytest.skip(f"the fixtures' toolchains are not installed ({' '.join(missing)}; `make system-deps`)")
+    tmp = tmp_path_factory.mktemp("ml-mirrors")
+    c_repo, c_row = make_row(
+        tmp, "calc-c", C_FILES, ("calc.c", "return a + b", "return a * b"), "tests/addtest",
+        "[ \"$(./calc add 2 3)\" = 5 ]\n", ["make clean", "make"], "make check", f2p=["tests/addtest"],
+        p2p=["tests/subtest"], log_parser="parse_log_jq")
+    cpp_repo, cpp_row = make_row(
+        tmp, "calc-cpp", CPP_FILES, ("calc.cc", "return a + b", "return a * b"), "test/calc-test.cc",
+        "TEST(CalcTest, Add) { EXPECT_EQ(add(2, 3), 5); }\n",
+        ["mkdir -p build", "cmake -B build -S .", "cmake --build build --parallel $(nproc) --target calc-test"],
+        "ctest --test-dir build -V -R calc-test", f2p=["CalcTest.Add"], p2p=["CalcTest.Sub"],
+        log_parser="parse_log_googletest")
+    return {"c": (c_repo, Task.from_row(c_row, source="fixture")),
+            "cpp": (cpp_repo, Task.from_row(cpp_row, source="fixture"))}
+
+
+@pytest.fixture(autouse=True)
+def fixture_toolchains(monkeypatch):
+    """The fixtures' repositories get toolchains of their own (the real table names only the Multilingual ones)."""
+    monkeypatch.setitem(toolchain.TOOLCHAINS, "fixture/calc-c", toolchain.Toolchain("C", ("gcc", "make")))
+    monkeypatch.setitem(toolchain.TOOLCHAINS, "fixture/calc-cpp",
+                        toolchain.Toolchain("C++", ("g++", "cmake", "libgtest-dev")))
+
+
+@pytest.mark.parametrize("kind", ["c", "cpp"])
+def test_a_fixture_row_qualifies_and_is_graded_by_the_official_evaluator(rows, kind, tmp_path):
+    repo, task = rows[kind]
+    root, results = tmp_path / "cache", tmp_path / "results"
+    recipe = results / "recipe.json"
+    summary = run_ml_qualification([task], results_dir=results, recipe_out=recipe, sources={task.repo: str(repo)},
+                                   root=root, repeat=2, keep_checkouts=True, log=lambda m: None)
+    assert summary["qualified"] == 1 and not summary["failures"], (results / "instances.jsonl").read_text()
+    row = json.loads((results / "instances.jsonl").read_text())
+    assert row["official_checks"] == {"empty": ["unresolved"] * 2, "gold": ["resolved"] * 2,
+                                      "unapplicable": "invalid"}
+    assert row["build_seconds"] > 0 and row["checkout_bytes"] > 0
+    if kind == "c":
+        assert row["dropped_steps"] == {"make clean": without_clean_steps("make clean\n")[1]["make clean"]}
+    # the recipe loads as the task set, and the checkout holds the Base's build
+    data = json.loads(recipe.read_text())
+    assert data["task_set"] == "multilingual-git" and [i["instance_id"] for i in data["instances"]] == [
+        task.instance_id]
+    env = next(iter(data["envs"].values()))
+    assert set(env["packages"]) == set(toolchain.TOOLCHAINS[task.repo].packages)
+    co = ml_build.checkout_dir(task.instance_id, root)
+    assert (co / ("calc" if kind == "c" else "build/bin/calc-test")).is_file()
+
+
+def test_a_run_rebuilds_only_what_its_patch_touched_and_a_patch_that_does_not_compile_is_no_pass(rows, tmp_path,
+                                                                                                 monkeypatch):
+    repo, row = rows["cpp"]
+    monkeypatch.setenv("EXECCRITIC_CACHE", str(tmp_path / "cache"))
+    env = toolchain.native_env(row.repo)
+    task = mlgit.ml_task(row, env)
+    co = ml_build.prepare_checkout(task, env, source=str(repo))
+    assert not co.reused and ml_build.prepare_checkout(task, env, source=str(repo)).reused
+    tenv = environment_for(task)
+    assert tenv.kind == "local" and tenv.venv is None
+    gold = evaluate_local(task, task.patch, tenv, harness=PAPER.harness, log_dir=tmp_path / "gold")
+    assert gold.valid and gold.resolved, gold.error
+    log = (tmp_path / "gold" / "test_output.txt").read_text()
+    # calc.cc (the patch) and the test file (the test patch) are compiled again; GoogleTest's targets are not
+    compiled = [ln for ln in log.splitlines() if "Building CXX object" in ln]
+    assert compiled and all("calc.cc" in ln or "calc-test.cc" in ln for ln in compiled), compiled
+    broken = task.patch.replace("return a + b;", "return a + ;")
+    res = evaluate_local(task, broken, tenv, harness=PAPER.harness)
+    assert not res.resolved and res.status_map.get("CalcTest.Add") != "PASSED", res
+
+
+@pytest.mark.parametrize("kind", ["c", "cpp"])
+def test_a_check_builds_the_patched_tree_before_its_tests_and_a_build_that_fails_is_no_verdict(rows, kind, tmp_path,
+                                                                                               monkeypatch):
+    """The execute path (the Base gate, CHECK, the Gold audit): the Oracle bundle fails on Base and passes on
+    Gold because the row's build steps rebuild the patched tree first; a candidate that does not compile gets
+    `build_failed`, never a verdict."""
+    repo, row = rows[kind]
+    monkeypatch.setenv("EXECCRITIC_CACHE", str(tmp_path / "cache"))
+    env = toolchain.native_env(row.repo)
+    task = mlgit.ml_task(row, env)
+    ml_build.prepare_checkout(task, env, source=str(repo))
+    bundle = oracle_bundle(task)
+    broken = "\n".join(ln.replace(";", "", 1) if ln.startswith("+") and not ln.startswith("+++") else ln
+                        for ln in task.patch.splitlines()) + "\n"
+    with environment_for(task).open_sandbox(limits=Limits.from_config(PAPER.harness)) as sb:
+        base = execute(task, bundle, None, sandbox=sb, check_source_patch=False)
+        gold = execute(task, bundle, task.patch, sandbox=sb, check_source_patch=False)
+        bad = execute(task, bundle, broken, sandbox=sb, check_source_patch=False)
+    assert (base.valid, base.verdict) == (True, Verdict.FAIL), base.diagnostic
+    assert (gold.valid, gold.verdict) == (True, Verdict.PASS), gold.diagnostic
+    assert "build" in gold.phases
+    assert (bad.valid, bad.verdict, bad.failure_kind) == (False, None, FailureKind.BUILD_FAILED), bad.diagnostic
