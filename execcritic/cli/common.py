@@ -93,8 +93,8 @@ def choices(*names: str):
     return check
 
 
-DATASET_HELP = ("task set: verified-sdist, verified-git, a parquet/JSONL file, a Hugging Face id, or an alias "
-                "(verified, lite, multilingual; `verified` reads $EXECCRITIC_VERIFIED when set)")
+DATASET_HELP = ("task set: verified-sdist, verified-git, multilingual-git, a parquet/JSONL file, a Hugging Face id, "
+                "or an alias (verified, lite, multilingual; `verified` reads $EXECCRITIC_VERIFIED when set)")
 DATASET = typer.Option("verified-sdist", "--dataset", "-d", help=DATASET_HELP)
 DATASET_REQUIRED = typer.Option(..., "--dataset", "-d", help=DATASET_HELP)
 INSTANCES = typer.Option(None, "--instance", "-i", help="instance id (repeatable); default: every task")

@@ -99,8 +99,9 @@ def git_env() -> dict[str, str]:
 
 
 def fetch_commit(source: str, commit: str, dest: Path, *, steps: StepLog | None = None, log=None,
-                 timeout: float = FETCH_TIMEOUT_S) -> None:
-    """A fresh repository at `dest` holding exactly `commit` from `source`, checked out on branch `base`."""
+                 timeout: float = FETCH_TIMEOUT_S, submodules: Sequence[str] | None = None) -> None:
+    """A fresh repository at `dest` holding exactly `commit` from `source`, checked out on branch `base`, with
+    its submodules (only those at the paths `submodules` names, when given)."""
     steps = steps or StepLog()
     url = fetch_url(source)
     dest.mkdir(parents=True, exist_ok=True)
@@ -123,7 +124,7 @@ def fetch_commit(source: str, commit: str, dest: Path, *, steps: StepLog | None 
         raise BuildError(f"{source}: fetching {commit} gave {got}")
     steps.run(["git", "-C", str(dest), "checkout", "-q", "-B", BRANCH, commit], what="checkout", env=env, log=log)
     (dest / ".git" / "FETCH_HEAD").unlink(missing_ok=True)    # names the source; the Base needs no route back
-    fetch_submodules(dest, steps=steps, log=log, timeout=timeout)
+    fetch_submodules(dest, steps=steps, log=log, timeout=timeout, only=submodules)
 
 
 _GITHUB = re.compile(r"^(?:https?://github\.com/|git@github\.com:|git://github\.com/)([^/]+/[^/]+?)(?:\.git)?/?$")
@@ -151,11 +152,15 @@ def submodules(dest: Path) -> list[tuple[str, str, str]]:
     return out
 
 
-def fetch_submodules(dest: Path, *, steps: StepLog, log=None, timeout: float = FETCH_TIMEOUT_S) -> list[str]:
-    """Each submodule at its recorded commit, as `git submodule update --init` would leave it (a repository at
-    its path), from the configured source of its repository (`source_for`); its path names the failure."""
+def fetch_submodules(dest: Path, *, steps: StepLog, log=None, timeout: float = FETCH_TIMEOUT_S,
+                     only: Sequence[str] | None = None) -> list[str]:
+    """Each submodule at its recorded commit (or each of those at the paths `only` names), as `git submodule
+    update --init` would leave it (a repository at its path), from the configured source of its repository
+    (`source_for`); its path names the failure."""
     done = []
     for path, url, commit in submodules(dest):
+        if only is not None and path not in only:
+            continue
         m = _GITHUB.match(url)
         if m is None:
             raise BuildError(f"submodule {path}: cannot tell which repository {url!r} is, so no configured source "

@@ -26,7 +26,7 @@ from execcritic.tasks.envbuild import StepLog, build_once, bwrap_prefix, cache_b
 from execcritic.tasks.git.build import PreparedCheckout, checkout_record, checkout_reusable, disk_bytes
 from execcritic.tasks.git.source import fetch_commit, source_for
 from execcritic.tasks.mlgit.script import build_steps
-from execcritic.tasks.mlgit.toolchain import NativeEnv, native_env
+from execcritic.tasks.mlgit.toolchain import TOOLCHAINS, NativeEnv, native_env
 
 #: a build of the Base (redis with its dependencies, jq with oniguruma) on a slow machine
 BUILD_TIMEOUT_S = 3600
@@ -44,8 +44,12 @@ def checkout_dir(instance_id: str, root: Path | None = None) -> Path:
 
 
 def build_digest(env: NativeEnv, steps: list[str]) -> str:
-    """What a prepared checkout was built from besides its commit: the toolchain's versions and the build steps."""
-    return hashlib.sha256(json.dumps({"env": env.digest(), "steps": steps}).encode()).hexdigest()[:16]
+    """What a prepared checkout was built from besides its commit: the toolchain's versions, the build steps and
+    the submodules fetched."""
+    subs = TOOLCHAINS[env.repo].submodules
+    return hashlib.sha256(json.dumps({"env": env.digest(), "steps": steps,
+                                      **({"submodules": list(subs)} if subs is not None else {})}).encode()
+                          ).hexdigest()[:16]
 
 
 def prepare_checkout(task, env: NativeEnv | None = None, *, source: str | None = None, root: Path | None = None,
@@ -60,7 +64,8 @@ def prepare_checkout(task, env: NativeEnv | None = None, *, source: str | None =
     def build_into(staging: Path) -> PreparedCheckout:
         t0 = time.monotonic()
         steps = StepLog()
-        fetch_commit(source, task.base_commit, staging, steps=steps, log=log)
+        fetch_commit(source, task.base_commit, staging, steps=steps, log=log,
+                     submodules=TOOLCHAINS[task.repo].submodules)
         fetched = time.monotonic() - t0
         script = "set -euxo pipefail\ncd /testbed\n" + "\n".join(steps_run) + "\n"
         steps.run(bwrap_prefix(staging, [], network=False) + ["bash", "-c", script],

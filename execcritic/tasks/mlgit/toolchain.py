@@ -25,6 +25,8 @@ class Toolchain:
     why: str = ""                     # what needs the less obvious ones
     # environment variables every run of the row's scripts gets here -> why (a difference from the image, measured)
     run_env: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    # the submodules the build uses, when not every one the Base records (None: all of them)
+    submodules: tuple[str, ...] | None = None
 
 
 # The C and C++ repositories of SWE-bench Multilingual (issue 43: 42 rows). Every tool an eval_script calls is
@@ -41,8 +43,12 @@ TOOLCHAINS: dict[str, Toolchain] = {
     "fmtlib/fmt": Toolchain("C++", ("g++", "make", "cmake"), "GoogleTest is vendored in test/gtest"),
     "redis/redis": Toolchain("C", ("gcc", "make", "tcl"), "the test suite is Tcl (./runtest needs tclsh >= 8.5)"),
     "valkey-io/valkey": Toolchain("C", ("gcc", "make", "tcl"), "the test suite is Tcl (./runtest)"),
-    "micropython/micropython": Toolchain("C", ("gcc", "make", "python3", "pkg-config", "libffi-dev"),
-                                         "the unix port links libffi; run-tests.py is Python"),
+    "micropython/micropython": Toolchain(
+        "C", ("gcc", "make", "python3", "pkg-config", "libffi-dev"),
+        "the unix port links Debian's libffi; run-tests.py is Python. Of the ~25 submodules (other ports' SDKs) the "
+        "unix port's `make submodules` initialises three: btree, mbedtls (ssl) and micropython-lib (the frozen "
+        "manifest's require())",
+        submodules=("lib/berkeley-db-1.xx", "lib/mbedtls", "lib/micropython-lib")),
     "nlohmann/json": Toolchain("C++", ("g++", "make", "cmake")),
 }
 
