@@ -29,17 +29,18 @@ class Toolchain:
     submodules: tuple[str, ...] | None = None
 
 
+NO_VALGRIND_WHY = ("jq's tests/setup runs every test under valgrind when one is on PATH, and valgrind cannot start "
+                   "in the sandbox (it reads /proc/self/maps; the sandbox has no procfs): measured on jqlang__jq-2839, "
+                   "every test FAIL. With NO_VALGRIND jq's own harness runs the tests directly; a memory error only "
+                   "valgrind would report is not seen here")
+
 # The C and C++ repositories of SWE-bench Multilingual (issue 43: 42 rows). Every tool an eval_script calls is
 # listed, so a machine without one says which package to install instead of failing a build step.
 TOOLCHAINS: dict[str, Toolchain] = {
     "jqlang/jq": Toolchain("C", ("gcc", "make", "autoconf", "automake", "libtool", "bison", "flex", "git"),
                            "autoreconf -fi (autoconf, automake, libtool); src/parser.y and src/lexer.l are "
                            "regenerated (bison, flex); `git submodule update --init` for the builtin oniguruma",
-                           {"NO_VALGRIND": ("1", "jq's tests/setup runs every test under valgrind when one is on PATH, "
-                                            "and valgrind cannot start in the sandbox (it reads /proc/self/maps; the "
-                                            "sandbox has no procfs): measured on jqlang__jq-2839, every test FAIL. "
-                                            "With NO_VALGRIND jq's own harness runs the tests directly; a memory "
-                                            "error only valgrind would report is not seen here")}),
+                           {"NO_VALGRIND": ("1", NO_VALGRIND_WHY)}),
     "fmtlib/fmt": Toolchain("C++", ("g++", "make", "cmake"), "GoogleTest is vendored in test/gtest"),
     "redis/redis": Toolchain("C", ("gcc", "make", "tcl"), "the test suite is Tcl (./runtest needs tclsh >= 8.5)"),
     "valkey-io/valkey": Toolchain("C", ("gcc", "make", "tcl"), "the test suite is Tcl (./runtest)"),
