@@ -185,6 +185,18 @@ GIT_SOURCE = typer.Option(None, "--git-source", metavar="REPO=SOURCE|TEMPLATE",
                                f"added to ${SOURCES_ENV}; default https://github.com/<repo>.git")
 
 
+# the options qualify-git and qualify-ml share
+REPEAT = typer.Option(2, "--repeat", min=1, max=1000,
+                      help="runs of Base and Gold per instance (flaky nodes are those whose status changes)")
+RESULTS_HELP = "results dir (instances.jsonl is the resumable state)"
+RECIPE_OUT = typer.Option(None, "--recipe-out", help="recipe file to write; default the committed one for the "
+                          "committed --results, else <results>/recipe.json")
+LIMIT = typer.Option(None, "--limit", min=1, help="stop after N undecided rows")
+REDO = typer.Option(False, "--redo", metavar="", help="decide again rows already in the results")
+KEEP_CHECKOUTS = typer.Option(False, "--keep-checkouts", metavar="", help="keep each instance checkout in the cache "
+                              "(default: delete it once decided; a later run fetches it again)")
+
+
 def git_recipe_out(results: Path, recipe_out: Optional[Path] = None) -> Path:
     """Where qualify-git writes its recipe: the committed one only from the committed results; a scratch results dir
     (one row tried elsewhere) writes beside itself, never over the committed recipe with its few rows."""
@@ -199,20 +211,12 @@ def qualify_git(instance: Optional[List[str]] = INSTANCES,
                 repo: Optional[List[str]] = REPOS,
                 rows: Optional[str] = ROWS,
                 git_source: Optional[List[str]] = GIT_SOURCE,
-                repeat: int = typer.Option(2, "--repeat", min=1, max=1000,
-                                           help="runs of Base and Gold per instance (flaky "
-                                           "nodes are those whose status changes)"),
-                results: Path = typer.Option(GIT_RESULTS, "--results",
-                                             help="results dir (instances.jsonl is the resumable state)"),
-                recipe_out: Optional[Path] = typer.Option(None, "--recipe-out", help="recipe file to write; default "
-                                                          "the committed one for the committed --results, else "
-                                                          "<results>/recipe.json"),
-                limit: Optional[int] = typer.Option(None, "--limit", min=1, help="stop after N undecided rows"),
-                redo: bool = typer.Option(False, "--redo", metavar="", help="decide again rows already in "
-                                          "the results"),
-                keep_checkouts: bool = typer.Option(False, "--keep-checkouts", metavar="",
-                                                    help="keep each instance checkout in the cache (default: "
-                                                         "delete it once decided; a later run fetches it again)"),
+                repeat: int = REPEAT,
+                results: Path = typer.Option(GIT_RESULTS, "--results", help=RESULTS_HELP),
+                recipe_out: Optional[Path] = RECIPE_OUT,
+                limit: Optional[int] = LIMIT,
+                redo: bool = REDO,
+                keep_checkouts: bool = KEEP_CHECKOUTS,
                 cutoff: str = typer.Option(DEFAULT_CUTOFF, "--cutoff", help="uv --exclude-newer date for what "
                                            "SWE-bench's specs leave unpinned"),
                 no_progress: bool = NO_PROGRESS, as_json: bool = JSON_OPTION, *, protocol: ProtocolConfig) -> None:
@@ -295,18 +299,12 @@ def qualify_ml(instance: Optional[List[str]] = INSTANCES,
                rows: Optional[str] = typer.Option(None, "--rows", help="SWE-bench Multilingual rows (file or hub "
                                                   "id); default $EXECCRITIC_MULTILINGUAL, else the hub id"),
                git_source: Optional[List[str]] = GIT_SOURCE,
-               repeat: int = typer.Option(2, "--repeat", min=1, max=1000,
-                                          help="runs of Base and Gold per instance (flaky nodes are those whose "
-                                               "status changes)"),
-               results: Path = typer.Option(ML_RESULTS, "--results",
-                                            help="results dir (instances.jsonl is the resumable state)"),
-               recipe_out: Optional[Path] = typer.Option(None, "--recipe-out", help="recipe file to write; default "
-                                                         "the committed one for the committed --results, else "
-                                                         "<results>/recipe.json"),
-               limit: Optional[int] = typer.Option(None, "--limit", min=1, help="stop after N undecided rows"),
-               redo: bool = typer.Option(False, "--redo", metavar="", help="decide again rows already in the results"),
-               keep_checkouts: bool = typer.Option(False, "--keep-checkouts", metavar="",
-                                                   help="keep each instance checkout in the cache"),
+               repeat: int = REPEAT,
+               results: Path = typer.Option(ML_RESULTS, "--results", help=RESULTS_HELP),
+               recipe_out: Optional[Path] = RECIPE_OUT,
+               limit: Optional[int] = LIMIT,
+               redo: bool = REDO,
+               keep_checkouts: bool = KEEP_CHECKOUTS,
                as_json: bool = JSON_OPTION, *, protocol: ProtocolConfig) -> None:
     """Qualify SWE-bench Multilingual's C and C++ rows at their exact base commits (the multilingual-git task set)
     and write its recipe. Resumable: rows already decided in --results are skipped; kill it and run it again."""

@@ -210,11 +210,17 @@ def _read_envs(results_dir: Path) -> dict[str, dict]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def _write(results_dir: Path, rows: Mapping[str, dict], envs: Mapping[str, dict], recipe_out: Path | None,
-           dataset: Mapping[str, Any], all_rows: Sequence[Task]) -> None:
+def write_state(results_dir: Path, rows: Mapping[str, dict], envs: Mapping[str, dict]) -> list[dict]:
+    """instances.jsonl (the resumable state, sorted) and envs.json; returns the rows in that order."""
     ordered = [rows[k] for k in sorted(rows)]
     atomic_write(results_dir / "instances.jsonl", "".join(json.dumps(r) + "\n" for r in ordered))
     atomic_write_json(results_dir / "envs.json", dict(sorted(envs.items())), indent=1)
+    return ordered
+
+
+def _write(results_dir: Path, rows: Mapping[str, dict], envs: Mapping[str, dict], recipe_out: Path | None,
+           dataset: Mapping[str, Any], all_rows: Sequence[Task]) -> None:
+    ordered = write_state(results_dir, rows, envs)
     summary = summarize(rows, envs, all_rows)
     manifest = build_manifest(datasets=[dict(dataset)],
                               extra={"rerun": RERUN, "files": ["instances.jsonl", "envs.json", "summary.json",

@@ -11,7 +11,6 @@ so a killed run loses at most the row it was on. A row its git source cannot ser
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -20,7 +19,14 @@ from typing import Any
 from execcritic.config import PAPER, HarnessConfig
 from execcritic.errors import EnvironmentMissing, ExecCriticError
 from execcritic.evaluation.qualify import Decision, qualify_instance
-from execcritic.evaluation.qualify_git import _read_envs, _row, read_rows, summarize, table_markdown
+from execcritic.evaluation.qualify_git import (
+    _read_envs,
+    _row,
+    read_rows,
+    summarize,
+    table_markdown,
+    write_state,
+)
 from execcritic.files import atomic_write, atomic_write_json, locked
 from execcritic.results.manifest import build_manifest, write_result
 from execcritic.tasks.envbuild import BuildError
@@ -129,9 +135,7 @@ def _qualify_one(task: Task, env: NativeEnv, *, source: str, root: Path, repeat:
 
 def _write(results_dir: Path, rows: Mapping[str, dict], envs: Mapping[str, dict], recipe_out: Path | None,
            dataset: Mapping[str, Any], all_rows: Sequence[Task]) -> None:
-    ordered = [rows[k] for k in sorted(rows)]
-    atomic_write(results_dir / "instances.jsonl", "".join(json.dumps(r) + "\n" for r in ordered))
-    atomic_write_json(results_dir / "envs.json", dict(sorted(envs.items())), indent=1)
+    ordered = write_state(results_dir, rows, envs)
     summary = summarize(rows, envs, all_rows)
     manifest = build_manifest(datasets=[dict(dataset)], extra={"rerun": RERUN, "task_set": NAME, "notes": NOTES,
                                                                 "files": ["instances.jsonl", "envs.json",

@@ -14,6 +14,7 @@ from execcritic.experiments.presets import TRAINED_ROLES
 from execcritic.experiments.resolved import Params
 from execcritic.results.reasons import REASONS
 from execcritic.results.schemas import schema, stand_in
+from execcritic.tasks.mlgit import qualified_languages
 
 BUILTIN_SOURCES = ("oracle", "none")
 
@@ -138,6 +139,10 @@ def plan(spec: ArtifactSpec, params: Params, checkpoint=None) -> list[Planned]:
             if not p.dataset:
                 p.reason = REASONS["data:pro" if cond.benchmark == "pro" else "images:multilingual"] + \
                     f" (preset {params.preset.name} has no {cond.benchmark} task set)"
+                continue
+            if p.dataset == "multilingual-git" and cond.language not in qualified_languages():
+                p.reason = REASONS["images:multilingual"] + f" ({cond.language}: no row of it is qualified in the " \
+                    "multilingual-git recipe)"
                 continue
         reasons = []
         for role in cond.roles():

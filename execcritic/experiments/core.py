@@ -456,12 +456,14 @@ def build_groups(spec: ArtifactSpec, params: Params, planned: Sequence[Planned],
         if p.cond.benchmark not in groups:
             langs = sorted({q.cond.language for q in runnable if q.cond.benchmark == "multilingual" == p.cond.benchmark
                             and q.cond.language})
-            if build_envs and params.preset.build_envs and p.dataset in SUITE_TASK_SETS and params.instances:
-                t1 = time.monotonic()
-                ensure_envs(params.instances, dataset=p.dataset)
-                if timings is not None:
-                    timings["environments"] = round(time.monotonic() - t1, 1)
             ts, tasks = load_set(p.dataset, params, langs)
+            if build_envs and params.preset.build_envs and p.dataset in SUITE_TASK_SETS and tasks and \
+                    (params.instances or langs):
+                # the tasks this group runs: the preset's instances, or a language's rows (multilingual-git)
+                t1 = time.monotonic()
+                ensure_envs([t.instance_id for t in tasks], dataset=p.dataset)
+                if timings is not None:
+                    timings["environments"] = timings.get("environments", 0.0) + round(time.monotonic() - t1, 1)
             groups[p.cond.benchmark] = Group(p.cond.benchmark, p.dataset, ts, tasks, root / p.cond.benchmark,
                                              round0=spec.round0)
         g = groups[p.cond.benchmark]

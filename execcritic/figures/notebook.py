@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
+from execcritic.figures import validity
 from execcritic.figures.build import BuildReport, training_runs
 from execcritic.figures.plots import figure5, figure6
 from execcritic.figures.tables import ArtifactView, build_view, delta_rows, fmt, table_rows
@@ -85,6 +86,16 @@ def figure(run: Run | None, artifact: str | None = None, *, results: str | Path 
     if v.artifact == "figure6":
         return figure6(v, curve_runs(run, results))
     raise ValueError(f"{v.artifact} is a table, not a figure")
+
+
+def harness_validity(run: Run | None = None, *, results: str | Path | None = None) -> pd.DataFrame:
+    """Table 5's harness validity per language (`figures/validity.py`): the committed Oracle-bundle audits under
+    `results`, else under the run's results root when it has them, else under ./results."""
+    if results is None:
+        results = Path("results")
+        if run is not None and any((run.path.parents[1] / rel).is_file() for rel, _, _ in validity.AUDITS):
+            results = run.path.parents[1]
+    return validity.harness_validity(results)
 
 
 #: per-step columns shown beside the curve points when a run has them (costs: `results/training/README.md`)

@@ -16,7 +16,8 @@ REASONS: dict[str, str] = {
     "train:gpu": "GRPO training of Qwen3.5-35B-A3B needs GPUs",
     "data:swe-rebench": "SWE-ReBench training data not available offline",
     "data:pro": "SWE-bench Pro data not available offline",
-    "images:multilingual": "Multilingual official images need a container registry",
+    "images:multilingual": "Multilingual official images need a container registry (its C and C++ rows run "
+                           "image-free: the multilingual-git task set)",
     "no-run": "no run of this artifact under results/",
 }
 
@@ -35,7 +36,8 @@ _BY_VALUE: dict[str, dict[Any, tuple[str, ...]]] = {
     "teacher": {"GPT-5.6-sol (no CoT)": ("api:gpt56", "data:swe-rebench"),
                 "DeepSeek-V4-Flash (CoT)": ("api:deepseek", "data:swe-rebench")},
     "stage": {"sft": ("sft:gpu",), "sft_rl": ("sft:gpu", "train:gpu")},
-    "language": {"Python": ("ckpt:trained",), "*": ("images:multilingual", "ckpt:trained")},
+    "language": {"Python": ("ckpt:trained",), "C": ("ckpt:trained",), "C++": ("ckpt:trained",),
+                 "*": ("images:multilingual", "ckpt:trained")},
     "benchmark": {"SWE-bench Pro": ("data:pro",)},
     "feedback_source": {"GPT-5.6 generated": ("api:gpt56",), "Qwen-35B generated": ("gpu:qwen35b",)},
     "checkpoint": {"sft": ("api:deepseek", "data:swe-rebench", "sft:gpu"),

@@ -90,6 +90,14 @@ def recipe_to_dict(envs: Mapping[str, NativeEnv], instances: list[InstanceRecipe
             "instances": instance_dicts(instances)}
 
 
+def qualified_languages(recipe_path: str | Path | None = None) -> set[str]:
+    """Table 5's language names ("C", "C++") with at least one qualified row in the recipe (none without one)."""
+    try:
+        return {e.language for e in load_recipe(recipe_path).envs.values()}
+    except InputError:
+        return set()
+
+
 def load_multilingual_git(split: str = "test", instance_ids: Sequence[str] | None = None, *,
                           dataset: str | None = None, recipe_path: str | None = None) -> TaskSet:
     """The recipe's qualified instances (all, or `instance_ids`), from the Multilingual rows."""
