@@ -36,8 +36,8 @@ COMMANDS = {
                             "RESULTS/paper_runs.json pins; same inputs, same bytes.")),
     "reproduce": ("reproduce", ("Run the paper artifacts' notebooks (papermill) under a preset, resumably, then "
                                 "paper_figures/.")),
-    "tasks": ("tasks", ("Task sets: load, list and summarize SWE-bench-style rows; build the verified-sdist and "
-                        "verified-git environments; qualify verified-git.")),
+    "tasks": ("tasks", ("Task sets: load, list and summarize SWE-bench-style rows; build the verified-sdist, "
+                        "verified-git and multilingual-git environments; qualify verified-git and multilingual-git.")),
     "bundle": ("bundle", "Test bundles: validate (test.patch, test_command, test_contract.json)."),
     "serve": ("serve", "Model servers: vLLM / SGLang launch lines, the embedded CPU model."),
     "config": ("config", "The protocol's knobs (execcritic/config.py), profiles and overrides."),

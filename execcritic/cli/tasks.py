@@ -36,7 +36,8 @@ from execcritic.tasks.sdist.recipe import RECIPE_PATH, load_recipe
 from execcritic.tasks.stats import task_stats
 
 app = typer.Typer(no_args_is_help=True, help="Task sets: load, list and summarize SWE-bench-style rows; build the "
-                                             "verified-sdist and verified-git environments; qualify verified-git.")
+                                             "verified-sdist, verified-git and multilingual-git environments; qualify "
+                                             "verified-git and multilingual-git.")
 GIT_RESULTS = Path("results/verified_git")
 ML_RESULTS = Path("results/multilingual_git")
 RECIPES = {NAME: load_recipe, git_tasks.NAME: git_recipe.load_recipe, mlgit.NAME: mlgit.load_recipe}
