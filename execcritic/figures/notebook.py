@@ -93,7 +93,7 @@ def harness_validity(run: Run | None = None, *, results: str | Path | None = Non
     `results`, else under the run's results root when it has them, else under ./results."""
     if results is None:
         results = Path("results")
-        if run is not None and any((run.path.parents[1] / rel).is_file() for rel, _, _ in validity.AUDITS):
+        if run is not None and any((run.path.parents[1] / s.records).is_file() for s in validity.SOURCES):
             results = run.path.parents[1]
     return validity.harness_validity(results)
 

@@ -8,7 +8,7 @@ import json
 from execcritic import experiments
 from execcritic.experiments.conditions import plan
 from execcritic.experiments.table5 import SPEC
-from execcritic.figures.validity import harness_validity, language_of
+from execcritic.figures.validity import Source, harness_validity, language_of
 from execcritic.tasks import mlgit
 
 
@@ -20,8 +20,21 @@ def test_rows_are_grouped_by_language_with_exact_intervals(tmp_path):
     audit.write_text("".join(json.dumps(r) + "\n" for r in recs))
     audit.with_name("audit_oracle.summary.json").write_text(json.dumps(
         {"manifest": {"git": {"sha": "abcdef0123"}, "harness_digest": "1234567890"}}))
-    df = harness_validity(tmp_path, audits=[("ml/audit_oracle.jsonl", "multilingual-git", "rows"),
-                                            ("missing.jsonl", "verified-sdist", "rows")])
+    gen = tmp_path / "gen" / "generation.jsonl"
+    gen.parent.mkdir()
+    gen.write_text("".join(json.dumps(r) + "\n" for r in (
+        {"instance_id": "fmtlib__fmt-1", "qualified": True}, {"instance_id": "fmtlib__fmt-2", "qualified": False},
+        {"instance_id": "jqlang__jq-3", "qualified": True})))
+    (tmp_path / "gen" / "audit").mkdir()
+    (tmp_path / "gen" / "audit" / "audit_x.jsonl").write_text(json.dumps({"instance_id": "fmtlib__fmt-1", "Q": 1}))
+    df = harness_validity(tmp_path, sources=(Source("ml/audit_oracle.jsonl", "Oracle", "multilingual-git", "rows"),
+                                             Source("missing.jsonl", "Oracle", "verified-sdist", "rows"),
+                                             Source("gen/generation.jsonl", "stand-in", "multilingual-git", "rows",
+                                                    audit="gen/audit")))
+    standin = {r["language"]: r for r in df.to_dict("records") if r["Test source"] == "stand-in"}
+    assert standin["C++"]["Base gate %"].startswith("50.0") and standin["C++"]["Base-to-Gold %"].startswith("50.0")
+    assert standin["C"]["Base gate %"].startswith("100.0") and standin["C"]["Base-to-Gold %"].startswith("0.0")
+    df = df[df["Test source"] != "stand-in"]
     by = {r["language"]: r for r in df.to_dict("records")}
     assert by["C++"]["n"] == 2 and by["C++"]["Base gate %"] == "100.0 [15.8, 100.0]"
     assert by["C++"]["Base-to-Gold %"] == "50.0 [1.3, 98.7]" and by["C"]["Base-to-Gold %"] == "0.0 [0.0, 97.5]"
