@@ -68,9 +68,10 @@ def prepare_checkout(task, env: NativeEnv | None = None, *, source: str | None =
                      submodules=TOOLCHAINS[task.repo].submodules)
         fetched = time.monotonic() - t0
         script = "set -euxo pipefail\ncd /testbed\n" + "\n".join(steps_run) + "\n"
+        run_env = {k: v for k, (v, _) in TOOLCHAINS[task.repo].run_env.items()}     # what every run sees too
         steps.run(bwrap_prefix(staging, [], network=False) + ["bash", "-c", script],
-                  what=f"build the Base ({len(steps_run)} steps of the eval_script)", env=BUILD_ENV, log=log,
-                  timeout=BUILD_TIMEOUT_S)
+                  what=f"build the Base ({len(steps_run)} steps of the eval_script)", env={**BUILD_ENV, **run_env},
+                  log=log, timeout=BUILD_TIMEOUT_S)
         record = {"instance_id": task.instance_id, "base_commit": task.base_commit, "env": env.key,
                   "env_digest": digest, "toolchain": dict(env.packages), "build_steps": steps_run,
                   "fetch_seconds": round(fetched, 2), "build_seconds": round(time.monotonic() - t0 - fetched, 2),

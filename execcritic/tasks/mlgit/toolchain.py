@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,6 +37,11 @@ NO_VALGRIND_WHY = ("jq's tests run under valgrind when one is on PATH, and valgr
                    "them as a make command-line variable (MAKEFLAGS). A memory error only valgrind would report "
                    "is not seen here")
 
+PARALLEL_MAKE = (f"-j{max(1, os.cpu_count() or 1)}",
+                 "the row's eval_script runs `make` serially (its image's build step); redis' Makefile builds the same "
+                 "targets in parallel (its README's `make -j`), and a serial build of redis with its dependencies is "
+                 "minutes on a small machine. The value is this machine's CPU count")
+
 # The C and C++ repositories of SWE-bench Multilingual (issue 43: 42 rows). Every tool an eval_script calls is
 # listed, so a machine without one says which package to install instead of failing a build step.
 TOOLCHAINS: dict[str, Toolchain] = {
@@ -44,8 +50,10 @@ TOOLCHAINS: dict[str, Toolchain] = {
                            "regenerated (bison, flex); `git submodule update --init` for the builtin oniguruma",
                            {"NO_VALGRIND": ("1", NO_VALGRIND_WHY), "MAKEFLAGS": ("NO_VALGRIND=1", NO_VALGRIND_WHY)}),
     "fmtlib/fmt": Toolchain("C++", ("g++", "make", "cmake"), "GoogleTest is vendored in test/gtest"),
-    "redis/redis": Toolchain("C", ("gcc", "make", "tcl"), "the test suite is Tcl (./runtest needs tclsh >= 8.5)"),
-    "valkey-io/valkey": Toolchain("C", ("gcc", "make", "tcl"), "the test suite is Tcl (./runtest)"),
+    "redis/redis": Toolchain("C", ("gcc", "make", "tcl"), "the test suite is Tcl (./runtest needs tclsh >= 8.5)",
+                             {"MAKEFLAGS": PARALLEL_MAKE}),
+    "valkey-io/valkey": Toolchain("C", ("gcc", "make", "tcl"), "the test suite is Tcl (./runtest)",
+                                  {"MAKEFLAGS": PARALLEL_MAKE}),
     "micropython/micropython": Toolchain(
         "C", ("gcc", "make", "python3", "pkg-config", "libffi-dev"),
         "the unix port links Debian's libffi; run-tests.py is Python. Of the ~25 submodules (other ports' SDKs) the "
