@@ -37,10 +37,10 @@ NO_VALGRIND_WHY = ("jq's tests run under valgrind when one is on PATH, and valgr
                    "them as a make command-line variable (MAKEFLAGS). A memory error only valgrind would report "
                    "is not seen here")
 
-PARALLEL_MAKE = (f"-j{max(1, os.cpu_count() or 1)}",
-                 "the row's eval_script runs `make` serially (its image's build step); redis' Makefile builds the same "
-                 "targets in parallel (its README's `make -j`), and a serial build of redis with its dependencies is "
-                 "minutes on a small machine. The value is this machine's CPU count")
+PARALLEL_MAKE_WHY = ("the row's eval_script runs `make` serially (its image's build step); redis' Makefile builds "
+                     "the same targets in parallel (its README's `make -j`), and a serial build of redis with its "
+                     "dependencies is minutes on a small machine. The value is this machine's CPU count")
+PARALLEL_MAKE = (f"-j{max(1, os.cpu_count() or 1)}", PARALLEL_MAKE_WHY)
 
 # The C and C++ repositories of SWE-bench Multilingual (issue 43: 42 rows). Every tool an eval_script calls is
 # listed, so a machine without one says which package to install instead of failing a build step.
