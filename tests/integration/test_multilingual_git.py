@@ -89,7 +89,10 @@ C_FILES = {
     "main.c": "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\nint add(int, int); int sub(int, int);\n"
               "int main(int c, char **v) { int a = atoi(v[2]), b = atoi(v[3]);\n"
               "  printf(\"%d\\n\", strcmp(v[1], \"add\") ? sub(a, b) : add(a, b)); return 0; }\n",
+    # like jq's src/lexer.c: the build rewrites a file the repository tracks
+    "GENERATED": "as committed\n",
     "Makefile": "TESTS = tests/subtest tests/addtest\ncalc: calc.o main.o\n\t$(CC) -o calc calc.o main.o\n"
+                "\techo regenerated > GENERATED\n"
                 "check: calc\n\t@rc=0; for t in $(TESTS); do if ./$$t >/dev/null 2>&1; then echo \"PASS: $$t\"; "
                 "else echo \"FAIL: $$t\"; rc=1; fi; done; exit $$rc\nclean:\n\trm -f calc *.o\n",
     "tests/subtest": "#!/bin/sh\n[ \"$(./calc sub 5 3)\" = 2 ]\n",
@@ -148,15 +151,17 @@ def test_a_fixture_row_qualifies_and_is_graded_by_the_official_evaluator(rows, k
     assert row["official_checks"] == {"empty": ["unresolved"] * 2, "gold": ["resolved"] * 2,
                                       "unapplicable": "invalid"}
     assert row["build_seconds"] > 0 and row["checkout_bytes"] > 0
+    co = ml_build.checkout_dir(task.instance_id, root)
     if kind == "c":
         assert row["dropped_steps"] == {"make clean": without_clean_steps("make clean\n")[1]["make clean"]}
+        record = json.loads(ml_build.checkout_record(co).read_text())
+        assert record["restored_after_build"] == ["GENERATED"] and (co / "GENERATED").read_text() == "as committed\n"
     # the recipe loads as the task set, and the checkout holds the Base's build
     data = json.loads(recipe.read_text())
     assert data["task_set"] == "multilingual-git" and [i["instance_id"] for i in data["instances"]] == [
         task.instance_id]
     env = next(iter(data["envs"].values()))
     assert set(env["packages"]) == set(toolchain.TOOLCHAINS[task.repo].packages)
-    co = ml_build.checkout_dir(task.instance_id, root)
     assert (co / ("calc" if kind == "c" else "build/bin/calc-test")).is_file()
 
 
