@@ -123,8 +123,8 @@ def export_candidate(sandbox: Sandbox, *, is_excluded=None) -> Candidate:
     (`commit_prepared_state`), so HEAD is the prepared Base the verifier resets to.
     """
     is_excluded = is_excluded or forbidden_for_source
-    res = sandbox.run(f"cd /testbed && {GIT} add -A -N && {GIT} diff --no-color --binary --no-ext-diff HEAD",
-                      timeout=300)
+    res = sandbox.run(f"cd /testbed && {GIT} add -A -N && {GIT} diff --no-color --binary --no-ext-diff "
+                      "--ignore-submodules=dirty HEAD", timeout=300)
     if res.exit_code != 0:
         raise SandboxError(f"could not export the workspace diff: {res.output[-500:]}")
     kept, excluded = [], []
@@ -148,7 +148,9 @@ def commit_prepared_state(sandbox: Sandbox) -> list[str]:
     against the release commit would carry them and fail to apply there, and an agent's own
     `git add -AN && git diff` would put them into a test.patch. Committing them once, in the workspace
     only, makes every later `git diff HEAD` Base-relative in the verifier's sense. Returns the paths."""
-    res = sandbox.run(f"cd /testbed && {GIT} status --porcelain -z --untracked-files=all", timeout=300)
+    # a submodule's build outputs (jq's oniguruma) make it "dirty": not a change to the superproject
+    res = sandbox.run(f"cd /testbed && {GIT} status --porcelain -z --untracked-files=all --ignore-submodules=dirty",
+                      timeout=300)
     if res.exit_code != 0:
         raise SandboxError(f"could not read the workspace status: {res.output[-500:]}")
     paths = [entry[3:] for entry in res.output.split("\0") if len(entry) > 3]

@@ -138,12 +138,11 @@ def local_eval_script(task: Task, *, base_commit: str, upstream_base: str | None
                          instance=task.instance_id, field="eval_script")
     lines = _script_lines(task.eval_script)
     reset_re = re.compile(rf"^git checkout {re.escape(upstream)}\b")
-    try:
-        start = next(i for i, ln in enumerate(lines) if reset_re.match(ln))
-    except StopIteration:
-        raise InputError(f"eval_script has no `git checkout {upstream[:12]} <test files>` line; cannot find the "
-                         "test section", file=task.dataset or None, instance=task.instance_id,
-                         field="eval_script") from None
+    start = _test_section_start(lines, reset_re)
+    if start is None:
+        raise InputError(f"eval_script has no `git checkout {upstream[:12]} <test files>` (or `rm -f <new test "
+                         "files>`) line before its test patch; cannot find the test section",
+                         file=task.dataset or None, instance=task.instance_id, field="eval_script")
     exports = [ln for ln in lines[:start] if ln.startswith("export ")]
     body = lines[start:]
     out: list[str] = []
@@ -176,6 +175,21 @@ def local_eval_script(task: Task, *, base_commit: str, upstream_base: str | None
         raise InputError("eval_script lacks the Start/End Test Output markers", file=task.dataset or None,
                          instance=task.instance_id, field="eval_script")
     return "\n".join(["set -uxo pipefail", "cd /testbed", *exports, *out]) + "\n"
+
+
+def _test_section_start(lines: list[str], reset_re: re.Pattern) -> int | None:
+    """Where the test section begins: the test-file resets right before the test patch's here-document - `git
+    checkout <base> <files>` and, for test files the patch adds, `rm -f <files>` (SWE-bench Multilingual writes
+    only the latter when every test file is new: valkey-io__valkey-790 and 20 other rows) - else the first
+    `git checkout <base>` line anywhere; None when there is neither."""
+    heredoc = next((i for i, ln in enumerate(lines) if ln.startswith("git apply -v - <<'")), None)
+    if heredoc is not None:
+        i = heredoc
+        while i > 0 and (reset_re.match(lines[i - 1]) or lines[i - 1].startswith("rm -f ")):
+            i -= 1
+        if i < heredoc:
+            return i
+    return next((i for i, ln in enumerate(lines) if reset_re.match(ln)), None)
 
 
 def env_eval_script(task: Task, env: TaskEnvironment) -> str:

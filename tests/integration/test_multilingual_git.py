@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from execcritic.agents.workspace import commit_prepared_state, export_candidate
 from execcritic.config import PAPER
 from execcritic.evaluation.official import evaluate_local
 from execcritic.evaluation.qualify_ml import run_ml_qualification
@@ -22,6 +23,7 @@ from execcritic.harness.execute import execute
 from execcritic.harness.execution import FailureKind, Verdict
 from execcritic.harness.oracle.build import oracle_bundle
 from execcritic.sandbox.base import Limits
+from execcritic.sandbox.local import LocalSandbox
 from execcritic.tasks import mlgit
 from execcritic.tasks.environment import environment_for
 from execcritic.tasks.mlgit import build as ml_build
@@ -208,3 +210,27 @@ def test_a_check_builds_the_patched_tree_before_its_tests_and_a_build_that_fails
     assert (gold.valid, gold.verdict) == (True, Verdict.PASS), gold.diagnostic
     assert "build" in gold.phases
     assert (bad.valid, bad.verdict, bad.failure_kind) == (False, None, FailureKind.BUILD_FAILED), bad.diagnostic
+
+
+def test_a_submodule_dirtied_by_the_build_is_not_a_change_of_the_workspace(tmp_path):
+    """jq's build writes into its oniguruma submodule: the agent workspace must neither fail to record the prepared
+    Base (`git commit` finds nothing to commit) nor export a `Subproject commit ...-dirty` hunk in a patch."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    git(sub, "init", "-q", "-b", "main")
+    (sub / "lib.c").write_text("int x;\n")
+    git(sub, "add", "-A")
+    git(sub, "commit", "-q", "-m", "sub")
+    top = tmp_path / "top"
+    top.mkdir()
+    git(top, "init", "-q", "-b", "base")
+    (top / "main.c").write_text("int main(void) { return 0; }\n")
+    git(top, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "modules/sub")
+    git(top, "add", "-A")
+    git(top, "commit", "-q", "-m", "base")
+    (top / "modules" / "sub" / "lib.o").write_text("built\n")          # a build product inside the submodule
+    with LocalSandbox(top, limits=Limits.from_config(PAPER.harness)) as sb:
+        assert commit_prepared_state(sb) == []
+        sb.write_file("/testbed/main.c", "int main(void) { return 1; }\n")
+        patch = export_candidate(sb).patch
+    assert "main.c" in patch and "Subproject" not in patch and "modules/sub" not in patch

@@ -35,3 +35,15 @@ def test_a_missing_toolchain_package_is_named(monkeypatch):
     monkeypatch.setitem(toolchain.TOOLCHAINS, "fixture/none", toolchain.Toolchain("C", ("no-such-package-xyz",)))
     with pytest.raises(Exception, match="no-such-package-xyz"):
         toolchain.native_env("fixture/none")
+
+
+@needs_rows
+def test_a_test_section_that_only_removes_new_test_files_is_found():
+    """21 Multilingual rows (valkey-io__valkey-790, babel, lombok, ...) reset their test files with `rm -f` alone
+    (every test file is new): the local eval script starts there, keeps the test patch and the final reset."""
+    from execcritic.evaluation.official import local_eval_script
+
+    task = mlgit.multilingual_rows(str(MULTILINGUAL)).get("valkey-io__valkey-790")
+    script = local_eval_script(task, base_commit=task.base_commit).splitlines()
+    assert script[2] == "rm -f tests/unit/cluster/cluster-shards.tcl"
+    assert script[3].startswith("git apply -v - <<'") and script[-1] == "rm -f tests/unit/cluster/cluster-shards.tcl"
