@@ -276,6 +276,8 @@ SELECTION_CASES = [
     ("make check TESTS=tests/shtest", "automake", ["tests/shtest"], [], []),
     ("make check", "automake", [], ["suite"], []),
     ("make check TESTS=tests/shtest LOG_COMPILER=true", "automake", ["tests/shtest"], [], ["runner.option"]),
+    ("make check TESTS=tests/shtest SUBDIRS=", "automake", ["tests/shtest"], [], []),
+    ("make check TESTS=tests/shtest SUBDIRS=modules", "automake", ["tests/shtest"], [], ["runner.option"]),
     ("TESTS=tests/shtest make check", "automake", [], ["suite"], ["runner.env"]),
     # micropython
     ("cd tests && ./run-tests.py basics/fun_x.py", "micropython", ["basics/fun_x.py"], [], []),
