@@ -43,6 +43,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
+from multilingual_blockers import Snapshot as RustJavaSnapshot  # this script's directory: run as a script
+from multilingual_blockers import first_line, run
 
 from execcritic.results.manifest import build_manifest, note_start, write_result
 from execcritic.swebench_compat import parser_registry
@@ -137,14 +139,6 @@ ERROR_RE = re.compile(
 )
 
 
-def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, check=False, **kw)
-
-
-def first_line(text: str) -> str:
-    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-
-
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -187,17 +181,9 @@ def run_logged(cmd: str, cwd: Path, env: dict, timeout: int) -> dict:
 # ---------------------------------------------------------------- git snapshots
 
 
-class Snapshot:
-    """One repository's snapshot (read-only git directory) under the mirror root."""
-
-    def __init__(self, git_dir: Path):
-        self.git_dir = str(git_dir)
-
-    def git(self, *args: str) -> subprocess.CompletedProcess:
-        return run(["git", f"--git-dir={self.git_dir}", *args])
-
-    def has_commit(self, sha: str) -> bool:
-        return self.git("cat-file", "-e", f"{sha}^{{commit}}").returncode == 0
+class Snapshot(RustJavaSnapshot):
+    """One repository's snapshot (multilingual_blockers.py's), read leniently: a path whose blob the snapshot lacks
+    reads as absent here, and a working tree can be checked out."""
 
     def read(self, sha: str, path: str) -> str | None:
         res = self.git("show", f"{sha}:{path}")
