@@ -99,8 +99,10 @@ def _preset(path: Path, dataset: str, knobs: dict, instances: list[str] | None =
     return path
 
 
+# 4 steps, a checkpoint after each: the kill lands after checkpoint-1 with steps still to run (with 2 steps, a fast
+# machine finished the second within kill_when's grace second and the run was complete when killed)
 RESUME_KNOBS = {"repair.round0_turns": 1, "repair.turns_per_round": 1, "grpo.rollouts_per_group": 2,
-                "grpo.max_groups_offered": 1, "repair_rl.steps": 2, "repair_rl.save_interval": 1,
+                "grpo.max_groups_offered": 1, "repair_rl.steps": 4, "repair_rl.save_interval": 1,
                 "repair_rl.global_batch_size": 2, "repair_rl.max_response_tokens": 8}
 
 TRAIN_ONE = """
@@ -114,9 +116,9 @@ print("BINDING", b.spec if b else why, flush=True)
 
 
 def test_a_killed_training_resumes_from_its_last_checkpoint(ci_train):
-    """A notebook process training Repair RL (2 GRPO steps) is SIGKILLed after its first checkpoint; the next run
-    of the same recipe finds the registry entry `training`, resumes the same TrainRun from checkpoint-1 and ends
-    with both steps recorded once."""
+    """A notebook process training Repair RL (4 GRPO steps) is SIGKILLed after its first checkpoint; the next run
+    of the same recipe finds the registry entry `training`, resumes the same TrainRun from its last checkpoint and
+    ends with every step recorded once."""
     tmp_path, ds, env = ci_train
     preset = _preset(tmp_path / "ci-resume.yaml", str(ds), RESUME_KNOBS)
     results = tmp_path / "results"
@@ -127,15 +129,17 @@ def test_a_killed_training_resumes_from_its_last_checkpoint(ci_train):
     [entry_dir] = list((runs / "checkpoints").iterdir())
     killed = json.loads((entry_dir / "manifest.json").read_text())
     assert killed["status"] == "training" and killed["role"] == "repair_trained"
+    last = max(int(p.parent.name.split("-")[1])
+               for p in runs.glob("train/ckpt-*/checkpoints/checkpoint-*/trainer_state.json"))
 
     done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0 and "BINDING hf:" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
     entry = Registry(runs).lookup(entry_dir.name)
     assert entry and [s["resumed"] for s in entry["sessions"]] == [False, True]
     metrics = results / "training" / entry["run_id"] / "metrics.jsonl"
-    assert [json.loads(x)["step"] for x in metrics.read_text().splitlines()] == [0, 1]
+    assert [json.loads(x)["step"] for x in metrics.read_text().splitlines()] == [0, 1, 2, 3]
     manifest = json.loads(metrics.with_name("manifest.json").read_text())
-    assert manifest["status"] == "complete" and manifest["resumed_from"][0].endswith("checkpoint-1")
+    assert manifest["status"] == "complete" and manifest["resumed_from"][0].endswith(f"checkpoint-{last}")
     assert manifest["label"] == "repair_trained stand-in, trained on CPU"
 
 
