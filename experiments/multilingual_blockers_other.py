@@ -44,7 +44,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 from multilingual_blockers import Snapshot as RustJavaSnapshot  # this script's directory: run as a script
-from multilingual_blockers import first_line, run
+from multilingual_blockers import export_tree, first_line, run
 
 from execcritic.results.manifest import build_manifest, note_start, write_result
 from execcritic.swebench_compat import parser_registry
@@ -215,32 +215,7 @@ class Snapshot(RustJavaSnapshot):
         return []
 
     def export(self, sha: str, dest: Path) -> list[str]:
-        listing = subprocess.run(
-            ["git", f"--git-dir={self.git_dir}", "ls-tree", "-r", "-z", sha], capture_output=True, check=True
-        ).stdout.split(b"\0")
-        missing = []
-        for ent in filter(None, listing):
-            meta, path = ent.split(b"\t", 1)
-            mode, kind, obj = meta.split()
-            if kind != b"blob":
-                continue
-            blob = subprocess.run(
-                ["git", f"--git-dir={self.git_dir}", "cat-file", "blob", obj.decode()],
-                capture_output=True,
-                check=False,
-            )
-            if blob.returncode != 0:
-                missing.append(path.decode(errors="replace"))
-                continue
-            target = dest / path.decode(errors="replace")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if mode == b"120000":
-                target.symlink_to(blob.stdout.decode(errors="replace"))
-            else:
-                target.write_bytes(blob.stdout)
-                if mode == b"100755":
-                    target.chmod(0o755)
-        return missing
+        return export_tree(self, sha, dest)
 
 
 def find_snapshot(mirror_root: Path, repo: str) -> Snapshot | None:
