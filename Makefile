@@ -34,9 +34,12 @@ PRESET ?= smoke
 run: system-deps venv
 	$(VENV)/bin/execcritic reproduce --preset $(PRESET)
 
-# The whole test suite, every tier (unit, integration, docker, slow, train).
+# The whole test suite, every tier (unit, integration, docker, slow, train), on one worker per CPU (at most
+# TEST_WORKERS); tests that share a machine-wide resource (the private dockerd, a Ray cluster) run on one worker
+# (tests/conftest.py). TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 4
 test: system-deps venv
-	$(VENV)/bin/pytest -q --durations=30
+	$(VENV)/bin/pytest -q --durations=30 $(if $(filter 0,$(TEST_WORKERS)),,-n auto --maxprocesses=$(TEST_WORKERS) --dist loadgroup)
 
 # JupyterLab on the notebooks; as root (a container) it needs --allow-root, else it exits at once
 lab: venv

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
@@ -18,12 +17,6 @@ from tests.allowed_skips import is_allowed
 TOOLZ_VERSION = "1.0.0"
 
 
-def _user_cache() -> Path:
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("execcritic"))
-
-
 # ---------------------------------------------------------------------------------------------
 # A small real repository: the toolz sdist, committed, plus generated untracked-but-ignored files
 # ---------------------------------------------------------------------------------------------
@@ -31,17 +24,9 @@ def _user_cache() -> Path:
 @pytest.fixture(scope="session")
 def toolz_sdist() -> Path:
     """toolz's sdist from PyPI (via pip), cached in <user cache>/execcritic/test-data."""
-    dest = _user_cache() / "test-data"
-    path = dest / f"toolz-{TOOLZ_VERSION}.tar.gz"
-    if not path.is_file():
-        dest.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                               "--no-build-isolation", f"toolz=={TOOLZ_VERSION}", "-d", str(dest)],
-                              capture_output=True, text=True)
-        if proc.returncode != 0 or not path.is_file():
-            pytest.fail(f"could not download toolz {TOOLZ_VERSION} from PyPI into {dest} "
-                        f"(pip exit {proc.returncode}): {proc.stderr[-1500:]}")
-    return path
+    from tests.demo_tasks import fetch_sdist
+
+    return fetch_sdist("toolz", TOOLZ_VERSION)
 
 
 GITIGNORE = """\
@@ -201,6 +186,24 @@ def pytest_report_header(config):
 # (a parametrization that does not apply is not a skip to explain)
 # ---------------------------------------------------------------------------------------------
 
+# ---------------------------------------------------------------------------------------------
+# Parallel workers (`make test` runs pytest-xdist with --dist loadgroup): tests that share one instance of a machine-
+# wide resource run on one worker. The private dockerd is one daemon per machine (a second worker would attach to it
+# and the first one's teardown would stop it under the second); Ray clusters of two workers would share /tmp/ray.
+# A module whose module-scoped fixture is expensive declares its own group (`pytestmark`).
+# ---------------------------------------------------------------------------------------------
+
+WORKER_GROUPS = {"private_dockerd": "docker", "local_ray": "ray", "ray_head": "ray"}
+
+
+def worker_group(item) -> str | None:
+    """The xdist group a test must run in, from the resources it uses (None: any worker)."""
+    if item.get_closest_marker("docker"):
+        return "docker"
+    return next((WORKER_GROUPS[f] for f in item.fixturenames if f in WORKER_GROUPS), None)
+
+
+@pytest.hookimpl(tryfirst=True)     # before xdist's own hook, which reads the groups into the node ids
 def pytest_collection_modifyitems(config, items):
     keep, drop = [], []
     for item in items:
@@ -210,6 +213,9 @@ def pytest_collection_modifyitems(config, items):
             drop.append(item)
         else:
             keep.append(item)
+            group = worker_group(item)
+            if group and not item.get_closest_marker("xdist_group"):
+                item.add_marker(pytest.mark.xdist_group(group))
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

@@ -10,6 +10,8 @@ baked into a Docker image with the repository at /testbed.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
@@ -33,16 +35,26 @@ def cache_root() -> Path:
     return Path(platformdirs.user_cache_dir("execcritic")) / "test-data"
 
 
+@contextlib.contextmanager
+def cache_lock(name: str):
+    """Hold `<test-data>/.<name>.lock`: the parallel test workers (xdist) build a cached item once, one at a time."""
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def fetch_sdist(name: str, version: str) -> Path:
     dest = cache_root()
     path = dest / f"{name}-{version}.tar.gz"
-    if not path.is_file():
-        dest.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                               "--no-build-isolation", f"{name}=={version}", "-d", str(dest)],
-                              capture_output=True, text=True)
-        if proc.returncode != 0 or not path.is_file():
-            raise RuntimeError(f"could not download {name}=={version} into {dest}: {proc.stderr[-1500:]}")
+    with cache_lock(path.name):
+        if not path.is_file():
+            proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+                                   "--no-build-isolation", f"{name}=={version}", "-d", str(dest)],
+                                  capture_output=True, text=True)
+            if proc.returncode != 0 or not path.is_file():
+                raise RuntimeError(f"could not download {name}=={version} into {dest}: {proc.stderr[-1500:]}")
     return path
 
 
@@ -54,12 +66,13 @@ def pytest_venv(python: str = "") -> Path:
     if python and python != version:
         exe, version = str(find_interpreter(python)), python
     venv = cache_root() / f"venv-py{version.replace('.', '')}-{PYTEST_PIN.replace('==', '-')}"
-    if not (venv / ".complete").exists():
-        if venv.exists():
-            shutil.rmtree(venv)
-        subprocess.run([exe, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", PYTEST_PIN], check=True)
-        (venv / ".complete").write_text("ok\n")
+    with cache_lock(venv.name):
+        if not (venv / ".complete").exists():
+            if venv.exists():
+                shutil.rmtree(venv)
+            subprocess.run([exe, "-m", "venv", str(venv)], check=True)
+            subprocess.run([str(venv / "bin" / "pip"), "install", "-q", PYTEST_PIN], check=True)
+            (venv / ".complete").write_text("ok\n")
     return venv
 
 

@@ -24,7 +24,8 @@ from execcritic.results import paper
 from execcritic.results.schemas import PAPER_ARTIFACTS, stand_in_name
 from execcritic.results.store import FINISHED, load_run
 
-pytestmark = pytest.mark.integration
+# one worker: the module-scoped `session` (a whole reproduce run, ~40 s) is made once
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("notebooks")]
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -99,6 +99,7 @@ def test_none_source_keeps_round0_in_the_denominator(tmp_path, dataset):
     assert len(RecordStore(tmp_path / "run" / "score.jsonl").load()) == 4   # every Round-0 fallback is scored
 
 
+@pytest.mark.xdist_group("ray")     # one Ray cluster on the machine at a time (tests/conftest.py)
 def test_ray_backend_matches_threads(tmp_path, dataset):
     pytest.importorskip("ray")
     import ray
