@@ -133,6 +133,9 @@ def run_candidate(work: Path, files: dict[str, str], changed: list[str], code: s
                                         "changed_lines": lines, "test_files": [], "ffi": ffi})
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         env["PYTHONPATH"] = ":".join(map(str, (INSIDE, work, *path)))
+        # the host venv is shared by the parallel test workers: a candidate process writing its bytecode (pytest's
+        # rewrite of a plugin) while another one runs is a pyc written during that run and loaded - planted, rightly
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
         env.update({k: v.replace(os.path.dirname(channel.sandbox_path), tmp) for k, v in channel.env.items()})
         proc = subprocess.run([python, "-c", textwrap.dedent(code)], cwd=work, env=env, capture_output=True,
                               text=True, timeout=120)
