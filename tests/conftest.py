@@ -181,12 +181,6 @@ def pytest_report_header(config):
 
 
 # ---------------------------------------------------------------------------------------------
-# A fresh machine runs what a warm one runs: under CI=true a skip must be on tests/allowed_skips.py's list,
-# and a test marked `only_for(fixture=[values])` is not collected for the other values of that fixture
-# (a parametrization that does not apply is not a skip to explain)
-# ---------------------------------------------------------------------------------------------
-
-# ---------------------------------------------------------------------------------------------
 # Parallel workers (`make test` runs pytest-xdist with --dist loadgroup): tests that share one instance of a machine-
 # wide resource run on one worker. The private dockerd is one daemon per machine (a second worker would attach to it
 # and the first one's teardown would stop it under the second); Ray clusters of two workers would share /tmp/ray.
@@ -203,8 +197,15 @@ def worker_group(item) -> str | None:
     return next((WORKER_GROUPS[f] for f in item.fixturenames if f in WORKER_GROUPS), None)
 
 
+# ---------------------------------------------------------------------------------------------
+# A fresh machine runs what a warm one runs: under CI=true a skip must be on tests/allowed_skips.py's list,
+# and a test marked `only_for(fixture=[values])` is not collected for the other values of that fixture
+# (a parametrization that does not apply is not a skip to explain)
+# ---------------------------------------------------------------------------------------------
+
 @pytest.hookimpl(tryfirst=True)     # before xdist's own hook, which reads the groups into the node ids
 def pytest_collection_modifyitems(config, items):
+    """Drop the parametrizations `only_for` excludes; put each kept test in its worker group."""
     keep, drop = [], []
     for item in items:
         mark = item.get_closest_marker("only_for")
