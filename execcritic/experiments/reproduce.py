@@ -182,11 +182,19 @@ def one_kernel() -> Iterator[Any]:
     from jupyter_client.manager import KernelManager  # lazy: the notebooks extra (jupyter_client, ipykernel)
 
     km = KernelManager(kernel_name="python3")
-    km.start_kernel(cwd=str(REPO))
-    try:
-        yield km
-    finally:
-        km.shutdown_kernel(now=True)
+    with tempfile.TemporaryFile(mode="w+b") as log:
+        # its stderr (ipykernel's transport warning, shutdown noise) to a log, as a notebook's own kernel's is
+        # (execute_notebook); shown only if the kernel died
+        km.start_kernel(cwd=str(REPO), stderr=log)
+        try:
+            yield km
+        finally:
+            died = not km.is_alive()
+            km.shutdown_kernel(now=True)
+            if died:
+                log.seek(0)
+                sys.stderr.write("the shared notebook kernel died; its log ends:\n" +
+                                 log.read()[-3000:].decode(errors="replace") + "\n")
 
 
 def _fresh_namespace(km: Any) -> None:

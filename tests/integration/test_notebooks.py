@@ -321,3 +321,29 @@ def test_jupyterlab_opens_a_notebook(tmp_path):
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def test_the_shared_kernel_keeps_its_stderr_to_itself_unless_it_dies(capfd):
+    """`reproduce` runs its notebooks in one kernel (`one_kernel`); its stderr (ipykernel's transport warning) went
+    to the user's terminal. It goes to a log now, shown when the kernel died."""
+    import signal
+
+    def ready(km):       # (the kernel has set up its transport, and said what it says about it)
+        kc = km.client()
+        kc.start_channels()
+        try:
+            kc.wait_for_ready(timeout=60)
+        finally:
+            kc.stop_channels()
+
+    with reproduce.one_kernel() as km:
+        ready(km)
+    assert "Kernel is running" not in capfd.readouterr().err
+    with reproduce.one_kernel() as km:
+        ready(km)
+        os.kill(km.provisioner.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while km.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    err = capfd.readouterr().err
+    assert "the shared notebook kernel died; its log ends:" in err and "Kernel is running" in err, err[-2000:]
