@@ -10,8 +10,6 @@ baked into a Docker image with the repository at /testbed.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import shutil
 import subprocess
@@ -20,6 +18,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from execcritic.files import locked
 from execcritic.tasks.envbuild import find_interpreter
 from execcritic.tasks.model import Task
 
@@ -35,14 +34,9 @@ def cache_root() -> Path:
     return Path(platformdirs.user_cache_dir("execcritic")) / "test-data"
 
 
-@contextlib.contextmanager
 def cache_lock(name: str):
-    """Hold `<test-data>/.<name>.lock`: the parallel test workers (xdist) build a cached item once, one at a time."""
-    root = cache_root()
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / f".{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+    """`<test-data>/.<name>.lock`, held: the parallel test workers (xdist) build a cached item once, one at a time."""
+    return locked(cache_root() / f".{name}.lock")
 
 
 def fetch_sdist(name: str, version: str) -> Path:

@@ -328,19 +328,11 @@ def test_the_shared_kernel_keeps_its_stderr_to_itself_unless_it_dies(capfd):
     to the user's terminal. It goes to a log now, shown when the kernel died."""
     import signal
 
-    def ready(km):       # (the kernel has set up its transport, and said what it says about it)
-        kc = km.client()
-        kc.start_channels()
-        try:
-            kc.wait_for_ready(timeout=60)
-        finally:
-            kc.stop_channels()
-
     with reproduce.one_kernel() as km:
-        ready(km)
+        reproduce._fresh_namespace(km)         # waits until the kernel is ready: it has said what it says at start
     assert "Kernel is running" not in capfd.readouterr().err
     with reproduce.one_kernel() as km:
-        ready(km)
+        reproduce._fresh_namespace(km)
         os.kill(km.provisioner.pid, signal.SIGKILL)
         deadline = time.monotonic() + 30
         while km.is_alive() and time.monotonic() < deadline:
