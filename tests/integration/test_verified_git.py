@@ -260,7 +260,9 @@ def test_a_build_sees_a_cache_that_lives_under_tmp_read_only(monkeypatch):
     with tempfile.TemporaryDirectory(prefix="execcritic-cache-", dir="/tmp") as cache:
         bindir = Path(cache) / "verified-git" / "envs" / "some-env" / "venv" / "bin"
         bindir.mkdir(parents=True)
-        (bindir / "python").symlink_to(sys.executable)
+        # the real interpreter: the test process's venv may itself live under /tmp (a clone in /tmp), which the
+        # sandbox hides - only the cache is bound there
+        (bindir / "python").symlink_to(os.path.realpath(sys.executable))
         monkeypatch.setenv("EXECCRITIC_CACHE", cache)
         script = (f"{bindir}/python -c 'print(6 * 7)' && "
                   f"(touch {cache}/written 2>/dev/null && echo writable || echo read-only)")
