@@ -87,7 +87,8 @@ def register(app: typer.Typer) -> None:
         check_fingerprint(out, fingerprint)
         cfg = AuditConfig(out=str(audit_path(out, test_source)), test_source=test_source, backend=backend,
                           protocol=protocol, repeat=repeat, hashseed=hashseed)
-        run = run_audit(tasks, cfg, workers=workers, backend=executor, show_progress=progress)
+        run = run_audit(tasks, cfg, workers=workers, backend=executor, show_progress=progress,
+                        prepare=preflight.NodeEnvironments(backend) if executor == "ray" else None)
         summary = summarize_audit(tasks, cfg)
         manifest = build_manifest(config=protocol, datasets=[ts.manifest()],
                                   extra={"records": cfg.out, "run": run.to_dict(), "workers": workers,

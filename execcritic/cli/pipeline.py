@@ -101,7 +101,8 @@ def _run_stage(stage: str, dataset: str, out: Path, instance, limit, split: str,
         cfg = PipelineConfig(out_dir=str(out), test_sources=tuple(dict.fromkeys(test_source)),
                              repair_model=repair_model or "", backend=backend, protocol=protocol,
                              endpoints=endpoints)
-        kw = dict(workers=workers, backend=executor, show_progress=progress)
+        kw = dict(workers=workers, backend=executor, show_progress=progress,    # a Ray node without an env makes it
+                  prepare=preflight.NodeEnvironments(backend) if executor == "ray" else None)
         if stage == "run":
             summaries = stages.run_all(tasks, cfg, **kw)
         else:

@@ -155,6 +155,20 @@ def _served_needed(groups: Sequence[Group], params: Params) -> list[str]:
     return out
 
 
+def _executor(params: Params) -> dict[str, Any]:
+    """How the units run (`run_units`' keywords): threads here, or over the preset's Ray cluster, where each node
+    makes (or checks) a unit's environment in its own cache first (the driver builds none)."""
+    if params.preset.executor != "ray":
+        return {}
+    return {"backend": "ray", "ray_address": params.preset.ray_address,
+            "prepare": preflight.NodeEnvironments(params.preset.backend)}
+
+
+def nodes_build(params: Params) -> bool:
+    """The run's environments are built by the Ray nodes that run its units, not here."""
+    return params.preset.executor == "ray"
+
+
 def _write_lines(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     atomic_write(path, "".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in rows))
 
@@ -169,7 +183,7 @@ def _audit(g: Group, source: str, params: Params, show_progress: bool) -> Any:
     cfg = AuditConfig(out=str(g.audit_path(source)), test_source=f"bundles:{bundles}",
                       backend=params.preset.backend, protocol=params.protocol)
     return run_audit([t for t in g.tasks if t.instance_id in qualified], cfg, workers=params.workers,
-                     show_progress=show_progress)
+                     show_progress=show_progress, **_executor(params))
 
 
 def _score_round0(g: Group, cfg: PipelineConfig, params: Params, show_progress: bool) -> Any:
@@ -182,7 +196,8 @@ def _score_round0(g: Group, cfg: PipelineConfig, params: Params, show_progress: 
         if r["instance_id"] in by_id and p0 != (r.get("final_patch") or ""):
             units.append(Unit(r["key"], (by_id[r["instance_id"]], r["key"], p0, cfg)))
     return run_units(units, score_unit, store=store, workers=params.workers, label="score Round 0",
-                     count=lambda rec: {"resolved": rec.get("resolved", False)}, show_progress=show_progress)
+                     count=lambda rec: {"resolved": rec.get("resolved", False)}, show_progress=show_progress,
+                     **_executor(params))
 
 
 @dataclass
@@ -248,7 +263,10 @@ def check_runnable(planned: Sequence[Planned], groups: dict[str, Group], params:
     for key, g in groups.items():
         if any(p.cond.benchmark == key for p in runnable):
             try:
-                preflight.prepare_environments(g.tasks, params.preset.backend)
+                if nodes_build(params):
+                    preflight.ray_cluster(params.preset.ray_address)
+                else:
+                    preflight.prepare_environments(g.tasks, params.preset.backend)
             except EnvironmentMissing as exc:
                 why = f"{g.dataset} ({params.preset.backend or 'the task set'}'s sandboxes): {exc}"
                 for p in runnable:
@@ -282,7 +300,7 @@ def run_groups(groups: Sequence[Group], params: Params, *, show_progress: bool =
     if not any(g.b2g or g.resolve for g in groups):
         return timings
     needed = _served_needed(groups, params)
-    kw = {"workers": params.workers, "show_progress": show_progress}
+    kw = {"workers": params.workers, "show_progress": show_progress, **_executor(params)}
     with served_specs(*needed) as served_list:
         served = dict(zip(needed, served_list))
         for g in groups:
@@ -458,7 +476,7 @@ def build_groups(spec: ArtifactSpec, params: Params, planned: Sequence[Planned],
                             and q.cond.language})
             ts, tasks = load_set(p.dataset, params, langs)
             if build_envs and params.preset.build_envs and p.dataset in SUITE_TASK_SETS and tasks and \
-                    (params.instances or langs):
+                    (params.instances or langs) and not nodes_build(params):
                 # the tasks this group runs: the preset's instances, or a language's rows (multilingual-git)
                 t1 = time.monotonic()
                 ensure_envs([t.instance_id for t in tasks], dataset=p.dataset)
@@ -568,5 +586,5 @@ def execute(spec: ArtifactSpec, params: Params, *, show_progress: bool = True,
 
 
 __all__ = ["PREPARED_ENV", "Group", "UnitCounts", "UnitsFailed", "b2g_records", "build_groups", "check_runnable",
-           "command_line", "execute", "load_set", "merge_groups", "plan_artifact", "resolve_records", "run_groups",
-           "trained_roles"]
+           "command_line", "execute", "load_set", "merge_groups", "nodes_build", "plan_artifact", "resolve_records",
+           "run_groups", "trained_roles"]

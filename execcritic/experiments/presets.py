@@ -5,8 +5,8 @@ A preset binds *roles* (the paper's agents: `test_base` = the untrained Qwen3.5-
 `repair_trained` = the trained Repair agent, `test_gpt56` = GPT-5.6-sol ...) to model specs. A binding
 marked `stand_in: true` is another model playing that role (the CPU smoke model, a scripted policy);
 its values are labeled "<paper label> [stand-in: <name>]" and never shown as the paper's condition. A
-role left unbound, or whose `${ENV}` is unset, is "not run here: <reason>". Bad presets fail here with
-the file and the field.
+role left unbound, or whose `${ENV}` is unset, is "not run here: <reason>". A preset may `extend` another
+(its keys replace the other's, key by key). Bad presets fail here with the file and the field.
 """
 
 from __future__ import annotations
@@ -52,8 +52,10 @@ TRAINED_ROLES = frozenset({"test_sft", "test_rl", "test_sft_1k", "test_sft_3k", 
                            "repair_generated_fb"})
 TRAINING_ENGINES = ("verl", "cpu", "none")
 BENCHMARKS = ("verified", "multilingual", "pro")
+EXECUTORS = ("threads", "ray")          # where the pipeline units run (pipeline.workers)
 _KEYS = {"name", "title", "banner", "protocol", "set", "dataset", "instances", "limit", "build_envs", "backend",
-         "runs", "workers", "seeds", "benchmarks", "training", "train_on_cpu", "train_recipe", "models"}
+         "runs", "workers", "seeds", "benchmarks", "training", "train_on_cpu", "train_recipe", "models", "extends",
+         "executor", "ray_address"}
 _TRAIN_KEYS = {"model", "name", "profile", "set", "instances", "ray_address"}
 _BINDING_KEYS = {"spec", "name", "stand_in", "requires_env"}
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -145,6 +147,8 @@ class Preset:
     train_on_cpu: bool = False            # CPU presets: train the artifact's roles without being asked (opt-in)
     train: TrainSetup = field(default_factory=TrainSetup)
     dataset_unset: tuple[str, ...] = ()   # the variables its `dataset: ${VAR}` names that are not set
+    executor: str = "threads"             # 'ray': the units spread over a Ray cluster, each node making its own envs
+    ray_address: str | None = None        # the cluster to join (None: a local one on this machine)
 
     def protocol(self, runs: int | None = None) -> ProtocolConfig:
         """The protocol this preset runs: its profile, its `set` overrides, and its number of runs."""
@@ -272,14 +276,31 @@ def _train_setup(data: Mapping[str, Any], path: Path, env: Mapping[str, str] | N
     return setup
 
 
-def load_preset(name_or_path: str | Path, *, env: Mapping[str, str] | None = None) -> Preset:
-    """Load and validate a preset; every error names the file and the field."""
-    path = preset_path(name_or_path)
+def _preset_data(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The preset file's keys over those of the preset it `extends` (recursively; a cycle is an error)."""
     data = read_yaml_mapping(path, "a preset is a YAML mapping")
     unknown = set(data) - _KEYS
     if unknown:
         raise InputError(f"unknown key(s) {sorted(unknown)}; known: {sorted(_KEYS)}", file=str(path),
                          field=min(unknown))
+    base = data.pop("extends", None)
+    if base is None:
+        return data
+    if not isinstance(base, str) or not base:
+        raise InputError("extends must name a preset", file=str(path), field="extends")
+    try:
+        base_path = preset_path(base)
+    except InputError as exc:
+        raise InputError(exc.message, file=str(path), field="extends") from None
+    if base_path.resolve() in seen or base_path.resolve() == path.resolve():
+        raise InputError(f"extends {base!r} makes a cycle", file=str(path), field="extends")
+    return {**_preset_data(base_path, (*seen, path.resolve())), **data}
+
+
+def load_preset(name_or_path: str | Path, *, env: Mapping[str, str] | None = None) -> Preset:
+    """Load and validate a preset; every error names the file and the field."""
+    path = preset_path(name_or_path)
+    data = _preset_data(path)
     name = _typed(data, "name", str, path)
     if name != path.stem:
         raise InputError(f"name {name!r} must equal the file's stem {path.stem!r}", file=str(path), field="name")
@@ -309,6 +330,14 @@ def load_preset(name_or_path: str | Path, *, env: Mapping[str, str] | None = Non
         dataset, dataset_unset = expand(str(dataset), env)   # an unset ${VAR}: no default dataset (pass one)
     settings = _typed(data, "set", dict, path, {})
     models = _typed(data, "models", dict, path, {})
+    executor = _typed(data, "executor", str, path, "threads")
+    if executor not in EXECUTORS:
+        raise InputError(f"executor must be one of {EXECUTORS}, got {executor!r}", file=str(path), field="executor")
+    ray_address = _typed(data, "ray_address", str, path, optional=True)
+    if ray_address is not None:
+        ray_address = expand(ray_address, env)[0] or None     # '${EXECCRITIC_RAY_ADDRESS:-}': a local cluster
+        if executor != "ray":
+            raise InputError("ray_address needs executor: ray", file=str(path), field="ray_address")
     preset = Preset(
         name=name, path=path, title=_typed(data, "title", str, path, name),
         banner=" ".join(_typed(data, "banner", str, path, "").split()),
@@ -318,7 +347,8 @@ def load_preset(name_or_path: str | Path, *, env: Mapping[str, str] | None = Non
         build_envs=_typed(data, "build_envs", bool, path, False), backend=_typed(data, "backend", str, path, optional=True),
         runs=runs, workers=workers, seeds=tuple(seeds), benchmarks=benchmarks, training=training,
         models={role: _binding(role, raw, path, env) for role, raw in models.items()},
-        train_on_cpu=_typed(data, "train_on_cpu", bool, path, False), train=_train_setup(data, path, env))
+        train_on_cpu=_typed(data, "train_on_cpu", bool, path, False), train=_train_setup(data, path, env),
+        executor=executor, ray_address=ray_address)
     if preset.train_on_cpu and training != "cpu":
         raise InputError(f"train_on_cpu needs training: cpu (this preset trains with {training})", file=str(path),
                          field="train_on_cpu")
@@ -326,5 +356,5 @@ def load_preset(name_or_path: str | Path, *, env: Mapping[str, str] | None = Non
     return preset
 
 
-__all__ = ["BENCHMARKS", "PRESETS_DIR", "REPO", "ROLES", "TRAINED_ROLES", "Binding", "Preset", "TrainSetup", "check_spec",
+__all__ = ["BENCHMARKS", "EXECUTORS", "PRESETS_DIR", "REPO", "ROLES", "TRAINED_ROLES", "Binding", "Preset", "TrainSetup", "check_spec",
            "expand", "load_preset", "preset_names", "preset_path", "role_reason", "served_spec"]

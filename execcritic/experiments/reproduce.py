@@ -25,7 +25,7 @@ from typing import Any
 from execcritic.errors import ExecCriticError, InputError
 from execcritic.experiments.artifacts import SPECS
 from execcritic.experiments.core import (PREPARED_ENV, UnitCounts, build_groups, check_runnable, merge_groups,
-                                         plan_artifact, run_groups)
+                                         nodes_build, plan_artifact, run_groups)
 from execcritic.experiments.envs import SUITE_TASK_SETS, ensure_envs
 from execcritic.experiments.params import new_run_id, parameters
 from execcritic.experiments.presets import REPO
@@ -157,7 +157,7 @@ def prepare(session: Session, artifacts: Sequence[str], *, workers: int | None =
         all_groups.append(build_groups(SPECS[a], params, planned, build_envs=False))
     if params is None:
         return timings
-    if params.preset.build_envs and params.dataset in SUITE_TASK_SETS and params.instances:
+    if params.preset.build_envs and params.dataset in SUITE_TASK_SETS and params.instances and not nodes_build(params):
         t0 = time.monotonic()
         ensure_envs(params.instances, dataset=params.dataset)
         timings["environments"] = round(time.monotonic() - t0, 1)

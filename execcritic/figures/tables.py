@@ -9,6 +9,7 @@ measured with a stand-in model sits in its own row right below the paper's row, 
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -625,13 +626,24 @@ def measured_on(run: Run) -> str:
                     if d.get("source")})
     parts = []
     for name in names:
-        if name == "verified-sdist":
-            from execcritic.tasks.sdist.recipe import load_recipe  # lazy: verified-sdist runs
-            parts.append(f"verified-sdist ({len(load_recipe().instances)} of SWE-bench Verified's {VERIFIED_ROWS} "
-                         "instances, those whose environments build here from sdists)")
+        if name in SUBSETS:
+            module, of, which = SUBSETS[name]
+            n = len(importlib.import_module(module).load_recipe().instances)
+            parts.append(f"{name} ({n} of {of} instances, {which})")
         else:
             parts.append(name)
     return ", ".join(parts) or "an unrecorded task set"
+
+
+#: the suite's image-free task sets, each a subset of a SWE-bench split: (module with its recipe, of what, which rows)
+SUBSETS = {
+    "verified-sdist": ("execcritic.tasks.sdist.recipe", f"SWE-bench Verified's {VERIFIED_ROWS}",
+                       "those whose environments build here from sdists"),
+    "verified-git": ("execcritic.tasks.git.recipe", f"SWE-bench Verified's {VERIFIED_ROWS}",
+                     "each at its own base commit, those qualified here"),
+    "multilingual-git": ("execcritic.tasks.mlgit", "SWE-bench Multilingual's 300",
+                         "the C and C++ rows qualified here, each at its own base commit"),
+}
 
 
 def table_rows(view: ArtifactView) -> tuple[list[str], list[list[str]]]:

@@ -106,12 +106,12 @@ def flaky_nodes(runs: Sequence[Any]) -> dict[str, str]:
     return out
 
 
-def run_audit(tasks: Sequence[Task], cfg: AuditConfig, *, workers: int = 1, backend: str = "threads",
-              show_progress: bool = True) -> RunSummary:
+def run_audit(tasks: Sequence[Task], cfg: AuditConfig, **run: Any) -> RunSummary:
+    """The audit's units; `run`: how they run (`run_units`' workers, backend, show_progress, ray_address, prepare)."""
     store = RecordStore(cfg.out)
     units = [Unit(unit_key(t.instance_id, cfg.test_source), (t, cfg)) for t in tasks]
-    return run_units(units, audit_unit, store=store, workers=workers, backend=backend, label="audit",
-                     count=lambda r: {"B": r["B"], "Q": r["Q"]}, show_progress=show_progress)
+    return run_units(units, audit_unit, store=store, label="audit", count=lambda r: {"B": r["B"], "Q": r["Q"]},
+                     **run)
 
 
 def summarize_audit(tasks: Sequence[Task], cfg: AuditConfig) -> dict[str, Any]:

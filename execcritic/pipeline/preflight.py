@@ -9,14 +9,20 @@ line instead of a run of identical unit errors and a plausible 0.0%:
   and atomic, `tasks.sdist.build`), `verified-git` environments and instance checkouts too (`tasks.git.build`,
   from the git sources in $EXECCRITIC_GIT_SOURCES), a row's own prepared checkout must exist, and a Docker
   task's image must be present in a reachable engine.
+
+On a Ray cluster the driver checks only that the cluster answers (`ray_cluster`): each node makes a unit's
+environment in its own cache before running it (`NodeEnvironments`, the same `prepare_environments`).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
+import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -98,11 +104,12 @@ def check_test_source(source: str) -> None:
                          file=str(path), field="--test-source")
 
 
-def prepare_environments(tasks: Sequence[Task], backend: str | None, *, log: Callable[[str], None] | None = None
-                         ) -> dict[str, Any]:
+def prepare_environments(tasks: Sequence[Task], backend: str | None, *, log: Callable[[str], None] | None = None,
+                         git_recipe: Any = None) -> dict[str, Any]:
     """Make sure every task can get a sandbox before any unit starts. Builds missing `verified-sdist`
     environments (and says which it reused); raises EnvironmentMissing naming the instances that cannot run
-    here and why."""
+    here and why. `git_recipe`: the verified-git recipe whose environments the tasks name (default: the
+    committed one)."""
     sdist_keys: dict[str, list[str]] = {}
     git_tasks: list[Task] = []
     ml_tasks: list[Task] = []
@@ -137,7 +144,7 @@ def prepare_environments(tasks: Sequence[Task], backend: str | None, *, log: Cal
             built, _ = build_env(recipe.envs[key], resolve=False, progress=False, log=log)
             out["reused" if built.record.get("reused") else "built"].append(key)
     if git_tasks:
-        made = git_build.ensure(git_tasks, log=log)
+        made = git_build.ensure(git_tasks, recipe=git_recipe, log=log)
         out["built"] += made["built"]
         out["reused"] += [k for k in made["envs"] + made["checkouts"] if k not in made["built"]]
     if ml_tasks:
@@ -147,6 +154,46 @@ def prepare_environments(tasks: Sequence[Task], backend: str | None, *, log: Cal
     if images:
         _fail_if(_missing_images(images))
     return out
+
+
+@dataclass(frozen=True)
+class NodeEnvironments:
+    """`run_units`' `prepare` on a Ray cluster: made on the driver, called on the node before each unit - the
+    unit's task gets its environment there (`prepare_environments` on that node: its $EXECCRITIC_CACHE, its
+    $EXECCRITIC_GIT_SOURCES; builds are locked and idempotent, so nodes sharing a cache build each env once).
+    `git_recipe` travels with it (None: the committed recipe, which every node's copy of the code has)."""
+
+    backend: str | None = None
+    git_recipe: Any = None
+
+    def __call__(self, payload: Any) -> None:
+        task = next((p for p in payload if isinstance(p, Task)), None) if isinstance(payload, tuple) else None
+        if task is None:
+            return
+        key = (os.environ.get("EXECCRITIC_CACHE", ""), task.instance_id, self.backend)
+        if key not in _PREPARED_HERE:                # once per worker process; a miss later still fails loudly
+            prepare_environments([task], self.backend, git_recipe=self.git_recipe)
+            _PREPARED_HERE.add(key)
+
+
+_PREPARED_HERE: set[tuple[str, str, str | None]] = set()
+
+
+def ray_cluster(address: str | None) -> None:
+    """The Ray cluster a run's units go to answers (a local one is started by the run when `address` is None);
+    EnvironmentMissing saying what to do otherwise. Only a TCP connect to the head: nothing is joined here."""
+    if importlib.util.find_spec("ray") is None:
+        raise EnvironmentMissing("executor ray needs Ray: pip install -e '.[ray]'")
+    if not address or address == "auto":
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=10):
+            pass
+    except (OSError, ValueError) as exc:
+        raise EnvironmentMissing(f"the Ray cluster at {address} does not answer ({exc}); start its head "
+                                 "(`ray start --head`) or set EXECCRITIC_RAY_ADDRESS to host:port of a running "
+                                 "one (unset: a local cluster on this machine)") from None
 
 
 def _fail_if(missing: list[str]) -> None:

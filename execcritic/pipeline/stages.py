@@ -8,13 +8,14 @@
   score:          a fresh official evaluation of every terminal patch, Round-0 fallbacks included.
 Every instance stays in every denominator; the local gate outcome and the official outcome are
 recorded separately. Records are append-only JSONL (records.py), units do the I/O (units.py), the
-statistics are pure (stats.py).
+statistics are pure (stats.py). Each stage takes how its units run as `run_units`' keywords (`workers`,
+`backend` = the executor, `show_progress`, `ray_address`, `prepare`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from execcritic.files import atomic_write_json
 from execcritic.pipeline.config import PipelineConfig, source_label
@@ -38,12 +39,11 @@ def _count_score(r: dict) -> dict[str, int]:
     return {"resolved": r.get("resolved", False), "invalid": not r.get("valid", True)}
 
 
-def generate_tests(tasks: Sequence[Task], cfg: PipelineConfig, *, workers: int = 1, backend: str = "threads",
-                   show_progress: bool = True) -> RunSummary:
+def generate_tests(tasks: Sequence[Task], cfg: PipelineConfig, **run: Any) -> RunSummary:
     store = RecordStore(cfg.paths["generation"])
     units = [Unit(unit_key(t.instance_id, source_label(s)), (t, s, cfg)) for t in tasks for s in cfg.test_sources]
-    return run_units(units, generation_unit, store=store, workers=workers, backend=backend, label="generate-tests",
-                     count=_count_generation, show_progress=show_progress)
+    return run_units(units, generation_unit, store=store, label="generate-tests", count=_count_generation,
+                     **run)
 
 
 def _bundles(cfg: PipelineConfig) -> dict[tuple[str, str], dict | None]:
@@ -53,8 +53,7 @@ def _bundles(cfg: PipelineConfig) -> dict[tuple[str, str], dict | None]:
     return out
 
 
-def repair(tasks: Sequence[Task], cfg: PipelineConfig, *, workers: int = 1, backend: str = "threads",
-           show_progress: bool = True) -> RunSummary:
+def repair(tasks: Sequence[Task], cfg: PipelineConfig, **run: Any) -> RunSummary:
     bundles = _bundles(cfg)
     store = RecordStore(cfg.paths["repair"])
     units = []
@@ -66,26 +65,21 @@ def repair(tasks: Sequence[Task], cfg: PipelineConfig, *, workers: int = 1, back
             for k in range(cfg.runs):
                 units.append(Unit(unit_key(t.instance_id, label, f"run{k}"),
                                   (t, s, k, bundles[(t.instance_id, label)], cfg)))
-    return run_units(units, repair_unit, store=store, workers=workers, backend=backend, label="repair",
-                     count=_count_repair, show_progress=show_progress)
+    return run_units(units, repair_unit, store=store, label="repair", count=_count_repair, **run)
 
 
-def score(tasks: Sequence[Task], cfg: PipelineConfig, *, workers: int = 1, backend: str = "threads",
-          show_progress: bool = True) -> RunSummary:
+def score(tasks: Sequence[Task], cfg: PipelineConfig, **run: Any) -> RunSummary:
     by_id = {t.instance_id: t for t in tasks}
     store = RecordStore(cfg.paths["score"])
     units = [Unit(r["key"], (by_id[r["instance_id"]], r["key"], r["final_patch"], cfg))
              for r in RecordStore(cfg.paths["repair"]).iter() if r["instance_id"] in by_id]
-    return run_units(units, score_unit, store=store, workers=workers, backend=backend, label="score",
-                     count=_count_score, show_progress=show_progress)
+    return run_units(units, score_unit, store=store, label="score", count=_count_score, **run)
 
 
-def run_all(tasks: Sequence[Task], cfg: PipelineConfig, *, workers: int = 1, backend: str = "threads",
-            show_progress: bool = True) -> dict[str, RunSummary]:
+def run_all(tasks: Sequence[Task], cfg: PipelineConfig, **run: Any) -> dict[str, RunSummary]:
     atomic_write_json(Path(cfg.out_dir) / "run_config.json", cfg.to_dict())
-    return {"generate-tests": generate_tests(tasks, cfg, workers=workers, backend=backend, show_progress=show_progress),
-            "repair": repair(tasks, cfg, workers=workers, backend=backend, show_progress=show_progress),
-            "score": score(tasks, cfg, workers=workers, backend=backend, show_progress=show_progress)}
+    return {"generate-tests": generate_tests(tasks, cfg, **run), "repair": repair(tasks, cfg, **run),
+            "score": score(tasks, cfg, **run)}
 
 
 def run_fingerprint(stage: str, sections: tuple[str, ...], protocol, *, dataset_sha: str, repair_model: str | None,

@@ -16,6 +16,7 @@ listed as an error: what it returned may come from a killed command. The same co
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import threading
 import time
@@ -79,7 +80,11 @@ def _describe(label: str, counts: Counter, errors: int) -> str:
 
 def run_units(units: Sequence[Unit], fn: Callable[[Any], dict[str, Any]], *, store: RecordStore, workers: int = 1,
               backend: str = "threads", label: str = "units", count: Callable[[dict], dict[str, int]] | None = None,
-              show_progress: bool = True, ray_address: str | None = None) -> RunSummary:
+              show_progress: bool = True, ray_address: str | None = None,
+              prepare: Callable[[Any], None] | None = None) -> RunSummary:
+    """Run the units not yet in `store` and append their records. `prepare(payload)` runs before each unit where
+    the unit runs (on a Ray node: what the unit needs on that node, e.g. its task's environment in the node's
+    own cache - `preflight.NodeEnvironments`); an exception there is the unit's."""
     summary = RunSummary(total=len(units), stage=label)
     cancel.begin()              # a new run: an interrupt earlier in this process (a notebook, a test) is over
     todo = [u for u in units if u.key not in store]
@@ -113,13 +118,19 @@ def run_units(units: Sequence[Unit], fn: Callable[[Any], dict[str, Any]], *, sto
     with progress:
         bar = progress.add_task(_describe(label, summary.counts, 0), total=len(todo))
         if backend == "threads":
-            _run_threads(todo, fn, workers, finish, bar, summary)
+            _run_threads(todo, functools.partial(_prepared, fn, prepare), workers, finish, bar, summary)
         elif backend == "ray":
-            _run_ray(todo, fn, workers, finish, bar, ray_address, summary)
+            _run_ray(todo, fn, prepare, workers, finish, bar, ray_address, summary)
         else:
             raise ValueError(f"unknown executor {backend!r}; use 'threads' or 'ray'")
     summary.wall_s = time.monotonic() - started
     return summary
+
+
+def _prepared(fn: Callable[[Any], dict[str, Any]], prepare: Callable[[Any], None] | None, payload: Any) -> dict:
+    if prepare is not None:
+        prepare(payload)
+    return fn(payload)
 
 
 def _run_threads(todo: Sequence[Unit], fn, workers: int, finish, bar, summary: RunSummary) -> None:
@@ -161,14 +172,14 @@ def _run_threads(todo: Sequence[Unit], fn, workers: int, finish, bar, summary: R
         pool.shutdown(wait=not interrupted, cancel_futures=True)
 
 
-def _run_ray(todo: Sequence[Unit], fn, workers: int, finish, bar, address: str | None,
+def _run_ray(todo: Sequence[Unit], fn, prepare, workers: int, finish, bar, address: str | None,
              summary: RunSummary) -> None:
     """Scale-out path: one Ray task per unit, at most `workers` in flight; results come back to the driver."""
     import ray  # lazy: ray extra
 
     if not ray.is_initialized():
-        ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
-    remote = ray.remote(fn)
+        ray.init(address=address or None, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
+    remote = ray.remote(_prepared)
     queue = list(todo)
     inflight: dict[Any, Unit] = {}
     try:
@@ -178,7 +189,7 @@ def _run_ray(todo: Sequence[Unit], fn, workers: int, finish, bar, address: str |
                 queue = []
             while queue and len(inflight) < max(1, workers):
                 unit = queue.pop(0)
-                inflight[remote.remote(unit.payload)] = unit
+                inflight[remote.remote(fn, prepare, unit.payload)] = unit
             ready, _ = ray.wait(list(inflight), num_returns=1)
             for ref in ready:
                 unit = inflight.pop(ref)

@@ -521,9 +521,10 @@ def build_venv(plan: VenvPlan, steps: StepLog, *, staging: Path, final: Path, ch
         skipped[f"install: {spec['install']}"] = f"run as `{install}`: the sandbox mounts the venv read-only, so " \
             "the checkout must be importable in place (editable) for patches to take effect"
     install_env, what = build_environ(venv, plan.version), "install"
-    if resolve and plan.exclude_newer:
+    if plan.exclude_newer:
         # the install command's own pip resolves what the spec leaves open (sphinx 3.x's `pip install -e .[test]`
-        # took docutils 0.23, which dropped `docutils.utils.roman`): the same date cutoff as uv's steps
+        # took docutils 0.23, which dropped `docutils.utils.roman`): the same date cutoff as uv's steps - on a
+        # rebuild from the lock too (another machine, a Ray node), or its build requirements would be today's
         if _pip_has_uploaded_prior_to(host, py):
             install_env["PIP_UPLOADED_PRIOR_TO"] = plan.exclude_newer
             what = f"install (pip: uploaded before {plan.exclude_newer})"

@@ -61,8 +61,12 @@ def write(repo: Path, files: dict[str, str]) -> None:
 
 @pytest.fixture(scope="module")
 def mirror(tmp_path_factory):
+    return build_mirror(tmp_path_factory.mktemp("upstream"))
+
+
+def build_mirror(where: Path) -> dict:
     """upstream history: initial (tagged v0.1.0) -> Base (add is wrong) -> fixed -> later (its test)."""
-    repo = tmp_path_factory.mktemp("upstream") / "calc"
+    repo = where / "calc"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
     write(repo, {"setup.py": SETUP_PY, "setup.cfg": "# marker\n", ".gitignore": "calc/_version.py\n*.egg-info/\n",

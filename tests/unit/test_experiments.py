@@ -30,7 +30,7 @@ NOTEBOOKS = REPO / "notebooks"
 
 # ---- presets ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["paper", "smoke", "smoke-git", "ci"])
+@pytest.mark.parametrize("name", ["paper", "paper-git", "smoke", "smoke-git", "ci"])
 def test_the_shipped_presets_load(name):
     p = load_preset(name, env={"EXECCRITIC_CI_DATASET": "/x/demo.jsonl"})
     assert p.name == name and p.banner
@@ -57,6 +57,34 @@ def test_paper_roles_without_endpoints_are_unbound_with_the_variable_to_set():
     assert p2.binding("test_gpt56").spec.startswith("openai:https://api.openai.com/v1#gpt-5.6-sol")
 
 
+def test_paper_git_is_the_paper_preset_image_free_on_a_ray_cluster():
+    """Every knob, run count, model binding and the training of `paper`; only where the tasks come from, how they
+    are sandboxed and where the units run differ."""
+    env = {"EXECCRITIC_QWEN_URL": "http://gpu:8000/v1", "OPENAI_API_KEY": "k"}
+    paper, git = load_preset("paper", env=env), load_preset("paper-git", env=env)
+    assert git.protocol() == paper.protocol() and git.protocol().deviations() == {}
+    assert (git.runs, git.workers, git.seeds, git.training, git.train) == (paper.runs, paper.workers, paper.seeds,
+                                                                          paper.training, paper.train)
+    assert {r: (b.spec, b.name, b.stand_in) for r, b in git.models.items()} == \
+        {r: (b.spec, b.name, b.stand_in) for r, b in paper.models.items()}
+    assert (paper.dataset, paper.backend, paper.executor) == ("verified", "docker", "threads")
+    assert (git.dataset, git.backend, git.build_envs, git.executor) == ("verified-git", None, True, "ray")
+    assert git.benchmarks == {"verified": "verified-git", "multilingual": "multilingual-git", "pro": None}
+    assert git.ray_address is None                                  # unset: a local cluster
+    assert load_preset("paper-git", env={**env, "EXECCRITIC_RAY_ADDRESS": "head:6379"}).ray_address == "head:6379"
+
+
+def test_a_preset_extends_another_key_by_key(tmp_path):
+    (tmp_path / "base.yaml").write_text("name: base\nruns: 3\nworkers: 4\ntitle: Base\n")
+    (tmp_path / "child.yaml").write_text(f"name: child\nextends: {tmp_path / 'base.yaml'}\nworkers: 2\n")
+    p = load_preset(tmp_path / "child.yaml")
+    assert (p.name, p.runs, p.workers, p.title) == ("child", 3, 2, "Base")
+    (tmp_path / "loop.yaml").write_text(f"name: loop\nextends: {tmp_path / 'loop.yaml'}\n")
+    with pytest.raises(InputError, match="cycle") as exc:
+        load_preset(tmp_path / "loop.yaml")
+    assert exc.value.field == "extends"
+
+
 def test_env_expansion():
     assert expand("a${X}b", {"X": "1"}) == ("a1b", [])
     assert expand("${X:-dflt}", {}) == ("dflt", [])
@@ -81,6 +109,10 @@ def test_env_expansion():
     ("name: bad\ntrain_recipe:\n  colour: red\n", "train_recipe.colour"),
     ("name: bad\ntrain_recipe:\n  model: ''\n", "train_recipe.model"),
     ("name: bad\ntrain_recipe:\n  set: {sft.nothing: 1}\n", "train_recipe.set"),
+    ("name: bad\nexecutor: slurm\n", "executor"),
+    ("name: bad\nray_address: head:6379\n", "ray_address"),
+    ("name: bad\nextends: nope\n", "extends"),
+    ("name: bad\nextends: [paper]\n", "extends"),
 ])
 def test_bad_presets_name_the_file_and_the_field(tmp_path, body, field):
     path = tmp_path / "bad.yaml"
@@ -93,7 +125,7 @@ def test_bad_presets_name_the_file_and_the_field(tmp_path, body, field):
 # ---- parameters (the notebooks' validation call) ---------------------------------------------------------
 
 def test_unknown_preset_fails_clearly():
-    with pytest.raises(InputError, match=r"unknown preset 'nope'; known: ci, paper, smoke, smoke-git") as exc:
+    with pytest.raises(InputError, match=r"unknown preset 'nope'; known: ci, paper, paper-git, smoke, smoke-git") as exc:
         parameters("table2", preset="nope")
     assert exc.value.field == "preset"
 
@@ -399,3 +431,21 @@ def test_sessions_continue_until_finished(tmp_path):
     assert not resumed
     with pytest.raises(InputError, match="unknown artifact"):
         reproduce.check_artifacts(["table9"])
+
+
+def test_a_ray_preset_sends_its_units_to_the_cluster_and_builds_nothing_here():
+    """paper-git's units go to Ray with a preparer that makes each unit's environment on its node; the driver
+    builds nothing and checks only that the cluster answers (an unreachable one fails before any unit, naming
+    the variable to set)."""
+    from execcritic.errors import EnvironmentMissing
+    from execcritic.pipeline import preflight
+
+    ray = core._executor(parameters("table1", preset="paper-git"))
+    assert ray["backend"] == "ray" and ray["ray_address"] is None
+    assert ray["prepare"] == preflight.NodeEnvironments(None)
+    assert core.nodes_build(parameters("table1", preset="paper-git"))
+    smoke = parameters("table1", preset="smoke")
+    assert core._executor(smoke) == {} and not core.nodes_build(smoke)
+    preflight.ray_cluster(None)                                   # a local cluster: started by the run
+    with pytest.raises(EnvironmentMissing, match="EXECCRITIC_RAY_ADDRESS"):
+        preflight.ray_cluster("127.0.0.1:1")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import filecmp
 import math
 import re
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -26,6 +27,7 @@ from execcritic.figures.tables import (
     fmt,
     fmt_ci,
     leaf_headers,
+    measured_on,
     paper_table,
     signed,
     tex_escape,
@@ -499,3 +501,17 @@ def test_no_figure_text_is_smaller_than_eight_points():
         small = [(t.get_text()[:40], t.get_fontsize()) for t in fig.findobj(Text)
                  if t.get_visible() and t.get_text().strip() and t.get_fontsize() < MIN_FONT]
         assert not small, (name, small)
+
+
+@pytest.mark.parametrize("source, says", [
+    ("verified-sdist:rows.parquet", "of SWE-bench Verified's 500 instances, those whose environments build here"),
+    ("verified-git:rows.parquet", "of SWE-bench Verified's 500 instances, each at its own base commit"),
+    ("multilingual-git:rows.parquet", "of SWE-bench Multilingual's 300 instances, the C and C++ rows qualified here"),
+])
+def test_a_caption_names_the_subset_of_the_split_it_measured(source, says):
+    """A measured row under a "SWE-bench Verified" caption says which of the suite's subsets it came from and
+    how many rows that subset holds (read from the task set's recipe, not typed)."""
+    said = measured_on(SimpleNamespace(manifest={"datasets": [{"source": source}]}))
+    name = source.split(":")[0]
+    assert said.startswith(f"{name} (") and says in said
+    assert int(said.split("(")[1].split()[0]) > 0

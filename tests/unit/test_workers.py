@@ -44,3 +44,29 @@ def test_a_persistent_model_outage_stops_the_run(tmp_path):
     assert s.done == 1 and s.errors == 1 and s.not_started == 18 and calls == [0, 1]
     again = run_units(units, lambda n: {"n": n}, store=RecordStore(tmp_path / "r.jsonl"), show_progress=False)
     assert (again.skipped, again.done) == (1, 19)          # the same command continues with the rest
+
+
+def test_prepare_runs_before_each_unit_and_its_failure_is_the_units(tmp_path):
+    """`prepare` (on Ray: the unit's environment on its node) runs before the unit where it runs; a unit whose
+    preparation raises is an errored unit, left for a rerun, never a record."""
+    seen: list[tuple[str, int]] = []
+    lock = threading.Lock()
+
+    def prepare(n):
+        with lock:
+            seen.append(("prepare", n))
+        if n == 1:
+            raise OSError("no source serves commit abc")
+
+    def fn(n):
+        with lock:
+            seen.append(("run", n))
+        return {"n": n}
+
+    store = RecordStore(tmp_path / "r.jsonl")
+    s = run_units([Unit(f"u{n}", n) for n in range(3)], fn, store=store, show_progress=False, prepare=prepare)
+    assert (s.done, s.errors) == (2, 1) and "no source serves commit abc" in s.failures[0]["error"]
+    assert sorted(r["key"] for r in store.iter()) == ["u0", "u2"]
+    for n in (0, 2):
+        assert seen.index(("prepare", n)) < seen.index(("run", n))
+    assert ("run", 1) not in seen
