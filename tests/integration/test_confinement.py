@@ -136,6 +136,22 @@ def test_local_sandbox_hides_the_foreign_function_modules(repo):
             assert out.splitlines() == FFI_REFUSED, (py, out)
 
 
+# tblib (Django's runner imports it) on Python 3.6 reports a failed ctypes setup on stderr with no newline
+TBLIB_LIKE = ("import sys\ntry:\n    import ctypes\n    ctypes.sizeof(ctypes.c_size_t)\n"
+              "except Exception as exc:\n    sys.stderr.write('Failed to initialize cpython support: {!r}'.format(exc))\n"
+              "    sys.stderr.flush()\nprint('test_x (app.tests.T) ... ok')\n")
+
+
+def test_a_refused_ctypes_call_reported_without_a_newline_costs_no_log_line(repo):
+    """issue 42: the inert ctypes' error, written by a library without a newline, glued the next line of a Django
+    test log to it (django__django-13810: a P2P result lost to the log parser, `plain_run_disagrees`). Its repr
+    ends the line: the result line stands alone, as in SWE-bench's images, where ctypes works."""
+    with LocalSandbox(repo) as sb:
+        out = sb.run(f"python3 - <<'EOF' 2>&1\n{TBLIB_LIKE}\nEOF\n", timeout=60).output
+    assert "Failed to initialize cpython support: CtypesUnavailable(" in out, out
+    assert "test_x (app.tests.T) ... ok" in out.splitlines(), out
+
+
 def test_without_a_procfs_even_a_new_user_namespace_cannot_mount_one(repo, tmp_path):
     """The kernel fact the procfs removal rests on (seccomp aside): a process whose mount namespace has no procfs
     cannot mount one, even with every capability of a fresh user namespace that owns its pid namespace

@@ -120,14 +120,16 @@ def test_the_signal_guard_keeps_the_standard_library_semantics(python):
 
 
 def run_candidate(work: Path, files: dict[str, str], changed: list[str], code: str, *, python: str = sys.executable,
-                  path: tuple[Path, ...] = (), ffi: bool = False, runner: str = "unittest"):
+                  path: tuple[Path, ...] = (), ffi: bool = False, runner: str = "unittest",
+                  lines: dict[str, list[list[int]]] | None = None):
     """`code` run in checkout `work` whose `files` are written first; `changed`: those the candidate changed (every
-    line of them its own). `path`: directories put on sys.path after the checkout (a library's site-packages).
-    `ffi`: the env's recipe says a library needs the real ctypes; `runner`: the reporter's runner hooks."""
+    line of them its own, unless `lines` gives a file's [first, last] ranges). `path`: directories put on sys.path
+    after the checkout (a library's site-packages). `ffi`: the env's recipe says a library needs the real ctypes;
+    `runner`: the reporter's runner hooks."""
     for rel, text in files.items():
         (work / rel).parent.mkdir(parents=True, exist_ok=True)
         (work / rel).write_text(textwrap.dedent(text))
-    lines = {rel: [[1, len(files[rel].splitlines()) + 1]] for rel in changed}
+    lines = {rel: [[1, len(files[rel].splitlines()) + 1]] for rel in changed} | (lines or {})
     with tempfile.TemporaryDirectory() as tmp:
         channel = ReporterChannel(tmp, {"workdir": str(work), "runner": runner, "changed": changed,
                                         "changed_lines": lines, "test_files": [], "ffi": ffi})
@@ -159,6 +161,75 @@ def test_a_native_signal_handler_is_refused_whoever_installs_it(tmp_path):
         ["pkg/__init__.py"], "import pkg")
     assert proc.returncode != 0 and "not installed" in proc.stderr
     assert [t["what"] for t in report.tampers] == ["signal_handler"], report.tampers
+
+
+# a changed file whose candidate lines are only `args` (Django's autoreload.py under the Gold of 13837: the fix is in
+# get_child_arguments, and run_with_reloader installs `lambda *args: sys.exit(0)` on lines the product wrote)
+RELOADER = ("import signal, sys\n\n\n"
+            "def args():\n"
+            "    return ['-m', 'pkg']\n\n\n"           # lines 4-5: the candidate's
+            "def run_with_reloader(handler=None):\n"
+            "    signal.signal(signal.SIGTERM, handler or (lambda *args: sys.exit(0)))\n"
+            "    return args()\n")
+
+
+def test_a_handler_on_the_products_lines_of_a_changed_file_is_not_the_candidates(tmp_path):
+    """issue 42: every Gold run of Django 13837 and 14311 was refused as `signal_handler` - the rule took any
+    function of a file the candidate changed, and any frame of it on the stack, for the candidate's. A function
+    is the candidate's when the candidate wrote one of its own lines."""
+    proc, report = run_candidate(tmp_path / "repo", {"pkg/reload.py": RELOADER}, ["pkg/reload.py"],
+                                 "from pkg import reload\nassert reload.run_with_reloader() == ['-m', 'pkg']\n",
+                                 lines={"pkg/reload.py": [[4, 5]]})
+    assert proc.returncode == 0, proc.stderr
+    assert report.tampers == [], report.tampers
+
+
+@pytest.mark.parametrize("added", ["handler", "caller"])
+def test_the_candidates_own_lines_in_a_changed_file_still_install_no_handler(added, tmp_path):
+    """The same file with the candidate's lines being the handler it passes in, or the function that calls the
+    product's installer: its frame is on the stack, or the handler is its code - refused and named."""
+    extra = ("\n\ndef mine(*args):\n    return args\n\n\nrun_with_reloader(mine)\n" if added == "handler" else
+             "\n\ndef mine():\n    return run_with_reloader()\n\n\nmine()\n")
+    first = len(RELOADER.splitlines()) + 1
+    proc, report = run_candidate(tmp_path / "repo", {"pkg/reload.py": RELOADER + extra}, ["pkg/reload.py"],
+                                 "from pkg import reload\n",
+                                 lines={"pkg/reload.py": [[first, first + len(extra.splitlines())]]})
+    assert proc.returncode != 0 and "not installed" in proc.stderr, proc.stderr[-2000:]
+    assert [t["what"] for t in report.tampers] == ["signal_handler"], report.tampers
+
+
+# Django's autoreload test (test_bytecode_conversion_to_source): compile a file, delete its source, import the .pyc
+BARE_PYC = """
+import os, py_compile, sys, tempfile
+d = tempfile.mkdtemp()
+src = os.path.join(d, "test_compiled.py")
+with open(src, "w") as fh:
+    fh.write("VALUE = 41 + 1\\n")
+pyc = py_compile.compile(src, src + "c")
+os.unlink(src)
+{between}
+sys.path.insert(0, d)
+import test_compiled
+print(test_compiled.VALUE)
+"""
+
+
+def test_a_bare_pyc_that_py_compile_wrote_this_run_loads(tmp_path):
+    """issue 42: Django 14771's Base run was refused as `bytecode_planted` - the .pyc had no source beside it to be
+    compared with. The source py_compile compiled for that path is remembered, and the bytecode matches it."""
+    proc, report = run_candidate(tmp_path / "repo", {"pkg/__init__.py": ""}, [], BARE_PYC.format(between=""))
+    assert proc.returncode == 0 and proc.stdout.strip() == "42", proc.stderr[-2000:]
+    assert report.tampers == [], report.tampers
+
+
+def test_a_bare_pyc_rewritten_after_py_compile_is_planted(tmp_path):
+    """The same .pyc replaced before the import by other bytecode (here an honest compile of other source, so that
+    the run stays alive to report): not what py_compile compiled - refused and named."""
+    swap = ("import marshal\nwith open(pyc, 'rb') as fh:\n    head = fh.read(16)\n"
+            "with open(pyc, 'wb') as fh:\n    fh.write(head + marshal.dumps(compile('VALUE = 7', src, 'exec')))\n")
+    proc, report = run_candidate(tmp_path / "repo", {"pkg/__init__.py": ""}, [], BARE_PYC.format(between=swap))
+    assert "42" not in proc.stdout and "7" not in proc.stdout, proc.stdout
+    assert "bytecode_planted" in {t["what"] for t in report.tampers}, (report.tampers, proc.stderr[-2000:])
 
 
 def test_the_interpreters_own_handlers_and_library_functions_stay_installable(tmp_path):
@@ -646,3 +717,87 @@ def test_a_test_run_by_a_closure_of_the_checkouts_unchanged_code_is_the_test(cha
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert report.problem is None and not report.tampers, report.summary()
         assert {n.node: n.phases.get("call") for n in report.nodes.values()} == {"test_x.py::test_x": "passed"}
+
+
+# Django's serializers tests (tests/serializers/tests.py `register_tests`): test methods made at import as partials of
+# a function the test file defines - the file defines no function by the test's name
+GENERATED = {"test_gen.py": """
+import unittest
+from functools import partialmethod
+
+
+def check_format(self, fmt):
+    self.assertIn(fmt, ("json", "xml"))
+
+
+class T(unittest.TestCase):
+    pass
+
+
+for _fmt in ("json", "xml"):
+    setattr(T, "test_%s_format" % _fmt, partialmethod(check_format, _fmt))
+"""}
+UNITTEST_GEN = "import unittest\nunittest.main(module=None, argv=['x', '-v', 'test_gen'])"
+
+
+def test_a_test_made_as_a_partial_of_the_files_function_is_that_function(tmp_path):
+    """issue 42: every run of Django 12209 was refused as `test_code` ("test_data.py defines no function
+    test_json_serializer"). A partial of a function the file defines, bound to data, runs that function as written."""
+    proc, report = run_candidate(tmp_path / "repo", GENERATED, [], UNITTEST_GEN)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert report.problem is None and not report.tampers, report.summary()
+    assert sorted(n.phases.get("call") for n in report.nodes.values()) == ["passed", "passed"], report.summary()
+
+
+@pytest.mark.parametrize("how", ["another function", "a bound callable"])
+def test_a_generated_test_of_other_code_is_not_the_files(how, tmp_path):
+    """The same registration over a function the file does not define as compiled (its code swapped for the
+    candidate's), or with the candidate's function bound as an argument: not the test the file defines."""
+    files = dict(GENERATED, **{"pkg/__init__.py": "def passes(*args):\n    return None\n"})
+    if how == "another function":
+        files["test_gen.py"] += "\nimport pkg\ncheck_format.__code__ = pkg.passes.__code__\n"
+    else:
+        files["test_gen.py"] = files["test_gen.py"].replace("partialmethod(check_format, _fmt)",
+                                                            "partialmethod(check_format, pkg.passes)")
+        files["test_gen.py"] = "import pkg\n" + files["test_gen.py"]
+    proc, report = run_candidate(tmp_path / "repo", files, ["pkg/__init__.py"], UNITTEST_GEN)
+    assert {"test_code", "code_swap"} & {t["what"] for t in report.tampers}, (report.tampers, proc.stderr[-2000:])
+
+
+# Django's BaseDatabaseCreation.mark_expected_failures_and_skips (15252's tests call it): product code that rebinds a
+# test module's function to unittest.skip(reason)(that function)
+MARKS = {"skip": "import unittest\n\ndef mark(module, name):\n"
+                 "    setattr(module, name, unittest.skip('db')(getattr(module, name)))\n",
+         "other wrapper": "import functools\n\ndef mark(module, name):\n    fn = getattr(module, name)\n"
+                          "    setattr(module, name, functools.wraps(fn)(lambda *a, **k: None))\n"}
+MARKED = {"test_marks.py": """
+import sys, unittest
+import pkg
+
+
+def data_test_function():
+    pass
+
+
+class T(unittest.TestCase):
+    def test_a_marks(self):
+        pkg.mark(sys.modules[__name__], "data_test_function")
+
+    def test_b_after(self):
+        pass
+"""}
+
+
+@pytest.mark.parametrize("how", list(MARKS))
+def test_a_test_module_function_skipped_in_place_is_no_rebinding(how, tmp_path):
+    """issue 42: every Base run of Django 15252 was `test_module_rebound`. A module function rebound to unittest's
+    skip wrapper of itself can only be skipped, never pass: no rebinding. Any other wrapper (here one that runs
+    nothing) is still named."""
+    files = dict(MARKED, **{"pkg/__init__.py": MARKS[how]})
+    proc, report = run_candidate(tmp_path / "repo", files, [],
+                                 "import unittest\nunittest.main(module=None, argv=['x', '-v', 'test_marks'])")
+    if how == "skip":
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert report.problem is None and not report.tampers, report.summary()
+    else:
+        assert "test_module_rebound" in {t["what"] for t in report.tampers}, (report.tampers, proc.stderr[-2000:])

@@ -124,6 +124,23 @@ def _build():
     def _parse(source, filename):
         return compile(source, filename, "exec", _ONLY_AST, True)
 
+    def _line_span(code):
+        """(first, last) line of a code object's own instructions (3.10+: its line table; before: co_lnotab,
+        whose line increments are signed bytes from 3.6)."""
+        first = last = code.co_firstlineno
+        if hasattr(code, "co_lines"):
+            for _start, _end, line in code.co_lines():
+                if line is not None and line > last:
+                    last = line
+            return first, last
+        line, table = first, code.co_lnotab
+        for i in range(1, len(table), 2):
+            step = table[i]
+            line += step - 256 if step >= 128 else step
+            if line > last:
+                last = line
+        return first, last
+
     _HERE = _os_module.path.dirname(_os_module.path.abspath(__file__)) + "/"
     _FUNCS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, classmethod, staticmethod, property)
     # events a test never needs and a forger does
@@ -336,6 +353,14 @@ def _build():
         def candidate_line(code, lineno):
             """Did the candidate write this line (an added line of a changed file, or any line of a file the run
             wrote), or code it compiled at run time?"""
+            return _candidate_lines(code, (lineno, lineno))
+
+        def candidate_code(code):
+            """Did the candidate write any line of this code object's own (a function's lines, not the rest of
+            its file)? A file the run wrote, or one without line information, is the candidate's whole."""
+            return _candidate_lines(code, None)
+
+        def _candidate_lines(code, span):
             path = code.co_filename
             if path.startswith("<"):
                 return runtime_untrusted(code)
@@ -345,7 +370,8 @@ def _build():
             ranges = S.changed_lines.get(rel)
             if ranges is None:
                 return True                      # no line information: the whole file is the candidate's
-            return any(a <= lineno <= b for a, b in ranges)
+            first, last = span or _line_span(code)
+            return any(a <= last and first <= b for a, b in ranges)
 
         def runtime_untrusted(code):
             """Code compiled at run time is trusted when trusted code executed it (dataclasses, namedtuple, attrs
@@ -513,6 +539,7 @@ def _build():
                 if isinstance(name, str) and not name.startswith("<") and not changed_file(name):
                     _by_candidate(_caller(3), "code_spoofed",
                                   "code compiled under the name of a file it does not come from (%s)" % name)
+                _py_compile_source(_caller(3), args)
             elif event == "import":
                 _import(args)
             elif event == "code.__new__":
@@ -610,6 +637,14 @@ def _build():
                                 return
                     except (OSError, ValueError, TypeError, SyntaxError, EOFError):
                         pass
+                compiled = S.compiled_pycs.get(_abs(path))
+                if source is None and compiled is not None and args and type(args[0]) is bytes:
+                    try:                         # a bare .pyc py_compile wrote this run, from the source it read
+                        if _loads(args[0]) == _compile(compiled[0], compiled[1], "exec", dont_inherit=True,
+                                                       optimize=compiled[2]):
+                            return
+                    except (ValueError, TypeError, SyntaxError, EOFError):
+                        pass
             elif code.co_name == "_read_pyc" and "_pytest" in code.co_filename:
                 fp = frame.f_locals.get("fp")
                 path = fp.name if type(fp) is _BufferedReader else None
@@ -627,6 +662,24 @@ def _build():
                 return
             _fire("bytecode_planted", "bytecode written during the run was loaded: %s" % path)
             raise RefusedImport("bytecode written during the run: %s" % path)
+
+        def _py_compile_source(frame, args):
+            """`py_compile.compile` about to write the bytecode of a source it read (Django's autoreload tests compile
+            a file, delete its source and import the bare .pyc): remember the source under the .pyc's path, so that
+            loading that file is judged against a compile of what was compiled, as a .pyc beside its source is."""
+            for _ in range(4):                   # (source_to_code and _call_with_frames_removed in between)
+                if frame is None:
+                    return
+                code = frame.f_code
+                if code.co_name == "compile" and code.co_filename.endswith("/py_compile.py") and \
+                        _stdlib(code.co_filename):
+                    local = frame.f_locals
+                    cfile, optimize = local.get("cfile"), local.get("optimize", -1)
+                    if type(cfile) is str and type(optimize) is int and len(args) > 1 and \
+                            type(args[0]) in (bytes, str) and type(args[1]) is str and len(S.compiled_pycs) < 1000:
+                        S.compiled_pycs[_abs(cfile)] = (args[0], args[1], optimize)
+                    return
+                frame = frame.f_back
 
         def _pytest_writes_pyc(frame):
             """pytest's assertion rewriter (trusted: outside the candidate's files) writes the module it compiled:
@@ -707,6 +760,17 @@ def _build():
                 frame = frame.f_back
             return None
 
+        def candidate_function_on_stack(frame):
+            """The first frame running a function the candidate wrote a line of, on the stack from `frame` up,
+            as text, or None. (Frames of the product's functions in a changed file are not the candidate's: its
+            code reaches them only through a frame of its own, lower on the same stack.)"""
+            while frame is not None:
+                code = frame.f_code
+                if candidate_code(code):
+                    return "%s:%d" % (code.co_filename, frame.f_lineno)
+                frame = frame.f_back
+            return None
+
         def _frame_access(frame, level, detail):
             """A frame taken by the candidate's line - or, inside the hook (`level`: code of the tested process
             running while the hook runs, a finalizer), by anyone with the candidate's code on the stack there: a
@@ -753,7 +817,13 @@ def _build():
             handlers (`list.insert` would keep every frame it is handed)."""
             while caller is not None and caller.f_code.co_name == "signal" and _stdlib(caller.f_code.co_filename):
                 caller = caller.f_back                     # signal.signal, the standard library's wrapper
-            where = _untrusted_hook(handler) or candidate_on_stack(caller)
+            if type(handler) is types.FunctionType and not candidate_code(handler.__code__):
+                where = None        # a function of a changed file whose own lines are the product's (Django's
+                                    # autoreload installs `lambda *args: sys.exit(0)`; a Gold fix elsewhere in
+                                    # autoreload.py made every Gold run `signal_handler`, 13837/14311)
+            else:
+                where = _untrusted_hook(handler)
+            where = where or candidate_function_on_stack(caller)
             if not where and _native_callable(handler):
                 where = "a native callable (%s), not a function" % _name(handler)
             if where:
@@ -1166,6 +1236,9 @@ def _build():
                 if now is None and k not in ns:
                     out += _once((where, k, "del"), what, "%s.%s was deleted" % (where, k))
                 elif _ident(now) != ident and not _volatile(where, k):
+                    if what == "test_module_rebound" and _skipped_in_place(now, ident):
+                        before[k] = _ident(now)
+                        continue
                     out += _once((where, k), what, "%s.%s was rebound to %s" % (where, k, _name(now)))
             if len(ns) != len(keys) or any(k not in keys for k in list(ns.keys())):
                 for k in list(ns.keys()):
@@ -1180,6 +1253,21 @@ def _build():
                             out += _once((where, k, "add"), what, "%s.%s was added (%s)" % (where, k, _name(value)))
             snap[2] = _held(ns)            # what was found is reported once; the next check starts from here
             return out
+
+        def _skipped_in_place(now, ident):
+            """A test module's function rebound to unittest's skip wrapper of itself (Django's
+            `mark_expected_failures_and_skips` does it to the module's own functions - every Base run of 15252 was
+            `test_module_rebound`): a skipped test never passes, so nothing can be forged by it. Any other
+            wrapper may run something else in the test's place, and stays a rebinding."""
+            if type(now) is not types.FunctionType:
+                return False
+            code = now.__code__
+            path = code.co_filename
+            if code.co_name != "skip_wrapper" or not path.endswith("/unittest/case.py") or not _stdlib(path) or \
+                    not trusted_file(_abs(path)):
+                return False
+            wrapped = vars(now).get("__wrapped__")
+            return wrapped is not None and _ident(wrapped) == ident
 
         def _once(key, what, detail):
             if key in S.reported:
@@ -1249,8 +1337,33 @@ def _build():
             except (OSError, SyntaxError, ValueError, TypeError) as exc:
                 return "cannot compile %s to check %s: %r" % (path, name, exc)
             if not expected:
-                return "%s defines no function %s" % (path, name)
+                return _generated_test(fn, name, path, compiler, max_wrappers)
             return _runs_test(fn, name, path, compiler, expected, max_wrappers)
+
+        def _generated_test(fn, name, path, compiler, budget):
+            """A test method the file does not define by its name, made at import as a partial of a function it
+            does define (Django's `register_tests`: `setattr(cls, 'test_json_serializer', partialmethod(
+            serializerTest, 'json'))`; its tests were all `test_code` - 12209): the function must be the file's
+            as written, and nothing bound to it the candidate's code."""
+            missing = "%s defines no function %s" % (path, name)
+            cur = fn.__func__ if isinstance(fn, types.MethodType) else fn
+            if type(cur) is not functools.partial:
+                return missing
+            inner = cur.func.__func__ if isinstance(cur.func, types.MethodType) else cur.func
+            if type(inner) is not types.FunctionType:
+                return missing
+            for value in cur.args + tuple(cur.keywords.values()):
+                where = _untrusted_callable(value) if callable(value) else None
+                if where:
+                    return "%s binds %s from %s to %s" % (name, _name(value), where, _name(inner))
+            real = inner.__name__
+            try:
+                expected = expected_codes(path, real, compiler)
+            except (OSError, SyntaxError, ValueError, TypeError) as exc:
+                return "cannot compile %s to check %s: %r" % (path, real, exc)
+            if not expected:
+                return missing
+            return _runs_test(inner, real, path, compiler, expected, budget)
 
         def _runs_test(cur, name, path, compiler, expected, budget):
             """`check_test_callable` from `cur` on, through at most `budget` wrappers. A wrapper whose code is
@@ -1329,6 +1442,7 @@ def _build():
         S.parsed = {}           # path -> (source, module AST)
         S.namedtuples = {}      # (typename, fields, defaults) -> the reference namedtuple (`namedtuple_method`)
         S.pytest_pycs = {}      # pyc path -> the marshalled code pytest's rewriter wrote there this run
+        S.compiled_pycs = {}    # pyc path -> (source, filename, optimize) py_compile compiled for it this run
         set_facts(config)
         S.trusted_runtime, S.candidate_runtime, S.runtime_refs = set(), set(), []
         # True when the runner's own package lives in the checkout (pytest-dev/pytest): its code is the

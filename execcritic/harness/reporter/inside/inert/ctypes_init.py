@@ -1,9 +1,20 @@
 """ctypes, inert: bound by the execcritic sandbox over the standard library's `ctypes/__init__.py` (the native
 `_ctypes` is hidden). Importing it works - Django's test runner and pandas import ctypes at module level - but
 nothing here reaches native memory or calls C: the code under test must not read or write the memory of the
-process that computes its verdict. Every operation that would raises OSError; the type names exist so that
-definitions made at import time (subclasses, `ctypes.c_int` as a value) still work."""
+process that computes its verdict. Every operation that would raises OSError (`CtypesUnavailable`); the type names
+exist so that definitions made at import time (subclasses, `ctypes.c_int` as a value) still work."""
 _WHY = "ctypes is not available to the code under test (execcritic sandbox: no foreign-function interface)"
+
+
+class CtypesUnavailable(OSError):
+    """What every refusal raises. Its repr ends the line it is written on: a library that reports a failed ctypes
+    setup on stderr without a newline (tblib on Python 3.6, imported by Django's test runner: "Failed to initialize
+    cpython support: {!r}") would otherwise glue the next line of the test log to it - a result line, lost to
+    SWE-bench's log parser (measured: django__django-13810's plain run, a P2P test with no result). SWE-bench's
+    images have a working ctypes, so the message is the sandbox's and must not cost a result."""
+
+    def __repr__(self):
+        return OSError.__repr__(self) + "\n"
 
 
 def _refuse(*args, **kwargs):
@@ -12,7 +23,7 @@ def _refuse(*args, **kwargs):
     audit = getattr(__import__("sys"), "audit", None)
     if audit is not None:
         audit("execcritic.reporter", "ffi")
-    raise OSError(_WHY)
+    raise CtypesUnavailable(_WHY)
 
 
 class ArgumentError(Exception):
