@@ -209,6 +209,7 @@ class UnitCounts:
     errors: int = 0
     failures: list[dict[str, Any]] = field(default_factory=list)   # RunSummary.failures of every stage
     stopped: list[str] = field(default_factory=list)
+    nodes: dict[str, int] = field(default_factory=dict)             # Ray: units run per node
 
     def add(self, summary: Any) -> None:
         if summary is not None:
@@ -218,6 +219,8 @@ class UnitCounts:
             self.failures += summary.failures
             if summary.stopped:
                 self.stopped.append(summary.stopped)
+            for node, n in summary.nodes.items():
+                self.nodes[node] = self.nodes.get(node, 0) + n
 
     def table(self, limit: int = 20) -> str:
         """The errored units, one line each (instance/source/run key, stage, first line of the error, where
@@ -577,7 +580,9 @@ def execute(spec: ArtifactSpec, params: Params, *, show_progress: bool = True,
             if turns:
                 writer.write_table("revision_turns.csv", pd.DataFrame(turns))
             timings["total"] = round(time.monotonic() - t0, 1)
-            writer.update_manifest(timings=timings, units=units)
+            writer.update_manifest(timings=timings, units=units,
+                                   **({"executor": {"ray_address": params.preset.ray_address or "local",
+                                                    "units_per_node": counts.nodes}} if nodes_build(params) else {}))
             if counts.errors or counts.stopped:
                 raise UnitsFailed(f"{spec.artifact} run {params.run_id}: {counts.errors} pipeline unit(s) raised and left "
                                   f"no record; the run stays incomplete (its {counts.ran + counts.skipped} finished units "

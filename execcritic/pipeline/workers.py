@@ -62,11 +62,13 @@ class RunSummary:
     failures: list = field(default_factory=list)  # {"key", "stage", "error" (first line), "record" (errors file)}
     not_started: int = 0            # left for a rerun after the run stopped (`stopped` says why)
     stopped: str = ""
+    nodes: Counter = field(default_factory=Counter)   # Ray: units finished per node ("<hostname> <node id>")
 
     def to_dict(self) -> dict[str, Any]:
         return {"total": self.total, "skipped": self.skipped, "done": self.done, "errors": self.errors,
                 "counts": dict(self.counts), "wall_s": round(self.wall_s, 2), "failures": self.failures,
-                "not_started": self.not_started, "stopped": self.stopped}
+                "not_started": self.not_started, "stopped": self.stopped,
+                **({"nodes": dict(self.nodes)} if self.nodes else {})}
 
     @property
     def complete(self) -> bool:
@@ -133,6 +135,16 @@ def _prepared(fn: Callable[[Any], dict[str, Any]], prepare: Callable[[Any], None
     return fn(payload)
 
 
+def _on_node(fn: Callable[[Any], dict[str, Any]], prepare: Callable[[Any], None] | None,
+             payload: Any) -> tuple[str, dict]:
+    """A unit as a Ray task: (the node that ran it, its record)."""
+    import socket  # lazy: runs on the Ray node
+
+    import ray  # lazy: ray extra
+
+    return f"{socket.gethostname()} {ray.get_runtime_context().get_node_id()[:12]}", _prepared(fn, prepare, payload)
+
+
 def _run_threads(todo: Sequence[Unit], fn, workers: int, finish, bar, summary: RunSummary) -> None:
     """At most `workers` units in flight in a thread pool; on KeyboardInterrupt, cancel and re-raise (module
     docstring). The pool is never waited for beyond the grace: a thread blocked outside any sandbox (an HTTP
@@ -179,7 +191,7 @@ def _run_ray(todo: Sequence[Unit], fn, prepare, workers: int, finish, bar, addre
 
     if not ray.is_initialized():
         ray.init(address=address or None, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
-    remote = ray.remote(_prepared)
+    remote = ray.remote(_on_node)
     queue = list(todo)
     inflight: dict[Any, Unit] = {}
     try:
@@ -194,9 +206,12 @@ def _run_ray(todo: Sequence[Unit], fn, prepare, workers: int, finish, bar, addre
             for ref in ready:
                 unit = inflight.pop(ref)
                 try:
-                    finish(unit, ray.get(ref), None, bar)
+                    node, record = ray.get(ref)
                 except Exception as exc:  # the unit raised on the worker
                     finish(unit, None, exc, bar)
+                else:
+                    summary.nodes[node] += 1
+                    finish(unit, record, None, bar)
     except KeyboardInterrupt:
         cancel.cancel_all()
         for ref in inflight:          # force: kill the worker processes (their sandboxes die with them)

@@ -7,6 +7,7 @@ the driver read, and the records equal a run on threads."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -117,6 +118,7 @@ def test_verified_git_units_run_on_two_ray_nodes_each_building_its_own_environme
                          ray_address=address, prepare=NodeEnvironments(None, git_recipe=recipe), show_progress=False)
     wall = time.monotonic() - t0
     assert all(s.errors == 0 and s.complete for s in got.values()), [s.failures for s in got.values()]
+    assert len(set().union(*(s.nodes for s in got.values()))) == 2, [s.nodes for s in got.values()]
     score = RecordStore(tmp_path / "ray" / "score.jsonl").load()
     assert len(score) == 4 and all(r["valid"] and r["resolved"] for r in score), score
     gen = RecordStore(tmp_path / "ray" / "generation.jsonl").load()
@@ -137,3 +139,27 @@ def test_verified_git_units_run_on_two_ray_nodes_each_building_its_own_environme
     stages.run_all(tasks, PipelineConfig(out_dir=str(tmp_path / "threads"), **kw), workers=2, show_progress=False)
     assert stable(tmp_path / "ray") == stable(tmp_path / "threads")
     print(f"\n4 verified-git instances x (generate, repair, score) on 2 Ray nodes: {wall:.0f} s, builds included")
+
+
+def test_a_notebook_run_under_a_ray_preset_sends_its_units_to_the_nodes(cluster, demo_toolz, demo_boltons,
+                                                                          tmp_path, monkeypatch):
+    """The experiments path (what a notebook and `reproduce` run) under a preset with `executor: ray` - the ci
+    preset's scripted stand-ins on the demo tasks, extended the way `paper-git` extends `paper`: every unit runs
+    on a worker node, the run completes, and its manifest names the cluster and the units each node ran."""
+    from execcritic.experiments import core
+    from execcritic.experiments.artifacts import SPECS
+    from execcritic.experiments.params import parameters
+
+    address, _ = cluster
+    ds = tmp_path / "demo.jsonl"
+    ds.write_text("".join(json.dumps(d.task_row("demo-1")) + "\n" for d in (demo_toolz, demo_boltons)))
+    monkeypatch.setenv("EXECCRITIC_CI_DATASET", str(ds))
+    preset = tmp_path / "ci-ray.yaml"
+    preset.write_text(f"name: ci-ray\nextends: ci\nexecutor: ray\nray_address: {address}\n")
+    params = parameters("table1", preset=str(preset), output_dir=str(tmp_path / "results"))
+    run = core.execute(SPECS["table1"], params, show_progress=False)
+    assert run.manifest["status"] == "complete" and len(run.records), run.manifest
+    placed = run.manifest["executor"]
+    assert placed["ray_address"] == address
+    assert len(placed["units_per_node"]) == 2, placed                 # both worker nodes (the head has no CPU)
+    assert sum(placed["units_per_node"].values()) > 0
