@@ -63,6 +63,10 @@ FFI = {
                                 "astropy__astropy-7166)" for v in ("1.3", "3.1")},
     "mwaskom/seaborn": "scipy builds ctypes function types when it is imported (measured on verified-sdist's "
                        "seaborn env, whose recipe says ffi)",
+    "scikit-learn/scikit-learn": "scipy's _ccallback_c imports ctypes when it is imported, and `import sklearn` "
+                                 "imports scipy: with the inert ctypes every Base and Gold run fails to collect "
+                                 "(measured: scikit-learn__scikit-learn-10297, 10844, 10908, all refused as "
+                                 "runner_tampered)",
 }
 PYTHON_EOL = {"2.7": "2020-01-01T00:00:00Z", "3.5": "2020-09-13T00:00:00Z", "3.6": "2021-12-23T00:00:00Z",
               "3.7": "2023-06-27T00:00:00Z", "3.8": "2024-10-07T00:00:00Z"}
