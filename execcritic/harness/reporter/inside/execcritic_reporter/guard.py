@@ -630,20 +630,16 @@ def _build():
                 path, source = local.get("bytecode_path"), local.get("source_path")
                 if type(path) is not str or not _written_during_run(path):
                     return
-                if type(source) is str and args and type(args[0]) is bytes:
+                if args and type(args[0]) is bytes:
                     try:
-                        with open(source, "rb") as fh:
-                            if _loads(args[0]) == _compile(fh.read(), source, "exec", dont_inherit=True):
-                                return
-                    except (OSError, ValueError, TypeError, SyntaxError, EOFError):
-                        pass
-                compiled = S.compiled_pycs.get(_abs(path))
-                if source is None and compiled is not None and args and type(args[0]) is bytes:
-                    try:                         # a bare .pyc py_compile wrote this run, from the source it read
-                        if _loads(args[0]) == _compile(compiled[0], compiled[1], "exec", dont_inherit=True,
-                                                       optimize=compiled[2]):
+                        if type(source) is str:
+                            with open(source, "rb") as fh:
+                                text, name, optimize = fh.read(), source, -1
+                        else:                    # a bare .pyc: the source py_compile compiled for it this run
+                            text, name, optimize = S.compiled_pycs[_abs(path)]
+                        if _loads(args[0]) == _compile(text, name, "exec", dont_inherit=True, optimize=optimize):
                             return
-                    except (ValueError, TypeError, SyntaxError, EOFError):
+                    except (OSError, LookupError, ValueError, TypeError, SyntaxError, EOFError):
                         pass
             elif code.co_name == "_read_pyc" and "_pytest" in code.co_filename:
                 fp = frame.f_locals.get("fp")
@@ -751,22 +747,14 @@ def _build():
                 frame = frame.f_back
             return False
 
-        def candidate_on_stack(frame):
-            """The first frame of the candidate's files (any line) on the stack from `frame` up, as text, or None."""
+        def candidate_on_stack(frame, by_function=False):
+            """The first frame of the candidate's files (any line) on the stack from `frame` up, as text, or None.
+            `by_function`: only a frame running a function the candidate wrote a line of (frames of the product's
+            functions in a changed file are not the candidate's: its code reaches them only through a frame of its
+            own, lower on the same stack)."""
             while frame is not None:
                 code = frame.f_code
-                if changed_file(code.co_filename):
-                    return "%s:%d" % (code.co_filename, frame.f_lineno)
-                frame = frame.f_back
-            return None
-
-        def candidate_function_on_stack(frame):
-            """The first frame running a function the candidate wrote a line of, on the stack from `frame` up,
-            as text, or None. (Frames of the product's functions in a changed file are not the candidate's: its
-            code reaches them only through a frame of its own, lower on the same stack.)"""
-            while frame is not None:
-                code = frame.f_code
-                if candidate_code(code):
+                if candidate_code(code) if by_function else changed_file(code.co_filename):
                     return "%s:%d" % (code.co_filename, frame.f_lineno)
                 frame = frame.f_back
             return None
@@ -823,7 +811,7 @@ def _build():
                                     # autoreload.py made every Gold run `signal_handler`, 13837/14311)
             else:
                 where = _untrusted_hook(handler)
-            where = where or candidate_function_on_stack(caller)
+            where = where or candidate_on_stack(caller, by_function=True)
             if not where and _native_callable(handler):
                 where = "a native callable (%s), not a function" % _name(handler)
             if where:
