@@ -15,10 +15,14 @@ pid, ipc and uts namespaces are private, the root user keeps only Docker's defau
 runs under the seccomp filter of `confine` (no ptrace, process_vm_*, namespaces, mounts, ...), with no procfs
 mounted at all, and the foreign-function modules of every visible Python behind /dev/null unless `ffi=True`.
 
-Reset is exact and cheap: after every restore we record each entry's inode and change time (ctime),
-which no unprivileged write can preserve or forge, then wait until the kernel's coarse clock has
-moved past every recorded ctime. Any later write, chmod, rename, link or delete therefore shows up
-as a changed, new or missing entry, and only those are restored from base/ (see `TreeSnapshot`).
+Where this process may mount (root), the working copy is an overlay mount over the pristine tree
+(`overlay.OverlayTree`): opening copies nothing, the upper layer holds exactly what runs changed, and a
+reset remounts on a new empty upper layer. Elsewhere it is a copy, and reset is exact and cheap: after
+every restore we record each entry's inode and change time (ctime), which no unprivileged write can
+preserve or forge, then wait until the kernel's coarse clock has moved past every recorded ctime. Any
+later write, chmod, rename, link or delete therefore shows up as a changed, new or missing entry, and
+only those are restored from base/ (see `TreeSnapshot`). `working_copy` (or $EXECCRITIC_WORKING_COPY)
+chooses: auto, overlay, copy.
 
 `isolated=False` runs a plain subprocess in the copy (no bwrap; a cgroup still limits memory when
 available). Paths `/testbed` and `/tmp` in the command text and in `cwd` are rewritten to the copy
@@ -47,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from execcritic.errors import EnvironmentMissing, InputError, SandboxError
-from execcritic.sandbox import confine, hostfs
+from execcritic.sandbox import confine, hostfs, overlay
 from execcritic.sandbox.base import (
     CHANNEL_MOUNT,
     HARNESS_FILES,
@@ -112,6 +116,10 @@ def warm_checkout(checkout: Path | str, *, activate: str = "", binds: Sequence[P
 
 
 TREE_DIR_ENV = "EXECCRITIC_TREE_DIR"
+#: how a sandbox makes its working copy: `overlay` (a mount over the pristine checkout: no copy; needs root),
+#: `copy` (cp -a, restored by `TreeSnapshot`), `auto` (overlay where this process may mount, else copy)
+WORKING_COPY_ENV = "EXECCRITIC_WORKING_COPY"
+WORKING_COPIES = ("auto", "overlay", "copy")
 FAST_TREE_DIRS = ("/dev/shm",)
 FAST_TREE_MIN_FREE = 4 << 30         # a memory file system with less room left is not used (Docker's is 64 MiB)
 
@@ -164,10 +172,11 @@ def _venv_home_prefix(path: Path) -> Path | None:
 
 
 class LocalSandbox(Sandbox):
-    """A copy of `checkout` at /testbed, run under bubblewrap (see the module docstring).
+    """A working copy of `checkout` at /testbed, run under bubblewrap (see the module docstring).
 
-    checkout: the prepared Base checkout (as the environment build left it). It is copied, never
-        modified. A git worktree (`.git` is a file) is refused: it breaks inside the sandbox.
+    checkout: the prepared Base checkout (as the environment build left it). It is copied or overlaid
+        (`working_copy`), never modified. A git worktree (`.git` is a file) is refused: it breaks inside
+        the sandbox.
     activate: shell prelude run before every command (e.g. `source /venv/bin/activate`).
     binds: host paths bound read-only at the same path (a venv; its base interpreter is added).
     writable_binds: host dirs (e.g. a venv a check `pip install`s into) copied into the workspace,
@@ -186,6 +195,8 @@ class LocalSandbox(Sandbox):
         `fast_tree_dir()` for a memory file system, which copies a checkout 15x faster than this disk.
     ffi: leave ctypes/cffi (`confine.FFI_MODULES`) visible - only for a task whose recipe says its Gold run
         needs them (a reduced guarantee: the tested process can then read its own memory).
+    working_copy: `overlay` (mounted over the pristine tree, upper layer under `tree_dir`; needs root), `copy`,
+        or `auto` (default; $EXECCRITIC_WORKING_COPY): overlay where this process may mount one.
     """
 
     backend = "local"
@@ -196,8 +207,12 @@ class LocalSandbox(Sandbox):
                  rootfs: Path | str | None = None, env: Mapping[str, str] | None = None,
                  workspace_dir: Path | str | None = None, warm_bytecode: bool = False,
                  writable_binds: Sequence[Path | str] = (), bwrap: str = "bwrap", ffi: bool = False,
-                 pristine: bool = False, tree_dir: Path | str | None = None):
+                 pristine: bool = False, tree_dir: Path | str | None = None, working_copy: str | None = None):
         self.checkout = Path(checkout).resolve()
+        self.working_copy = working_copy or os.environ.get(WORKING_COPY_ENV) or "auto"
+        if self.working_copy not in WORKING_COPIES:
+            raise InputError(f"working copy {self.working_copy!r} is not one of {', '.join(WORKING_COPIES)} (the "
+                             f"argument working_copy, or ${WORKING_COPY_ENV})", field="working_copy")
         self.ffi = bool(ffi)
         self.hostname = uuid.uuid4().hex[:12]       # what a container's hostname looks like: nothing to sniff
         self.activate = activate
@@ -294,10 +309,16 @@ class LocalSandbox(Sandbox):
             self._warm(self.base_dir)
             self._timings["warm_bytecode_s"] = time.monotonic() - t1
         t2 = time.monotonic()
-        _run_checked(["cp", "-a", "--no-target-directory", str(self.base_dir), str(self.tree)],
-                     "creating the working copy")
-        self.snapshot = TreeSnapshot(self.base_dir, self.tree)
-        self.snapshot.record()
+        if self._overlay():
+            self.snapshot: TreeSnapshot | overlay.OverlayTree = overlay.OverlayTree(
+                self.base_dir, self.tree, self.tree_ws / "layers")
+            self.snapshot.record()
+            self._renew_finalizer()
+        else:
+            _run_checked(["cp", "-a", "--no-target-directory", str(self.base_dir), str(self.tree)],
+                         "creating the working copy")
+            self.snapshot = TreeSnapshot(self.base_dir, self.tree)
+            self.snapshot.record()
         for i, w in enumerate(self.writable_binds):
             wbase, wwork = self.ws / f"wbase{i}", self.ws / f"wwork{i}"
             _run_checked(["cp", "-a", "--no-target-directory", str(w), str(wbase)], f"copying {w}")
@@ -308,11 +329,22 @@ class LocalSandbox(Sandbox):
         self._timings["snapshot_s"] = time.monotonic() - t2
         self.checkout_head = _git_head(self.checkout)
 
+    def _overlay(self) -> bool:
+        """Whether the working copy is an overlay mount (`overlay`): `auto` where this process may mount one."""
+        if self.working_copy == "copy":
+            return False
+        why = overlay.available(str(self.tree_ws.parent))
+        if why and self.working_copy == "overlay":
+            raise SandboxError(f"working copy 'overlay' ({WORKING_COPY_ENV}) is not possible here: {why}")
+        return why is None
+
     def _renew_finalizer(self) -> None:
-        """The finalizer removes the workspace and every cgroup the sandbox made so far."""
+        """The finalizer removes the workspace and every cgroup the sandbox made so far, after unmounting an
+        overlay working copy."""
         self._finalizer.detach()
         cgroups = [str(x) for c in (self._cgroup, self._spawn_cgroup) if c is not None for x in c.paths]
-        self._finalizer = weakref.finalize(self, _cleanup, self._dirs(), cgroups or None)
+        mounts = [str(self.tree)] if isinstance(getattr(self, "snapshot", None), overlay.OverlayTree) else []
+        self._finalizer = weakref.finalize(self, _cleanup, self._dirs(), cgroups or None, mounts)
 
     def _dirs(self) -> list[str]:
         return [str(self.ws)] + ([str(self.tree_ws)] if self.tree_ws != self.ws else [])
@@ -655,7 +687,10 @@ class LocalSandbox(Sandbox):
             "writable_binds": [str(w) for w, _ in self._wsnaps],
             "activate": self.activate,
             "warm_bytecode": self.warm_bytecode,
-            "reset": "ctime inventory, exact restore from a pristine copy",
+            "working_copy": "overlay" if isinstance(self.snapshot, overlay.OverlayTree) else "copy",
+            "reset": ("a new empty upper layer over the pristine checkout"
+                      if isinstance(self.snapshot, overlay.OverlayTree) else
+                      "ctime inventory, exact restore from a pristine copy"),
             "timings": dict(self._timings),
         })
         if not self.isolated:
@@ -751,9 +786,12 @@ def _git_head(path: Path) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def _cleanup(dirs: list[str], cgroups: list[str] | None) -> None:
+def _cleanup(dirs: list[str], cgroups: list[str] | None, mounts: Sequence[str] = ()) -> None:
     """Finalizer: remove the workspace and the tree's directory (and empty cgroup dirs) even if close() was
-    never called."""
+    never called; an overlay working copy is unmounted first."""
+    for m in mounts:
+        with contextlib.suppress(SandboxError):
+            overlay.unmount(m)
     for cg in cgroups or ():
         with contextlib.suppress(OSError):
             os.rmdir(cg)

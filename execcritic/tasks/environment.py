@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from execcritic import cancel
 from execcritic.errors import EnvironmentMissing
 from execcritic.files import hold_shared
+from execcritic.sandbox import overlay
 from execcritic.sandbox.base import Limits, Sandbox
 from execcritic.sandbox.local import LocalSandbox, fast_tree_dir, warm_checkout
 from execcritic.tasks.envbuild import use_lock
@@ -135,6 +136,7 @@ def sweep_trees(base: Path) -> list[Path]:
                 continue
             os.kill(pid, 0)
         except ProcessLookupError:
+            overlay.unmount_under(d)          # a killed process's overlay working copies are still mounted
             shutil.rmtree(d, ignore_errors=True)
             gone.append(d)
         except (ValueError, OSError):     # not ours to judge (a name of another form, another user's process)

@@ -341,6 +341,34 @@ def test_a_pristine_checkout_is_the_reset_reference_and_the_tree_lives_apart(too
     assert list(trees.iterdir()) == [] and not workspace.exists()
 
 
+@needs_bwrap
+def test_an_overlay_working_copy_reports_and_resets_what_a_copy_does(toolz_repo, tmp_path):
+    """The two working copies (`working_copy`): after the dirty run - plus a directory removed and made again,
+    which the overlay keeps as an opaque directory - both name the same changed paths, both reset to the same
+    tree, and neither writes to the checkout. Where this process cannot mount, the overlay is refused by name."""
+    from execcritic.sandbox import overlay
+
+    rerun = DIRTY_RUN + "rm -rf toolz/sandbox && mkdir toolz/sandbox && echo y > toolz/sandbox/only.py\n"
+    before = _host_listing(toolz_repo)
+    seen = {}
+    for mode in ("overlay", "copy"):
+        if mode == "overlay" and overlay.available(str(tmp_path)):
+            with pytest.raises(SandboxError, match="not possible here"):
+                LocalSandbox(toolz_repo, pristine=True, tree_dir=tmp_path, working_copy="overlay", **env_kwargs())
+            continue
+        with LocalSandbox(toolz_repo, pristine=True, tree_dir=tmp_path, working_copy=mode, **env_kwargs()) as box:
+            assert box.describe()["working_copy"] == mode
+            first = listing(box)
+            assert box.run(rerun, timeout=60).exit_code == 0
+            seen[mode] = box.changed_paths()
+            box.reset()
+            assert box.changed_paths() == [] and listing(box) == first, tree_diff(first, listing(box))
+    if len(seen) == 2:
+        assert seen["overlay"] == seen["copy"]
+    assert {"setup.py", "NEW_UNTRACKED.txt", "toolz/sandbox/only.py", "tlz", "tlz_renamed"} <= set(seen["copy"])
+    assert _host_listing(toolz_repo) == before and overlay.mounts_under(tmp_path) == []
+
+
 def test_the_fast_tree_dir_is_a_memory_file_system_with_room_or_what_the_user_says(monkeypatch, tmp_path):
     from execcritic.sandbox import local
 
@@ -428,7 +456,7 @@ def test_refuses_worktrees_and_bad_input(toolz_repo, tmp_path):
 @needs_bwrap
 def test_sandbox_error_when_workspace_vanishes(toolz_repo):
     s = LocalSandbox(toolz_repo, **env_kwargs())
-    shutil.rmtree(s.ws)
+    shutil.rmtree(s.ws, ignore_errors=True)      # all but an overlay working copy's mount point
     with pytest.raises(SandboxError):
         s.run("true", timeout=10)
     with pytest.raises(SandboxError):
