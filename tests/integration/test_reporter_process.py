@@ -549,6 +549,31 @@ def test_the_candidates_conftest_wrapping_the_runner_when_it_configures_is_tampe
     assert "runner_tampered" in {t["what"] for t in report.tampers}, (report.tampers, proc.stdout)
 
 
+# Per-test checks compare every watched namespace in one pass (guard `_flat_unchanged`): after tests that pass and
+# change only what pytest changes every test (`_VOLATILE`), one test changes the runner in a way each case names
+LATE_TAMPER = {
+    "rebound": "import _pytest.runner\n_pytest.runner.check_interactive_exception = lambda *a: False",
+    "added": "import _pytest.runner\n_pytest.runner.not_there_before = lambda *a: False",
+    "descriptor": "import _pytest.nodes\nfor k, v in vars(_pytest.nodes.Node).items():\n"
+                  "    if isinstance(v, property):\n        v.__init__(lambda self: None)\n        break",
+    "module": "import sys, types\nsys.modules['_pytest.runner'] = types.ModuleType('_pytest.runner')",
+    "nothing": "pass",
+}
+
+
+@pytest.mark.parametrize("case", sorted(LATE_TAMPER))
+def test_a_runner_change_after_many_clean_checks_is_seen(tmp_path, case):
+    tests = "".join(f"def test_{i}():\n    assert {i} == {i}\n\n\n" for i in range(6))
+    late = "\n".join("    " + line for line in LATE_TAMPER[case].splitlines())
+    proc, report = run_candidate(tmp_path / "repo", {"test_x.py": tests + f"def test_late():\n{late}\n"},
+                                 ["test_x.py"], PYTEST_MAIN.replace("'-p', 'mockish', ", ""), runner="pytest")
+    seen = {t["what"] for t in report.tampers}
+    if case == "nothing":
+        assert proc.returncode == 0 and report.problem is None and not seen, report.summary()
+    else:
+        assert "runner_tampered" in seen, (report.tampers, proc.stdout[-2000:])
+
+
 # pandas' chained-assignment check, as seaborn's plotting code reaches it (`DataFrame._check_setitem_copy`)
 PANDASLIKE = {"pandas/__init__.py": "", "pandas/core/__init__.py": "", "pandas/core/generic.py": """
     import gc

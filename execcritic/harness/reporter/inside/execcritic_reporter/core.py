@@ -362,7 +362,7 @@ def make(sock, key, config, guard_factory, watched_modules, refusals=()):
             if state["booting"] and not state.get("facts"):
                 guard.prewatch(args[0])
         elif op == "watch_mapping":
-            guard.watch_mapping(args[0], args[1])
+            guard.watch_mapping(args[0], args[1], args[2] if _len(args) > 2 else 0)
         elif op == "watch_plugins":
             guard.watch_plugins(args[0], args[1])
         elif op == "close_in_child":         # after fork: nothing the child does reaches the stream

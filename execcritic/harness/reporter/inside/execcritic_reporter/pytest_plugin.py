@@ -105,12 +105,13 @@ def pytest_collection_modifyitems(session, config, items):
     yield
     if not _ours(config):
         return
-    seen = set()
+    modules = {}                 # id -> (module, how many of the items are its)
     for item in items:
         module = getattr(item, "module", None)
-        if module is not None and id(module) not in seen:
-            seen.add(id(module))
-            "\0audit"(EVENT, "watch_mapping", "test module %s" % module.__name__, vars(module))
+        if module is not None:
+            modules[id(module)] = (module, modules.get(id(module), (None, 0))[1] + 1)
+    for module, tests in modules.values():
+        "\0audit"(EVENT, "watch_mapping", "test module %s" % module.__name__, vars(module), tests)
     "\0audit"(EVENT, "watch", _WATCH)        # modules loaded since configure (conftest-driven plugins)
     "\0audit"(EVENT, "watch_plugins", config.pluginmanager, _CRITICAL_HOOKS)
 
