@@ -12,8 +12,9 @@ excluded: every environment named must be built).
   official-serial   the same with the two runs one after the other in one sandbox (official_runs_together off)
 Variants are interleaved per round in random order. One more official run per instance, untimed in the medians,
 times the evaluator's phases (sandbox open, reset, apply, each run, grading, cross-check) by wrapping them.
-The sandboxes' own preparation (a copy of the checkout: `sandbox.open`) is part of every official run and shown
-apart. The load average is recorded with the numbers: on a shared machine only ratios side by side compare.
+The sandboxes' own preparation (`sandbox.open`: an overlay mount over the checkout, or a copy of it where this
+process may not mount; `working_copy` in the JSON says which) is part of every official run and shown apart. The
+load average is recorded with the numbers: on a shared machine only ratios side by side compare.
 
   EXECCRITIC_VERIFIED=... PYTHONPATH=. .venv/bin/python tests/perf/official_overhead.py \
       --dataset verified-sdist -i psf__requests-2931 ... [--rounds 3] [--json results/bench/official_overhead.json]
@@ -185,6 +186,7 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     timed_rows = [r for r in rows if r["bare_valid"] and "ratio" in r]
     report = {"rounds": args.rounds, "load_avg_1min": [round(x, 2) for x in load], "cpus": os.cpu_count(),
+              "working_copy": _working_copy(),
               "instances": rows,
               "summary": {k: {"median_ratio": round(statistics.median(r["ratio"][k] for r in timed_rows), 2),
                               "max_ratio": max(r["ratio"][k] for r in timed_rows),
@@ -196,7 +198,8 @@ def main() -> None:
     if args.json:
         from execcritic.results.manifest import build_manifest, write_result
 
-        manifest = build_manifest(datasets=sets, timings={r["instance_id"]: r["median_s"] for r in rows if "median_s" in r})
+        manifest = build_manifest(datasets=sets, timings={f'{r["dataset"]}:{r["instance_id"]}': r["median_s"]
+                                                          for r in rows if "median_s" in r})
         write_result(args.json, report, manifest)
 
 
@@ -217,6 +220,18 @@ def _timed(fn) -> float:
         raise SystemExit(f"{res.instance_id}: Gold is not resolved here ({res.failure_kind} {res.error[:300]}); "
                          "the benchmark times a resolving evaluation")
     return time.perf_counter() - t0
+
+
+def _working_copy() -> str:
+    """How the local sandboxes made their working copies here (sandbox/local.py `working_copy`)."""
+    from execcritic.sandbox import overlay
+    from execcritic.sandbox.local import WORKING_COPY_ENV, fast_tree_dir
+
+    asked = os.environ.get(WORKING_COPY_ENV, "auto")
+    if asked != "auto":
+        return asked
+    why = overlay.available(fast_tree_dir())
+    return "copy (" + why + ")" if why else "overlay"
 
 
 def _verdict(res) -> str:
