@@ -3,9 +3,10 @@ against a bare run of the same FAIL_TO_PASS + PASS_TO_PASS tests in the same env
 excluded: every environment named must be built).
 
   bare              the row's test command (the eval script's line after its Start marker: SWE-bench's test
-                    directives, with the script's `export` lines) in a host copy of the environment's checkout with
-                    Gold and the test patch applied, under the environment's activation, no sandbox; graded with the
-                    row's log parser; where that does not run the tests, in a sandbox without reporter (`Bare`)
+                    directives, with the script's `export` lines, PYTHONHASHSEED set as the official runs set it) in
+                    a host copy of the environment's checkout with Gold and the test patch applied, under the
+                    environment's activation, no sandbox; graded with the row's log parser; where that does not run
+                    the tests, in a sandbox without reporter (`Bare`)
   official          evaluate_official(task, gold, env) with the paper's harness: a fresh sandbox, the candidate gate,
                     the instrumented and the plain run (at the same time: harness.official_runs_together), grading,
                     the reporter's cross-check
@@ -58,6 +59,11 @@ def bare_command(task, env) -> str:
     return " && ".join([env.activation or "true", *exports, test])
 
 
+#: the bare run's PYTHONHASHSEED: both official runs set one (the instrumented run's), and SymPy's bin/test starts
+#: itself again in a subprocess when none is set - a bare run without one did twice the work (0.33x "overhead")
+HASHSEED = "0"
+
+
 class Bare:
     """The bare run of the row's test command with Gold and the test patch applied: on the host in a copy of the
     checkout; where that does not run the tests (an environment that works only at /testbed: pytest-dev's editable
@@ -86,9 +92,9 @@ class Bare:
         t0 = time.perf_counter()
         if self.sandbox is not None:
             res = self.sandbox.run(bare_command(self.task, self.env), timeout=PAPER.harness.official_timeout_s,
-                                   cwd="/testbed")
+                                   cwd="/testbed", env={"PYTHONHASHSEED": HASHSEED})
             return time.perf_counter() - t0, f"{START}\n{res.output}\n{off.END}\n"
-        envvars = {**os.environ, **self.env.env, "PYTHONPATH": str(self.tree)}
+        envvars = {**os.environ, **self.env.env, "PYTHONPATH": str(self.tree), "PYTHONHASHSEED": HASHSEED}
         proc = subprocess.run(["bash", "-c", bare_command(self.task, self.env)], cwd=self.tree, env=envvars,
                               capture_output=True, text=True, errors="replace", check=False)
         return time.perf_counter() - t0, f"{START}\n{proc.stdout}\n{proc.stderr}\n{off.END}\n"
