@@ -309,7 +309,8 @@ class LocalSandbox(Sandbox):
             self._warm(self.base_dir)
             self._timings["warm_bytecode_s"] = time.monotonic() - t1
         t2 = time.monotonic()
-        if self._overlay():
+        self.overlaid = self._overlay()
+        if self.overlaid:
             self.snapshot: TreeSnapshot | overlay.OverlayTree = overlay.OverlayTree(
                 self.base_dir, self.tree, self.tree_ws / "layers")
             self.snapshot.record()
@@ -343,7 +344,7 @@ class LocalSandbox(Sandbox):
         overlay working copy."""
         self._finalizer.detach()
         cgroups = [str(x) for c in (self._cgroup, self._spawn_cgroup) if c is not None for x in c.paths]
-        mounts = [str(self.tree)] if isinstance(getattr(self, "snapshot", None), overlay.OverlayTree) else []
+        mounts = [str(self.tree)] if getattr(self, "overlaid", False) else []
         self._finalizer = weakref.finalize(self, _cleanup, self._dirs(), cgroups or None, mounts)
 
     def _dirs(self) -> list[str]:
@@ -687,9 +688,8 @@ class LocalSandbox(Sandbox):
             "writable_binds": [str(w) for w, _ in self._wsnaps],
             "activate": self.activate,
             "warm_bytecode": self.warm_bytecode,
-            "working_copy": "overlay" if isinstance(self.snapshot, overlay.OverlayTree) else "copy",
-            "reset": ("a new empty upper layer over the pristine checkout"
-                      if isinstance(self.snapshot, overlay.OverlayTree) else
+            "working_copy": "overlay" if self.overlaid else "copy",
+            "reset": ("a new empty upper layer over the pristine checkout" if self.overlaid else
                       "ctime inventory, exact restore from a pristine copy"),
             "timings": dict(self._timings),
         })
