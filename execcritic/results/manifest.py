@@ -45,14 +45,31 @@ def git_state(repo: Path | None = None) -> dict[str, Any]:
             "results_paths_changed": len(changed) - len(code)}
 
 
-def harness_digest() -> str:
-    """sha256 over the harness-defining sources: bundle validation, runners, classifier, executor."""
+#: the packages whose code decides a measured number (issue 45): a pinned run made by other code than HEAD's is stale
+MEASURING = ("harness", "sandbox", "runners", "bundle", "evaluation", "agents", "pipeline", "rewards", "prompts",
+             "experiments", "training")
+
+
+def _digest(subs: tuple[str, ...], pattern: str) -> str:
     h = hashlib.sha256()
-    for sub in ("bundle", "runners", "harness", "sandbox"):
-        for path in sorted((_PACKAGE_DIR / sub).rglob("*.py")):
+    for sub in subs:
+        for path in sorted((_PACKAGE_DIR / sub).rglob(pattern)):
+            if "__pycache__" in path.parts or path.suffix == ".pyc" or not path.is_file():
+                continue
             h.update(str(path.relative_to(_PACKAGE_DIR)).encode())
             h.update(path.read_bytes())
     return h.hexdigest()[:16]
+
+
+def harness_digest() -> str:
+    """sha256 over the harness-defining sources: bundle validation, runners, classifier, executor."""
+    return _digest(("bundle", "runners", "harness", "sandbox"), "*.py")
+
+
+def measuring_digest() -> str:
+    """sha256 over every file of the packages that decide a measured number (`MEASURING`: the harness's, and the
+    agents, pipeline, rewards, prompts, experiments and training code), templates and data files included."""
+    return _digest(MEASURING, "*")
 
 
 def note_start(repo: Path | None = None) -> None:
@@ -63,7 +80,8 @@ def note_start(repo: Path | None = None) -> None:
 
 
 def _code_now(repo: Path | None) -> dict[str, Any]:
-    return {"git": git_state(repo), "harness_digest": harness_digest(), "prompt_digests": prompt_digests()}
+    return {"git": git_state(repo), "harness_digest": harness_digest(), "measuring_digest": measuring_digest(),
+            "prompt_digests": prompt_digests()}
 
 
 def code_state(repo: Path | None = None) -> dict[str, Any]:
@@ -72,7 +90,8 @@ def code_state(repo: Path | None = None) -> dict[str, Any]:
     now = _code_now(repo)
     if _AT_START is None:
         return now
-    moved = {k: now[k] for k in ("harness_digest", "prompt_digests") if now[k] != _AT_START[k]}
+    moved = {k: now[k] for k in ("harness_digest", "measuring_digest", "prompt_digests")
+             if now[k] != _AT_START.get(k)}
     if any(now["git"].get(k) != _AT_START["git"].get(k) for k in ("sha", "dirty", "changed_paths")):
         moved["git"] = now["git"]
     return {**_AT_START, **({"changed_during_run": moved} if moved else {})}

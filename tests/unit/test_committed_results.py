@@ -71,6 +71,20 @@ def test_the_committed_runs_were_judged_by_this_harness(runs):
                                            for ln in lines), (run_id, made, now, lines)
 
 
+def test_the_pinned_runs_were_made_by_this_measuring_code(runs):
+    """issue 45: a pinned artifact run names the code that measured it - every file of the packages that decide a
+    number (`MEASURING`: harness, sandbox, runners, bundle, evaluation, agents, pipeline, rewards, prompts,
+    experiments, training) - and it is HEAD's. A change to any of them must come with the smoke session made again
+    (`make run`). (The pinned training runs of Figure 6: the harness-digest test above, and issue 45.)"""
+    from execcritic.results.manifest import MEASURING, measuring_digest
+
+    now = measuring_digest()
+    stale = {f"{a}/{r.run_id}": r.manifest.get("measuring_digest") for a, r in runs.items()
+             if r.manifest.get("measuring_digest") != now}
+    assert not stale, (f"made by other code of {', '.join(MEASURING)} than HEAD's ({now}): {stale}; "
+                       "rerun `make run`")
+
+
 def test_paper_figures_are_rebuilt_from_results(tmp_path):
     build_all(RESULTS, tmp_path)
     names = sorted(p.name for p in tmp_path.iterdir())

@@ -154,7 +154,8 @@ def test_resolved_rate_is_the_mean_over_runs_with_every_instance_counted():
 def test_table1_run_roundtrip(tmp_path):
     run = make_table1(tmp_path)
     m = run.manifest
-    for k in (*MANIFEST_KEYS, "git", "config", "harness_digest", "prompt_digests", "host", "sessions", "stats"):
+    for k in (*MANIFEST_KEYS, "git", "config", "harness_digest", "measuring_digest", "prompt_digests", "host", "sessions",
+              "stats"):
         assert k in m, k
     assert (m["artifact"], m["preset"], m["status"], m["n_instances"], m["runs"]) == ("table1", PRESET, "complete", 10, 1)
     assert m["models"]["test"]["spec"] == "synthetic:fixture" and m["wall_s"] >= 0 and m["ended_at"]
