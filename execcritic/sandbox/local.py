@@ -141,6 +141,17 @@ def fast_tree_dir() -> str | None:
     return None
 
 
+def overlay_working_copy(asked: str, parent: str | None) -> bool:
+    """Whether a working copy made under `parent` is an overlay mount: `auto` where this process may mount one,
+    `copy` never; `overlay` where it cannot be mounted is refused by name."""
+    if asked == "copy":
+        return False
+    why = overlay.available(parent)
+    if why and asked == "overlay":
+        raise SandboxError(f"working copy 'overlay' ({WORKING_COPY_ENV}) is not possible here: {why}")
+    return why is None
+
+
 _MAPPED_RE = re.compile(r"(?<![\w./-])/(testbed|tmp|\.execcritic/reporter|\.execcritic/chan)(?=/|$|[^\w.-])")
 _BWRAP_VERSION: str | None = None
 
@@ -309,7 +320,7 @@ class LocalSandbox(Sandbox):
             self._warm(self.base_dir)
             self._timings["warm_bytecode_s"] = time.monotonic() - t1
         t2 = time.monotonic()
-        self.overlaid = self._overlay()
+        self.overlaid = overlay_working_copy(self.working_copy, str(self.tree_ws.parent))
         if self.overlaid:
             self.snapshot: TreeSnapshot | overlay.OverlayTree = overlay.OverlayTree(
                 self.base_dir, self.tree, self.tree_ws / "layers")
@@ -329,15 +340,6 @@ class LocalSandbox(Sandbox):
             self._wsnaps.append((w, snap))
         self._timings["snapshot_s"] = time.monotonic() - t2
         self.checkout_head = _git_head(self.checkout)
-
-    def _overlay(self) -> bool:
-        """Whether the working copy is an overlay mount (`overlay`): `auto` where this process may mount one."""
-        if self.working_copy == "copy":
-            return False
-        why = overlay.available(str(self.tree_ws.parent))
-        if why and self.working_copy == "overlay":
-            raise SandboxError(f"working copy 'overlay' ({WORKING_COPY_ENV}) is not possible here: {why}")
-        return why is None
 
     def _renew_finalizer(self) -> None:
         """The finalizer removes the workspace and every cgroup the sandbox made so far, after unmounting an

@@ -13,6 +13,7 @@ directory is copied, as on a plain file system), no metadata-only copy-up, no in
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import stat
@@ -30,6 +31,7 @@ _UNSAFE = (",", ":", "\\", "\n")
 _available: dict[str, str] = {}
 
 
+@functools.cache
 def _libc():
     import ctypes  # lazy: the harness's own mount calls, never imported where tested code runs
 
@@ -125,7 +127,7 @@ def _opaque(path: str) -> bool:
 class OverlayTree:
     """`work` as an overlay of `base` with an upper layer under `scratch` (same interface as `TreeSnapshot`:
     `record`, `changed`, `restore`). `record` mounts; `restore` remounts on a new empty upper layer, removing
-    the old one after; `close` unmounts."""
+    the old one after. (The sandbox's finalizer unmounts: `local._cleanup`.)"""
 
     def __init__(self, base: Path, work: Path, scratch: Path):
         self.base, self.work, self.scratch = Path(base), Path(work), Path(scratch)
@@ -197,12 +199,6 @@ class OverlayTree:
             shutil.rmtree(old, ignore_errors=True)
         stats.seconds = time.monotonic() - t0
         return stats
-
-    def close(self) -> None:
-        if self._layer is not None:
-            with contextlib.suppress(SandboxError):
-                unmount(self.work)
-            self._layer = None
 
 
 __all__ = ["OPTIONS", "OverlayTree", "available", "mount", "mounts_under", "unmount", "unmount_under"]

@@ -229,15 +229,11 @@ def _timed(fn) -> float:
 
 
 def _working_copy() -> str:
-    """How the local sandboxes made their working copies here (sandbox/local.py `working_copy`)."""
-    from execcritic.sandbox import overlay
-    from execcritic.sandbox.local import WORKING_COPY_ENV, fast_tree_dir
+    """How the local sandboxes made their working copies here (sandbox/local.py `overlay_working_copy`)."""
+    from execcritic.sandbox.local import WORKING_COPY_ENV, overlay_working_copy
+    from execcritic.tasks.environment import trees_dir
 
-    asked = os.environ.get(WORKING_COPY_ENV, "auto")
-    if asked != "auto":
-        return asked
-    why = overlay.available(fast_tree_dir())
-    return "copy (" + why + ")" if why else "overlay"
+    return "overlay" if overlay_working_copy(os.environ.get(WORKING_COPY_ENV) or "auto", trees_dir()) else "copy"
 
 
 def _verdict(res) -> str:

@@ -1132,25 +1132,13 @@ def _build():
             that changes size while it is read (another thread) sends the caller to the per-namespace diff."""
             flat = S.flat
             if flat is None:
-                names, mods, spaces, helds, wheres = [], [], [], [], []
-                for name, (module, snap) in S.modules.items():
-                    if not _product_module(name):
-                        names.append(name)
-                        mods.append(module)
-                        spaces.append(vars(module))
-                        helds.append(snap[2])
-                        wheres.append(name)
-                for (mod, qual), (cls, snap) in S.classes.items():
-                    if not _product_module(mod):
-                        spaces.append(vars(cls))
-                        helds.append(snap[2])
-                        wheres.append("%s.%s" % (mod, qual))
-                for label, (mapping, snap) in S.extra.items():
-                    spaces.append(mapping)
-                    helds.append(snap[2])
-                    wheres.append(label)
+                watched = _list(_watched())
+                entries = [entry for _, _, _, _, entry in watched if entry is not None]
+                names, mods = [name for name, _ in entries], [module for _, module in entries]
+                spaces = [space for _, _, space, _, _ in watched]
+                helds = [snap[2] for _, _, _, snap, _ in watched]
                 # a value the runner rebinds at every test (`_VOLATILE`) is no change to `_diff`: not compared here
-                compared = [not _volatile(wheres[i], k) for i, h in enumerate(helds) for k in h[0]]
+                compared = [not _volatile(where, k) for _, where, _, snap, _ in watched for k in snap[2][0]]
                 flat = S.flat = (names, mods, spaces, [_len(h[0]) for h in helds], _list(_chain(h[0] for h in helds)),
                                  compared, _list(_compress(_chain(h[1] for h in helds), compared)),
                                  [d for h in helds for d, _ in h[2]],
@@ -1165,22 +1153,27 @@ def _build():
             except RuntimeError:
                 return False
 
+        def _watched():
+            """Every namespace a check compares, in order: (what a change of it is, where, the namespace, its
+            snapshot, (name, module) for a module). The runner's modules and their classes - not where the runner
+            is the product (`_product_module`) - then the test modules."""
+            for name, (module, snap) in S.modules.items():
+                if not _product_module(name):
+                    yield "runner_tampered", name, vars(module), snap, (name, module)
+            for (mod, qual), (cls, snap) in S.classes.items():
+                if not _product_module(mod):
+                    yield "runner_tampered", "%s.%s" % (mod, qual), vars(cls), snap, None
+            for label, (mapping, snap) in S.extra.items():
+                yield "test_module_rebound", label, mapping, snap, None
+
         def _namespace_changes():
             """What changed in the watched namespaces, one by one (after `_flat_unchanged` found a difference)."""
             out = []
-            for name, (module, ns) in S.modules.items():
-                if _product_module(name):
+            for what, where, space, snap, entry in _watched():
+                if entry is not None and _modules.get(entry[0]) is not entry[1]:
+                    out += _once(("module", entry[0]), "runner_tampered", "sys.modules[%r] was replaced" % entry[0])
                     continue
-                if _modules.get(name) is not module:
-                    out += _once(("module", name), "runner_tampered", "sys.modules[%r] was replaced" % name)
-                    continue
-                out += _diff("runner_tampered", name, vars(module), ns, module=True)
-            for (mod, qual), (cls, attrs) in S.classes.items():
-                if _product_module(mod):
-                    continue
-                out += _diff("runner_tampered", "%s.%s" % (mod, qual), vars(cls), attrs)
-            for label, (mapping, ns) in S.extra.items():
-                out += _diff("test_module_rebound", label, mapping, ns)
+                out += _diff(what, where, space, snap, module=entry is not None)
             return out
 
         def exception_claims():
