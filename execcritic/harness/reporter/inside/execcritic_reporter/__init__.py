@@ -199,6 +199,11 @@ def arm(config):
             "\0audit"(EVENT, "stale", stale)
             os._exit(75)
     if hook is not None:
+        if go is None and not hasattr(sys, "audit") and hasattr(module, "prepare"):
+            # Python < 3.8: code compiled at run time is trusted only if the boot's end finds it bound (guard.
+            # trust_boot_code), so pytest's built-in plugins, which pytest imports first thing anyway, are imported
+            # now (the attrs classes of `_pytest.skipping`)
+            module.prepare(snapshots=False)
         module.install(config)
     _guard_signals()
     atexit.register(_end)          # registered first: runs after every handler the code under test adds

@@ -78,6 +78,7 @@ def _build():
     _subclass = type.__subclasscheck__               # (C: never calls a metaclass's code for plain types)
     _module_dict = _types_module.ModuleType.__dict__["__dict__"].__get__
     _type_dict = type.__dict__["__dict__"].__get__
+    _NO_NAMESPACE = _types_module.MappingProxyType({})
     _func_dict = _types_module.FunctionType.__dict__["__dict__"].__get__
     _mro_of = type.__dict__["__mro__"].__get__
     _qualname_of = type.__dict__["__qualname__"].__get__
@@ -105,7 +106,9 @@ def _build():
         if _subclass(types.ModuleType, t):
             return _module_dict(obj)
         if _subclass(type, t):
-            return _type_dict(obj)
+            ns = _type_dict(obj)
+            # (Python 3.6: a static type the interpreter has not readied yet, `unicodedata.UCD`, has no namespace)
+            return _NO_NAMESPACE if ns is None else ns
         if t is types.FunctionType:
             return _func_dict(obj)
         return _b.vars(obj)
@@ -495,8 +498,15 @@ def _build():
             if any(_abs(_module_file(m) or "/").startswith(S.workdir) for _, m in loaded):
                 return
             for name, module in loaded:
-                spaces = [vars(module)] + [vars(v) for v in list(vars(module).values())
-                                           if isinstance(v, type) and _module_name(v) == name]
+                spaces, classes = [vars(module)], [v for v in list(vars(module).values()) if isinstance(v, type)]
+                seen = set()
+                while classes:                   # the module's classes, and the classes they nest (pytest's
+                    cls = classes.pop()          # `Config.InvocationParams`)
+                    if id(cls) in seen or _module_name(cls) != name:
+                        continue
+                    seen.add(id(cls))
+                    spaces.append(vars(cls))
+                    classes.extend(v for v in list(vars(cls).values()) if isinstance(v, type))
                 for ns in spaces:
                     for value in list(ns.values()):
                         if isinstance(value, (classmethod, staticmethod)):
