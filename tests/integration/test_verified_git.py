@@ -26,7 +26,7 @@ from execcritic.tasks.environment import environment_for
 from execcritic.tasks.git import build as git_build
 from execcritic.tasks.git import load_verified_git
 from execcritic.tasks.git.plan import plan_envs
-from execcritic.tasks.git.recipe import load_recipe
+from execcritic.tasks.git.recipe import load_recipe, parse_env
 from execcritic.tasks.git.source import CommitUnavailable, SourceUnavailable, fetch_commit, has_commit
 from execcritic.tasks.model import Task
 
@@ -95,6 +95,19 @@ def build_mirror(where: Path) -> dict:
             "comment": comment + "\n"}
 
 
+def two_releases(repo: Path, rel: str, first: str, second: str) -> str:
+    """A repository whose `rel` reads `first`, then `second`: the first commit (what a pin names)."""
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    write(repo, {rel: first})
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "v1")
+    pinned = git(repo, "rev-parse", "HEAD")
+    write(repo, {rel: second})
+    git(repo, "commit", "-qam", "v2")
+    return pinned
+
+
 def eval_script(base: str, test_patch: str) -> str:
     return "\n".join(["#!/bin/bash", "set -uxo pipefail", "source /opt/miniconda3/bin/activate",
                       "conda activate testbed", "cd /testbed", f"git checkout {base} tests/test_calc.py",
@@ -142,15 +155,7 @@ def test_fetch_from_the_mirror_holds_exactly_the_base(mirror, tmp_path):
 def test_submodules_come_at_the_recorded_commit_from_their_own_source(tmp_path, monkeypatch):
     """astropy < 4 builds from its `astropy_helpers` submodule: the checkout gets it at the commit the Base
     records (not the helper's newest), from the source configured for the helper's repository."""
-    helpers = tmp_path / "mirrors" / "demo+helpers" / "repo"
-    helpers.mkdir(parents=True)
-    git(helpers, "init", "-q", "-b", "main")
-    write(helpers, {"helpers.py": "VERSION = 1\n"})
-    git(helpers, "add", "-A")
-    git(helpers, "commit", "-q", "-m", "v1")
-    pinned = git(helpers, "rev-parse", "HEAD")
-    write(helpers, {"helpers.py": "VERSION = 2\n"})
-    git(helpers, "commit", "-qam", "v2")
+    pinned = two_releases(tmp_path / "mirrors" / "demo+helpers" / "repo", "helpers.py", "VERSION = 1\n", "VERSION = 2\n")
     app = tmp_path / "mirrors" / "demo+app" / "repo"
     app.mkdir(parents=True)
     git(app, "init", "-q", "-b", "main")
@@ -182,6 +187,38 @@ def test_plan_follows_the_spec_and_stands_in_for_a_missing_setup_commit(mirror):
     assert prefix == "0.1.1.dev1" and mirror["base"].startswith(abbrev)
     other = plan_envs([row(mirror)], {}, sources=src)
     assert other.unplanned == {"demo__calc-1": "swebench 4.1.0 has no spec for demo/calc 0.1"}
+
+
+def test_a_vendored_source_is_fetched_prepared_built_by_the_install_and_copied_into_each_checkout(
+        mirror, tmp_path, monkeypatch):
+    """matplotlib builds FreeType 2.6.1 from `build/freetype-2.6.1` when that tree is there, else downloads it from
+    hosts out of reach here: the env fetches it from the configured source of its repository at the recipe's
+    commit, runs its `prepare` step there, and every checkout gets the tree the install left (built)."""
+    needs_sandbox()
+    pinned = two_releases(tmp_path / "mirrors" / "demo+lib" / "repo", "lib.c", "int lib(void) { return 1; }\n",
+                          "int lib(void) { return 2; }\n")
+    monkeypatch.setenv("EXECCRITIC_GIT_SOURCES", str(tmp_path / "mirrors" / "{owner}+{name}" / "repo"))
+    vendored = {"build/lib-1": {"repo": "demo/lib", "commit": pinned, "prepare": "echo configured > configure.out",
+                                "why": "the fixture's download"}}
+    # the install builds what it finds there, as matplotlib's setupext does
+    spec = {**SPEC, "install": "test -f build/lib-1/configure.out && cp build/lib-1/lib.c build/lib-1/built.c && "
+                               "python -m pip install --no-build-isolation -e ."}
+    (env,) = plan_envs([row(mirror)], {REPO: {"0.1": spec}}, sources={REPO: str(mirror["path"])},
+                       cutoff="2100-01-01T00:00:00Z").envs.values()
+    env = dataclasses.replace(env, vendored=vendored)
+    again = parse_env(env.key, env.to_dict(), path="recipe.json")
+    assert again.vendored == vendored and again.digest_payload() == env.digest_payload()
+    with pytest.raises(InputError, match=r"vendored\['build/lib-1'\]\.commit must be a 40-hex"):
+        parse_env(env.key, {**env.to_dict(), "vendored": {"build/lib-1": {**vendored["build/lib-1"], "commit": "v1"}}},
+                  path="recipe.json")
+    root = tmp_path / "cache"
+    built, _ = git_build.build_env(env, source=str(mirror["path"]), root=root, resolve=True)
+    tree = built.setup / "build" / "lib-1"
+    assert (tree / "lib.c").read_text() == "int lib(void) { return 1; }\n"          # the recipe's commit
+    assert (tree / "configure.out").is_file() and (tree / "built.c").is_file()
+    co = git_build.prepare_checkout("demo__calc-1", mirror["base"], built, env, source=str(mirror["path"]), root=root)
+    copied = co.path / "build" / "lib-1"
+    assert (copied / "built.c").is_file() and not (copied / ".git").exists()
 
 
 @pytest.mark.slow

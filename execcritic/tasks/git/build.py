@@ -153,6 +153,7 @@ def _build_into(env: GitEnvRecipe, staging: Path, d: Path, *, source: str, resol
     t0 = time.monotonic()
     steps = StepLog()
     fetch_commit(source, env.setup_commit, staging / "setup", steps=steps, log=log)
+    fetch_vendored(env, staging / "setup", steps, log=log)
     requirements = list(env.requirements)
     skipped: dict[str, str] = {}
     if resolve:
@@ -299,6 +300,7 @@ def prepare_checkout(instance_id: str, base_commit: str, built: BuiltGitEnv, env
         run_pre_install(steps, env.spec, staging, built.venv, env.project_version, extra=tuple(env.adaptations),
                         log=log)
         added = add_products(staging, built)
+        copy_vendored(env, built, staging)
         rebuilt = rebuild_extensions(staging, built, env, steps, log=log)
         record = {"instance_id": instance_id, "base_commit": base_commit, "env": env.key,
                   "env_digest": env_digest, "products_added": len(added), "rebuilt": rebuilt,
@@ -311,6 +313,29 @@ def prepare_checkout(instance_id: str, base_commit: str, built: BuiltGitEnv, env
     found, now = build_once(d, lambda: checkout_reusable(d, base_commit, env_digest), build_into)
     found.record["reused"] = not now
     return found
+
+
+def fetch_vendored(env: GitEnvRecipe, checkout: Path, steps: StepLog, *, log=None) -> None:
+    """Each of the env's vendored sources (plan.VENDORED) at its path in the setup checkout, from the configured
+    source of its repository, its `prepare` step run there without network; the install then builds it."""
+    for rel, v in sorted(env.vendored.items()):
+        dest = checkout / rel
+        fetch_commit(source_for(v["repo"]), v["commit"], dest, steps=steps, log=log)
+        steps.run(bwrap_prefix(checkout, [], network=False) + ["bash", "-ec", f"cd {rel} && {v['prepare']}"],
+                  what=f"prepare {rel}", log=log)
+
+
+def copy_vendored(env: GitEnvRecipe, built: BuiltGitEnv, checkout: Path) -> None:
+    """The vendored sources as the env's install left them (built: a rebuild of the checkout's extensions links
+    them and builds them no more), where the checkout has none."""
+    for rel in sorted(env.vendored):
+        src, dst = built.setup / rel, checkout / rel
+        if not src.is_dir():
+            raise BuildError(f"env {env.key} has no {rel} (vendored from {env.vendored[rel]['repo']}): rebuild "
+                             "the env")
+        if not dst.exists():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns(".git"))
 
 
 def add_products(checkout: Path, built: BuiltGitEnv) -> list[str]:

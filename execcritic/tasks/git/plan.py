@@ -23,11 +23,11 @@ DEFAULT_CUTOFF = "2024-08-13T00:00:00Z"
 # Local adaptations a repository needs here (recorded in each env: step -> why), run after the spec's pre_install.
 ADAPTATIONS = {
     "matplotlib/matplotlib": {
-        "printf '[libs]\\nsystem_freetype = true\\nsystem_qhull = true\\n' > mplsetup.cfg":
-            "matplotlib >= 3.4 downloads FreeType and Qhull sources at build time (SWE-bench's pre_install fetches "
-            "Qhull from qhull.org); no network beyond PyPI and Debian here, so Debian's libfreetype-dev and "
-            "libqhull-dev are used (scripts/system-deps.sh); FreeType's version changes text rendering in image "
-            "comparisons",
+        "printf '[libs]\\nsystem_qhull = true\\n' > mplsetup.cfg":
+            "matplotlib >= 3.4 downloads Qhull's source at build time (SWE-bench's pre_install fetches it from "
+            "qhull.org); no network beyond PyPI and Debian here, so Debian's libqhull-dev is used "
+            "(scripts/system-deps.sh). Qhull triangulates; it draws no text. (FreeType, which does, is built from "
+            "its own source: VENDORED)",
     },
     "pylint-dev/pylint": {
         "f=\"$(python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')/testbed.pth\"; "
@@ -38,6 +38,23 @@ ADAPTATIONS = {
             "pylint-dev__pylint-6386 on Gold, `No such message id or symbol 'c-extension-no-member'`). A .pth line "
             "puts /testbed on sys.path, as `setup.py develop` (SWE-bench's 2024 pip) does; written once, by the env "
             "build (each instance checkout runs pre_install again, with the venv read-only)",
+    },
+}
+# Sources a repository's build downloads from outside the package index, fetched instead from a git source like
+# the repositories themselves (`source_for`: $EXECCRITIC_GIT_SOURCES, else GitHub) at the release's commit, put where
+# the build looks before it downloads, and copied built into every checkout of the env (recorded in each env):
+# repository -> {path in the checkout: {repo, commit, prepare (a shell step run there, no network), why}}
+VENDORED = {
+    "matplotlib/matplotlib": {
+        "build/freetype-2.6.1": {
+            "repo": "freetype/freetype", "commit": "8cabd919ca63f0e6c12e8405e8542a45d910fa62",   # tag VER-2-6-1
+            "prepare": "sh autogen.sh",
+            "why": "matplotlib builds and links FreeType 2.6.1 (LOCAL_FREETYPE_VERSION), downloaded from "
+                   "sourceforge or savannah, out of reach here; its image-comparison baselines are drawn with "
+                   "that FreeType. With Debian's FreeType 9 of 49 P2P image tests of matplotlib-26291 failed on "
+                   "Base and Gold alike (measured 2026-12-06). setupext builds whatever tree is at this path; a "
+                   "git tree has no configure script until autogen.sh makes it (autoconf, automake, libtool)",
+        },
     },
 }
 # Repositories whose envs also install what the versions' Bases require beyond the setup commit (basereqs.py):
@@ -122,7 +139,7 @@ def plan_envs(tasks: Sequence[Task], specs: Mapping[str, Mapping[str, dict]], *,
             key=key, repo=repo, version=version, python=spec["python"], spec=dict(spec), setup_commit=setup,
             project_version=scm_version(describe(source, setup), f"{version}.0"),
             exclude_newer=env_cutoff(cutoff, spec["python"]), adaptations=dict(ADAPTATIONS.get(repo, {})),
-            base_requirements=extra,
+            base_requirements=extra, vendored=VENDORED.get(repo, {}),
             ffi=FFI.get(f"{repo} {version}", FFI.get(repo, "")), setup_note=note)
         for t in rows:
             plan.env_of[t.instance_id] = key

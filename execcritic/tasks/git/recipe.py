@@ -54,6 +54,9 @@ class GitEnvRecipe:
     adaptations: Mapping[str, str] = field(default_factory=dict)
     # requirement -> which rows' Bases need it: what the Bases require and the setup commit does not (basereqs.py)
     base_requirements: Mapping[str, str] = field(default_factory=dict)
+    # sources a build downloads from outside the package index, taken from a git source instead (plan.VENDORED):
+    # path in the checkout -> {"repo", "commit", "prepare" (a shell step run in it), "why"}
+    vendored: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # non-empty: why this env's tests need the real ctypes (plan.FFI); the sandbox then leaves the foreign-function
     # modules visible. A property of the runs, not of the build: not in the digest
     ffi: str = ""
@@ -75,7 +78,8 @@ class GitEnvRecipe:
                 "exclude_newer": self.exclude_newer, "requirements": list(self.requirements),
                 "lock": list(self.lock), **({"adaptations": dict(self.adaptations)} if self.adaptations else {}),
                 **({"base_requirements": sorted(self.base_requirements)} if self.base_requirements else {}),
-                **({"own_prefix": True} if self.own_prefix else {})}
+                **({"own_prefix": True} if self.own_prefix else {}),
+                **({"vendored": {k: dict(v) for k, v in self.vendored.items()}} if self.vendored else {})}
 
     def resolve_payload(self) -> dict[str, Any]:
         """What a resolving build starts from (the lock and the requirements are what it finds)."""
@@ -92,6 +96,7 @@ class GitEnvRecipe:
                 **({"setup_note": self.setup_note} if self.setup_note else {}),
                 **({"adaptations": dict(self.adaptations)} if self.adaptations else {}),
                 **({"base_requirements": dict(self.base_requirements)} if self.base_requirements else {}),
+                **({"vendored": {k: dict(v) for k, v in self.vendored.items()}} if self.vendored else {}),
                 **({"ffi": self.ffi} if self.ffi else {})}
 
 
@@ -119,7 +124,21 @@ def parse_env(key: str, e: Mapping[str, Any], *, path: str) -> GitEnvRecipe:
         requirements=tuple(required(e, "requirements", list, file=path, where=where)),
         lock=tuple(required(e, "lock", list, file=path, where=where)), skipped=dict(e.get("skipped") or {}),
         setup_note=str(e.get("setup_note") or ""), adaptations=dict(e.get("adaptations") or {}),
-        base_requirements=dict(e.get("base_requirements") or {}), ffi=str(e.get("ffi") or ""))
+        base_requirements=dict(e.get("base_requirements") or {}), vendored=_vendored(e, path, where),
+        ffi=str(e.get("ffi") or ""))
+
+
+def _vendored(e: Mapping[str, Any], path: str, where: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    out = {}
+    for rel, v in dict(e.get("vendored") or {}).items():
+        if not isinstance(v, Mapping) or not all(isinstance(v.get(k), str) for k in ("repo", "commit", "prepare")):
+            raise InputError(f"vendored[{rel!r}] must give repo, commit and prepare as strings", file=path,
+                             field="vendored", **where)
+        if not _SHA1.match(v["commit"]):
+            raise InputError(f"vendored[{rel!r}].commit must be a 40-hex git commit", file=path, field="vendored",
+                             **where)
+        out[rel] = {k: str(x) for k, x in v.items()}
+    return out
 
 
 def parse_recipe(data: Mapping[str, Any], *, path: str = "<recipe>") -> Recipe:
