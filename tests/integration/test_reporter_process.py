@@ -717,6 +717,51 @@ def test_pytest_on_python_3_6_runs_clean_and_a_swapped_attrs_init_is_tampering(p
                                    "test_x.py::test_not_skipped": "PASSED", "test_x.py::test_known": "XFAIL"}
 
 
+# SymPy's runner before 1.1 (sympy/utilities/runtests.py until 1b5cceb0): it `exec_`s a test file into a namespace and
+# keeps the `test_` functions whose `inspect.getsourcefile` is that file - a recording proxy's is the reporter's
+OLD_SYMPY = {"sympy/__init__.py": "", "sympy/utilities/__init__.py": "", "sympy/utilities/runtests.py": """
+    import inspect
+    import sys
+
+    def exec_(code, gl):
+        exec(code, gl)
+
+    def test_file(filename):
+        gl = {"__file__": filename}
+        exec_(compile(open(filename).read(), filename, "exec"), gl)
+        funcs = [gl[f] for f in gl if f.startswith("test_") and inspect.isfunction(gl[f]) and
+                 inspect.getsourcefile(gl[f]) == filename]
+        failed = False
+        for f in sorted(funcs, key=lambda x: inspect.getsourcelines(x)[1]):
+            try:
+                f()
+                print(f.__name__, "ok")
+            except AssertionError:
+                print(f.__name__, "F")
+                failed = True
+        print("tests finished: %d" % len(funcs))
+        sys.exit(1 if failed else 0)
+    """, "sympy/tests/test_x.py": """
+    def test_right():
+        assert 1 + 1 == 2
+
+    def test_wrong():
+        assert 1 + 1 == 3
+    """}
+
+
+def test_sympy_before_1_1_keeps_the_tests_its_file_defines(tmp_path):
+    """sympy-11618 (SymPy 1.0): every run said `tests finished: 0 passed` - the old runner dropped each test whose
+    recording proxy it found. Its `inspect` now answers for a proxy with the test's file: both tests run and are
+    recorded as they ended."""
+    main = ("import os, sys\nfrom sympy.utilities import runtests\n"
+            "runtests.test_file(os.path.abspath('sympy/tests/test_x.py'))")
+    proc, report = run_candidate(tmp_path / "repo", OLD_SYMPY, [], main, runner="sympy")
+    assert "tests finished: 2" in proc.stdout, (proc.stdout, proc.stderr[-2000:])
+    assert report.problem is None and not report.tampers, (report.summary(), proc.stderr[-2000:])
+    assert report.status_map() == {"test_right": "PASSED", "test_wrong": "FAILED"}     # (SymPy's names: the key)
+
+
 # matplotlib's `check_figures_equal`: the test runs inside a closure of the checkout's own testing module, which
 # holds the test function (no `__wrapped__`), with a signature of its own for pytest's fixtures
 FIGURES = {"pkg/__init__.py": "", "pkg/testing.py": """

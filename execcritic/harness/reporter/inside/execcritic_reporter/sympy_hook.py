@@ -13,6 +13,7 @@ import builtins
 import importlib.abc
 import os
 import sys
+import types
 
 from execcritic_reporter import recording as _recording  # the one sealed proxy, bound here
 
@@ -75,7 +76,30 @@ def _patch(module, workdir):
     module.exec = exec_
     if hasattr(module, "exec_"):      # releases that ran py2/3 compatible `exec_(code, gl)`
         module.exec_ = exec_
+    if isinstance(vars(module).get("inspect"), types.ModuleType):
+        module.inspect = _inspect_that_sees_tests(module.inspect)
     "\0audit"(EVENT, "watch", _WATCH)
+
+
+_PROXY_CODE = next(c for c in _recording.__code__.co_consts if isinstance(c, types.CodeType))
+
+
+def _inspect_that_sees_tests(inspect):
+    """The runner's `inspect`, answering `getsourcefile` of a recording proxy with its test's file. Releases before
+    SymPy 1.1 (1b5cceb0, Nov 2016) keep a test only if `inspect.getsourcefile` of what the test file binds is that
+    file, and a proxy's code is this reporter's: sympy-11618's runs collected 0 tests. Later releases follow
+    `__wrapped__` first themselves; for them nothing changes."""
+    shim = types.ModuleType(inspect.__name__)
+    vars(shim).update(vars(inspect))
+    real = inspect.getsourcefile
+
+    def getsourcefile(obj):
+        if getattr(obj, "__code__", None) is _PROXY_CODE:
+            obj = obj.__wrapped__
+        return real(obj)
+
+    shim.getsourcefile = getsourcefile
+    return shim
 
 
 def _instrument(gl, workdir):
