@@ -43,20 +43,31 @@ ADAPTATIONS = {
 # Sources a repository's build downloads from outside the package index, fetched instead from a git source like
 # the repositories themselves (`source_for`: $EXECCRITIC_GIT_SOURCES, else GitHub) at the release's commit, put where
 # the build looks before it downloads, and copied built into every checkout of the env (recorded in each env):
-# repository -> {path in the checkout: {repo, commit, prepare (a shell step run there, no network), why}}
-VENDORED = {
-    "matplotlib/matplotlib": {
-        "build/freetype-2.6.1": {
-            "repo": "freetype/freetype", "commit": "8cabd919ca63f0e6c12e8405e8542a45d910fa62",   # tag VER-2-6-1
-            "prepare": "sh autogen.sh",
-            "why": "matplotlib builds and links FreeType 2.6.1 (LOCAL_FREETYPE_VERSION), downloaded from "
-                   "sourceforge or savannah, out of reach here; its image-comparison baselines are drawn with "
-                   "that FreeType. With Debian's FreeType 9 of 49 P2P image tests of matplotlib-26291 failed on "
-                   "Base and Gold alike (measured 2026-12-06). setupext builds whatever tree is at this path; a "
-                   "git tree has no configure script until autogen.sh makes it (autoconf, automake, libtool)",
-        },
+# "repository" or "repository version" -> {path in the checkout: {repo, commit, prepare (a shell step run there, no
+# network), why}}
+_FREETYPE = {
+    "build/freetype-2.6.1": {
+        "repo": "freetype/freetype", "commit": "8cabd919ca63f0e6c12e8405e8542a45d910fa62",   # tag VER-2-6-1
+        "prepare": "sh autogen.sh",
+        "why": "matplotlib builds and links FreeType 2.6.1 (LOCAL_FREETYPE_VERSION), downloaded from sourceforge "
+               "or savannah, out of reach here; its image-comparison baselines are drawn with that FreeType. With "
+               "Debian's FreeType 9 of 49 P2P image tests of matplotlib-26291 failed on Base and Gold alike "
+               "(measured 2026-12-06). setupext builds whatever tree is at this path; a git tree has no configure "
+               "script until autogen.sh makes it (autoconf, automake, libtool)",
     },
 }
+_JQUERY_UI = {
+    "lib/matplotlib/backends/web_backend/jquery-ui-1.12.1": {
+        "repo": "jquery/jquery-ui", "commit": "c6f1735249295bb37153861aa97e5b3e38d46b02",    # tag 1.12.1
+        "prepare": "true",
+        "why": "matplotlib < 3.2's `setup.py develop` downloads jQuery UI 1.12.1 from jqueryui.com, out of reach "
+               "here, unless this folder exists (the install failed: `Failed to download jquery-ui`). Only the "
+               "WebAgg backend's pages read it, and they would find the release's sources, not the download's "
+               "built bundle: the 3.0 and 3.1 rows test lib/matplotlib/tests/test_axes.py",
+    },
+}
+VENDORED = {"matplotlib/matplotlib": _FREETYPE,
+            **{f"matplotlib/matplotlib {v}": {**_FREETYPE, **_JQUERY_UI} for v in ("3.0", "3.1")}}
 # Repositories whose envs also install what the versions' Bases require beyond the setup commit (basereqs.py):
 # repository -> the measurement that asked for it
 BASE_REQUIREMENTS = {
@@ -139,7 +150,7 @@ def plan_envs(tasks: Sequence[Task], specs: Mapping[str, Mapping[str, dict]], *,
             key=key, repo=repo, version=version, python=spec["python"], spec=dict(spec), setup_commit=setup,
             project_version=scm_version(describe(source, setup), f"{version}.0"),
             exclude_newer=env_cutoff(cutoff, spec["python"]), adaptations=dict(ADAPTATIONS.get(repo, {})),
-            base_requirements=extra, vendored=VENDORED.get(repo, {}),
+            base_requirements=extra, vendored=VENDORED.get(f"{repo} {version}", VENDORED.get(repo, {})),
             ffi=FFI.get(f"{repo} {version}", FFI.get(repo, "")), setup_note=note)
         for t in rows:
             plan.env_of[t.instance_id] = key
