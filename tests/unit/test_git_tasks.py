@@ -351,6 +351,20 @@ def test_install_requires_are_read_from_each_metadata_file_with_markers_for_the_
     assert "tomli" not in applicable(reqs, "3.11") and "pathlib2" in applicable(reqs, "3.5")
 
 
+def test_a_rebuild_in_the_checkout_gets_what_building_asks_for_numpy_left_to_the_spec(tmp_path):
+    """Extensions are rebuilt in each checkout without build isolation and without network, so the venv needs the
+    build's requirements: pyproject.toml's build-system and setup.py's setup_requires (matplotlib 3.4 asks for
+    setuptools_scm_git_archive there; every rebuild failed fetching it)."""
+    from execcritic.tasks.git.build import build_requirements
+
+    assert build_requirements(tmp_path) == []
+    (tmp_path / "setup.py").write_text('from setuptools import setup\nsetup(name="m", setup_requires=[\n'
+                                       '    "certifi>=2020.06.20", "numpy>=1.17", "setuptools_scm_git_archive"])\n')
+    (tmp_path / "pyproject.toml").write_text('[build-system]\nrequires = ["oldest-supported-numpy", '
+                                             '"certifi>=2020.06.20", "setuptools_scm>=7"]\n')
+    assert build_requirements(tmp_path) == ["certifi>=2020.06.20", "setuptools_scm>=7", "setuptools_scm_git_archive"]
+
+
 def test_the_env_gets_what_a_base_requires_and_its_setup_commit_does_not(tmp_path):
     """pytest 5.4 (measured): the setup commit does not require wcwidth, the Bases of 7205 and 7236 do; a
     requirement the spec's packages name is not added again."""

@@ -30,7 +30,7 @@ def read_install_requires(files: dict[str, str]) -> list[str]:
     """Requirement strings a project's metadata files declare (`files`: name -> text; absent files left out)."""
     out: list[str] = []
     if "setup.py" in files:
-        out += _setup_py(files["setup.py"])
+        out += setup_py_list(files["setup.py"], "install_requires")
     if "setup.cfg" in files:
         cfg = configparser.ConfigParser(interpolation=None)
         try:
@@ -49,17 +49,18 @@ def read_install_requires(files: dict[str, str]) -> list[str]:
     return out
 
 
-def _setup_py(text: str) -> list[str]:
-    """Literal lists of strings bound to a name containing `install_requires` or passed as `install_requires=`."""
+def setup_py_list(text: str, key: str) -> list[str]:
+    """Literal lists of strings bound to a name containing `key` or passed as `key=` (setup.py's
+    `install_requires`, `setup_requires`)."""
     try:
         tree = ast.parse(text)
     except SyntaxError:
         return []
     found: list[ast.AST] = []
     for node in ast.walk(tree):
-        named = isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and "install_requires" in t.id.lower()
+        named = isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and key in t.id.lower()
                                                      for t in node.targets)
-        if named or isinstance(node, ast.keyword) and node.arg == "install_requires":
+        if named or isinstance(node, ast.keyword) and node.arg == key:
             found.append(node.value)
     return [e.value for v in found if isinstance(v, (ast.List, ast.Tuple))
             for e in v.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
