@@ -121,27 +121,33 @@ def test_the_signal_guard_keeps_the_standard_library_semantics(python):
 
 def run_candidate(work: Path, files: dict[str, str], changed: list[str], code: str, *, python: str = sys.executable,
                   path: tuple[Path, ...] = (), ffi: bool = False, runner: str = "unittest",
-                  lines: dict[str, list[list[int]]] | None = None):
+                  lines: dict[str, list[list[int]]] | None = None, ahead: bool = False):
     """`code` run in checkout `work` whose `files` are written first; `changed`: those the candidate changed (every
     line of them its own, unless `lines` gives a file's [first, last] ranges). `path`: directories put on sys.path
     after the checkout (a library's site-packages). `ffi`: the env's recipe says a library needs the real ctypes;
-    `runner`: the reporter's runner hooks."""
+    `runner`: the reporter's runner hooks; `ahead`: the run is started ahead of time, and released with the facts
+    of the candidate once it says it is ready (harness/prestart.py)."""
     for rel, text in files.items():
         (work / rel).parent.mkdir(parents=True, exist_ok=True)
         (work / rel).write_text(textwrap.dedent(text))
     lines = {rel: [[1, len(files[rel].splitlines()) + 1]] for rel in changed} | (lines or {})
+    run_facts = {"changed": changed, "changed_lines": lines, "test_files": []}
     with tempfile.TemporaryDirectory() as tmp:
-        channel = ReporterChannel(tmp, {"workdir": str(work), "runner": runner, "changed": changed,
-                                        "changed_lines": lines, "test_files": [], "ffi": ffi})
+        channel = ReporterChannel(tmp, {"workdir": str(work), "runner": runner, "ffi": ffi,
+                                        **({} if ahead else run_facts)}, prestart=ahead)
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         env["PYTHONPATH"] = ":".join(map(str, (INSIDE, work, *path)))
         # the host venv is shared by the parallel test workers: a candidate process writing its bytecode (pytest's
         # rewrite of a plugin) while another one runs is a pyc written during that run and loaded - planted, rightly
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env.update({k: v.replace(os.path.dirname(channel.sandbox_path), tmp) for k, v in channel.env.items()})
-        proc = subprocess.run([python, "-c", textwrap.dedent(code)], cwd=work, env=env, capture_output=True,
-                              text=True, timeout=120)
-        return proc, channel.finish()
+        with subprocess.Popen([python, "-c", textwrap.dedent(code)], cwd=work, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) as p:
+            if ahead:
+                assert channel.ready(60), "the run started ahead never said it was ready"
+                channel.go(run_facts)
+            out, err = p.communicate(timeout=120)
+        return subprocess.CompletedProcess(p.args, p.returncode, out, err), channel.finish()
 
 
 def test_a_signal_handler_from_the_candidates_code_is_tampering(tmp_path):
@@ -691,15 +697,18 @@ MARKER_SWAP = """
 """
 
 
+@pytest.mark.parametrize("ahead", [False, True], ids=["cold", "started-ahead"])
 @pytest.mark.parametrize("conftest", [None, "the candidate's attrs-like __init__"])
-def test_pytest_on_python_3_6_runs_clean_and_a_swapped_attrs_init_is_tampering(pytest_py36, conftest, tmp_path):
+def test_pytest_on_python_3_6_runs_clean_and_a_swapped_attrs_init_is_tampering(pytest_py36, conftest, ahead,
+                                                                              tmp_path):
     """Python 3.6 has no audit hooks: pytest's classes get methods from attrs, compiled from a string, and pluggy 0.6
     has no `get_hookimpls`. Every astropy 1.3 run was refused (`runner_tampered`, then `reporter_error`), and every
     scikit-learn 0.20-0.22 run too (`unicodedata.UCD`, a type with no namespace on 3.6, broke the boot's walk;
     then the attrs methods of `_pytest.skipping`, imported after the boot, and of the nested
     `Config.InvocationParams`). Now a run is clean, its SystemExit test FAILED and its markers' tests as pytest
     says - and an `__init__` of that kind that the candidate's conftest compiles and binds on the runner's class
-    is still tampering."""
+    is still tampering. The same in a run started ahead of time, which snapshots the runner before its go (matplotlib
+    3.0's runs on Python 3.7 were refused there: pytest's dataclass methods)."""
     files = {"test_x.py": "import sys\nimport pytest\n\ndef test_ok():\n    assert 1 + 1 == 2\n\n"
                           "def test_exits():\n    sys.exit(2)\n\n@pytest.mark.skipif(False, reason='no')\n"
                           "def test_not_skipped():\n    pass\n\n@pytest.mark.xfail(reason='known')\n"
@@ -708,7 +717,7 @@ def test_pytest_on_python_3_6_runs_clean_and_a_swapped_attrs_init_is_tampering(p
         files["conftest.py"] = MARKER_SWAP
     main = "import sys, pytest\nsys.exit(pytest.main(['-rA', '-p', 'no:cacheprovider', 'test_x.py']))"
     proc, report = run_candidate(tmp_path / "repo", files, ["conftest.py"] if conftest else [], main,
-                                 python=pytest_py36, runner="pytest")
+                                 python=pytest_py36, runner="pytest", ahead=ahead)
     if conftest:
         assert "runner_tampered" in {t["what"] for t in report.tampers}, (report.tampers, proc.stdout[-2000:])
         return

@@ -169,6 +169,7 @@ def arm(config):
     import warnings
 
     go = config.pop("__go", None)
+    ahead = go is not None
     go_sent = config.pop("__go_sent", None)
     runner = config.get("runner", "")
     hook = RUNNER_HOOKS.get(runner)
@@ -182,7 +183,7 @@ def arm(config):
         "\0audit"(EVENT, "integrity", module)
     if runner != "pytest":
         forget_modules()                       # (pytest loads its hook by name: pytest_configure does it there)
-    if go is not None:
+    if ahead:
         if hook is not None and hasattr(module, "prepare"):
             # released already (checks back to back): no idle time to use; the run goes on as a cold one would
             module.prepare(snapshots=not go_sent())
@@ -199,7 +200,7 @@ def arm(config):
             "\0audit"(EVENT, "stale", stale)
             os._exit(75)
     if hook is not None:
-        if go is None and not hasattr(sys, "audit") and hasattr(module, "prepare"):
+        if not ahead and not hasattr(sys, "audit") and hasattr(module, "prepare"):
             # Python < 3.8: code compiled at run time is trusted only if the boot's end finds it bound (guard.
             # trust_boot_code), so pytest's built-in plugins, which pytest imports first thing anyway, are imported
             # now (the attrs classes of `_pytest.skipping`)

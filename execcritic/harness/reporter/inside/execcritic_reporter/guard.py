@@ -1004,7 +1004,10 @@ def _build():
         def prewatch(prefixes):
             """A run started ahead of time, before its go (nothing of the checkout has run or is loaded: a run that
             had loaded a module of the checkout is stale and ends at the go): snapshot the runner now. The first
-            `watch` after the go then does what a cold run's first watch does, for what changed since."""
+            `watch` after the go then does what a cold run's first watch does, for what changed since. (Python < 3.8:
+            the code compiled at run time that is bound by then is trusted first, as the boot's end does - else the
+            dataclass and attrs methods of pytest's classes were refused here: matplotlib 3.0's runs.)"""
+            trust_boot_code()
             watch(prefixes)
             S.provisional = True
 
