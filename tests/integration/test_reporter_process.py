@@ -684,6 +684,12 @@ def pytest_py36(request, tmp_path_factory):
     subprocess.run([uv_binary(), "venv", "-q", "-p", exe, str(venv)], check=True, timeout=300)
     subprocess.run([uv_binary(), "pip", "install", "-q", "-p", str(venv / "bin" / "python"),
                     *PY36_RUNNERS[request.param]], check=True, timeout=600)
+    # what setuptools' `-nspkg.pth` of a namespace package does at start-up (matplotlib 3.0's mpl_toolkits): makes a
+    # module of the checkout from its spec without running it - here for the directory $NSPKG_DIR names
+    (next(venv.glob("lib/python3.6/site-packages")) / "zz_nspkg_demo.pth").write_text(
+        "import os, sys, importlib.util, importlib.machinery; p = os.environ.get('NSPKG_DIR'); p and "
+        "sys.modules.setdefault('nsdemo', importlib.util.module_from_spec(importlib.machinery.PathFinder.find_spec("
+        "'nsdemo', [p])))\n")
     return str(venv / "bin" / "python")
 
 
@@ -769,6 +775,19 @@ def test_sympy_before_1_1_keeps_the_tests_its_file_defines(tmp_path):
     assert "tests finished: 2" in proc.stdout, (proc.stdout, proc.stderr[-2000:])
     assert report.problem is None and not report.tampers, (report.summary(), proc.stderr[-2000:])
     assert report.status_map() == {"test_right": "PASSED", "test_wrong": "FAILED"}     # (SymPy's names: the key)
+
+
+def test_a_module_of_the_checkout_made_at_start_up_but_never_run_trusts_the_runners_code_still(pytest_py36, tmp_path,
+                                                                                            monkeypatch):
+    """Python 3.6/3.7: code compiled at run time is trusted at the boot's end only if no code of the checkout has run.
+    matplotlib 3.0's namespace-package .pth makes `mpl_toolkits` (a module of the checkout) from its spec at start-up
+    without running it, and every run was refused for pytest's dataclass methods (runner_tampered)."""
+    monkeypatch.setenv("NSPKG_DIR", str(tmp_path / "repo"))
+    files = {"nsdemo/__init__.py": "raise SystemExit('never run')\n", "test_x.py": "def test_ok():\n    assert True\n"}
+    main = "import sys, nsdemo, pytest\nsys.exit(pytest.main(['-rA', '-p', 'no:cacheprovider', 'test_x.py']))"
+    proc, report = run_candidate(tmp_path / "repo", files, [], main, python=pytest_py36, runner="pytest")
+    assert report.problem is None and not report.tampers, (report.summary(), proc.stdout[-2000:], proc.stderr[-2000:])
+    assert report.status_map() == {"test_x.py::test_ok": "PASSED"}
 
 
 # matplotlib's `check_figures_equal`: the test runs inside a closure of the checkout's own testing module, which

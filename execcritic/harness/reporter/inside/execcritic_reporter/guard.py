@@ -495,7 +495,10 @@ def _build():
             if not _NO_AUDIT:
                 return
             loaded = [(n, m) for n, m in list(_modules.items()) if isinstance(m, types.ModuleType)]
-            if any(_abs(_module_file(m) or "/").startswith(S.workdir) for _, m in loaded):
+            # (a module of the checkout that was only made, never run, ran nothing: a namespace package's .pth
+            # makes matplotlib 3.0's `mpl_toolkits` from its spec at start-up. Running a module's code puts
+            # `__builtins__` into its namespace.)
+            if any(_abs(_module_file(m) or "/").startswith(S.workdir) and "__builtins__" in vars(m) for _, m in loaded):
                 return
             for name, module in loaded:
                 spaces, classes = [vars(module)], [v for v in list(vars(module).values()) if isinstance(v, type)]
