@@ -5,9 +5,9 @@
 #   come with this kind of machine), pdflatex with booktabs (tests/unit/test_latex.py compiles every generated
 #   paper_figures/*.tex: texlive-latex-base has pdflatex, texlive-latex-recommended booktabs; about 145 MB and
 #   1.5 min with --no-install-recommends), and what the verified-git task set's compiled repositories build with
-#   (scikit-learn, astropy and matplotlib from source: a C/C++ compiler and pkg-config; matplotlib >= 3.4 with
-#   Debian's FreeType and Qhull, since their own build would download them), and the C/C++ toolchains of the
-#   multilingual-git task set (below). Prints what is missing otherwise;
+#   (scikit-learn, astropy and matplotlib from source: a C/C++ compiler and pkg-config; matplotlib's FreeType and
+#   Qhull come from git sources, FreeType's configure script made by autotools, below), and the C/C++ toolchains of
+#   the multilingual-git task set (below). Prints what is missing otherwise;
 #   never fails the caller.
 set -u
 need=()
@@ -22,9 +22,8 @@ command -v pdflatex >/dev/null 2>&1 || need+=(texlive-latex-base)
 command -v kpsewhich >/dev/null 2>&1 && kpsewhich booktabs.sty >/dev/null 2>&1 || need+=(texlive-latex-recommended)
 command -v g++ >/dev/null 2>&1 || need+=(g++)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
-[ -f /usr/include/freetype2/ft2build.h ] || need+=(libfreetype-dev)
-[ -f /usr/include/libqhull_r/libqhull_r.h ] || need+=(libqhull-dev)
-# the multilingual-git task set's C and C++ repositories (execcritic/tasks/mlgit/toolchain.py): jq's autotools
+# the multilingual-git task set's C and C++ repositories (execcritic/tasks/mlgit/toolchain.py) and matplotlib's
+# FreeType (verified-git: execcritic/tasks/git/plan.py, VENDORED): jq's autotools
 # build with bison and flex, fmt's and nlohmann/json's CMake, redis' and valkey's Tcl test suite, micropython's
 # libffi; and the GoogleTest its tests' C++ fixture links
 command -v autoreconf >/dev/null 2>&1 || need+=(autoconf)

@@ -22,13 +22,6 @@ from execcritic.tasks.model import Task
 DEFAULT_CUTOFF = "2024-08-13T00:00:00Z"
 # Local adaptations a repository needs here (recorded in each env: step -> why), run after the spec's pre_install.
 ADAPTATIONS = {
-    "matplotlib/matplotlib": {
-        "printf '[libs]\\nsystem_qhull = true\\n' > mplsetup.cfg":
-            "matplotlib >= 3.4 downloads Qhull's source at build time (SWE-bench's pre_install fetches it from "
-            "qhull.org); no network beyond PyPI and Debian here, so Debian's libqhull-dev is used "
-            "(scripts/system-deps.sh). Qhull triangulates; it draws no text. (FreeType, which does, is built from "
-            "its own source: VENDORED)",
-    },
     "pylint-dev/pylint": {
         "f=\"$(python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')/testbed.pth\"; "
         "[ -f \"$f\" ] || echo /testbed > \"$f\"":
@@ -56,6 +49,17 @@ _FREETYPE = {
                "script until autogen.sh makes it (autoconf, automake, libtool)",
     },
 }
+_QHULL = {
+    "build/qhull-2020.2": {
+        "repo": "qhull/qhull", "commit": "613debeaea72ee66626dace9ba1a2eff11b5d37d",          # tag 2020.2
+        "prepare": "true",
+        "why": "matplotlib >= 3.3 compiles Qhull 2020.2 (LOCAL_QHULL_VERSION) from qhull.org's tarball into its "
+               "_qhull extension (SWE-bench's pre_install fetches the same tarball); out of reach here. setupext "
+               "compiles src/libqhull_r of whatever tree is at this path. (Debian's libqhull, used before, needs "
+               "mplsetup.cfg, which Bases of 3.4 older than its introduction do not read: every rebuild of such "
+               "a row tried to download Qhull)",
+    },
+}
 _JQUERY_UI = {
     "lib/matplotlib/backends/web_backend/jquery-ui-1.12.1": {
         "repo": "jquery/jquery-ui", "commit": "c6f1735249295bb37153861aa97e5b3e38d46b02",    # tag 1.12.1
@@ -66,7 +70,7 @@ _JQUERY_UI = {
                "built bundle: the 3.0 and 3.1 rows test lib/matplotlib/tests/test_axes.py",
     },
 }
-VENDORED = {"matplotlib/matplotlib": _FREETYPE,
+VENDORED = {"matplotlib/matplotlib": {**_FREETYPE, **_QHULL},
             **{f"matplotlib/matplotlib {v}": {**_FREETYPE, **_JQUERY_UI} for v in ("3.0", "3.1")}}
 # Repositories whose envs also install what the versions' Bases require beyond the setup commit (basereqs.py):
 # repository -> the measurement that asked for it
