@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence, TypeVar
 
 import platformdirs
+from packaging.utils import canonicalize_name
 
 from execcritic.errors import EnvironmentMissing, ExecCriticError
 from execcritic.files import locked
@@ -36,6 +37,7 @@ SEED_SETUPTOOLS = "setuptools<81"
 # pip's answer when a project's build backend cannot install it editable (PEP 660), and the last pip that then
 # falls back to `setup.py develop`
 NO_EDITABLE_HOOK = "missing the 'build_editable' hook"
+NO_LEGACY_OPTION = "no such option: --no-use-pep517"      # (pip >= 25.3: scikit-learn 1.3's spec install asks for it)
 LEGACY_EDITABLE_PIP = "pip<25.3"
 BUILD_TOOLS = ("setuptools", "wheel", "pip", "setuptools-scm", "flit-core", "hatchling", "hatch-vcs", "cython",
                "poetry-core", "pdm-backend", "versioneer", "extension-helpers")
@@ -370,6 +372,7 @@ def uv_install(steps: StepLog, uv: list[str], py: str, reqs: list[str], cutoff: 
     except BuildError:
         pass
     skipped: dict[str, str] = {}
+    substituted: dict[str, str] = {}
     for r in reqs:
         try:
             steps.run(cmd([r]), what=f"uv install {r}", env=env, log=log)
@@ -380,8 +383,16 @@ def uv_install(steps: StepLog, uv: list[str], py: str, reqs: list[str], cutoff: 
             steps.run(cmd([r], dated=False), what=f"uv install {r} (no date cutoff)", env=env, log=log)
             skipped[f"cutoff: {r}"] = f"resolved without --exclude-newer (dated resolution failed: {dated_error})"
         except BuildError as exc:
-            skipped[r] = "install failed: " + str(exc).strip().splitlines()[-1][:300]
-    kept = [r for r in reqs if r not in skipped]
+            error = str(exc).strip().splitlines()[-1][:300]
+            later = _later_patch_release(steps, uv, py, r, env, log)
+            if later:
+                substituted[r] = later
+                skipped[f"substituted: {r}"] = (
+                    f"{later} instead: {r} has no wheel for this interpreter and does not build here ({error}); "
+                    f"{later} is the first later release of that minor version with one")
+            else:
+                skipped[r] = "install failed: " + error
+    kept = [substituted.get(r, r) for r in reqs if r not in skipped]
     if len(kept) > 1:
         try:
             steps.run(cmd(kept), what=f"uv install {what} (together, without the ones left out)", env=env, log=log)
@@ -389,6 +400,29 @@ def uv_install(steps: StepLog, uv: list[str], py: str, reqs: list[str], cutoff: 
             skipped[f"together: {what}"] = ("installed one by one only (together: " +
                                             str(exc).strip().splitlines()[-1][:300] + ")")
     return skipped
+
+
+def _later_patch_release(steps: StepLog, uv: list[str], py: str, req: str, env: dict, log) -> str | None:
+    """For an exact pin `name==X.Y.Z` that neither installs from a wheel nor builds here (SWE-bench's conda channels
+    built numpy 1.19.2 and scipy 1.5.2 for CPython 3.9, PyPI has no such wheels, and their sources need Cython < 3
+    and a Fortran compiler): install the first later X.Y release with a wheel for this interpreter; its pin, or
+    None. The caller records the substitution."""
+    name = _pinned_name(req)
+    version = req.split("==", 1)[1].strip() if name else ""
+    parts = version.split(".")
+    if not name or len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return None
+    upper = f"{parts[0]}.{int(parts[1]) + 1}"
+    try:
+        steps.run([*uv, "pip", "install", "--python", py, "--resolution", "lowest-direct", "--only-binary", name,
+                   f"{name}>{version},<{upper}"], what=f"uv install the first later {name} {parts[0]}.{parts[1]} "
+                                                     "release with a wheel", env=env, log=log)
+    except BuildError:
+        return None
+    freeze = subprocess.run([*uv, "pip", "freeze", "--python", py], capture_output=True, text=True, env=env)
+    want = canonicalize_name(name)
+    return next((line.strip() for line in freeze.stdout.splitlines()
+                 if "==" in line and canonicalize_name(line.split("==", 1)[0]) == want), None)
 
 
 def system_step(cmd: str) -> bool:
@@ -536,18 +570,20 @@ def build_venv(plan: VenvPlan, steps: StepLog, *, staging: Path, final: Path, ch
     try:
         steps.run(install_cmd, what=what, env=install_env, log=log)
     except BuildError as e:
-        if NO_EDITABLE_HOOK not in str(e):
+        if NO_EDITABLE_HOOK not in str(e) and NO_LEGACY_OPTION not in str(e):
             raise
         # SWE-bench's conda envs (built 2024) carry a pip that installs a setuptools<64 project (no PEP 660 hook:
-        # pylint 2.15 pins setuptools~=62.6) in editable mode by `setup.py develop`; pip 25.3 dropped that
-        # fallback, and only pip 26 has the date cutoff, so no pip does both
+        # pylint 2.15 pins setuptools~=62.6) in editable mode by `setup.py develop`, and knows `--no-use-pep517`;
+        # pip 25.3 dropped both, and only pip 26 has the date cutoff, so no pip does both
         cutoff = ["--exclude-newer", plan.exclude_newer] if plan.exclude_newer else []
         steps.run(host + [uv, "pip", "install", "--python", py, *cutoff, LEGACY_EDITABLE_PIP],
                   what=f"pip with the legacy editable install ({LEGACY_EDITABLE_PIP})", env=uv_env, log=log)
         install_env.pop("PIP_UPLOADED_PRIOR_TO", None)
-        skipped["install: editable"] = f"the project's build backend has no PEP 660 hook: installed by " \
-            f"{LEGACY_EDITABLE_PIP}'s `setup.py develop` fallback, as SWE-bench's 2024 pip did; what that install " \
-            "resolves is not held to the date cutoff (that pip has no --uploaded-prior-to)"
+        why = "the project's build backend has no PEP 660 hook" if NO_EDITABLE_HOOK in str(e) else \
+            "the spec's install asks for `--no-use-pep517`, which pip 26 no longer has"
+        skipped["install: editable"] = f"{why}: installed by {LEGACY_EDITABLE_PIP}'s `setup.py develop`, as " \
+            "SWE-bench's 2024 pip did; what that install resolves is not held to the date cutoff (that pip has no " \
+            "--uploaded-prior-to)"
         steps.run(install_cmd, what="install (legacy editable)", env=install_env, log=log)
     more = plan.post_install(staging / checkout) if resolve and plan.post_install else []
     if more:

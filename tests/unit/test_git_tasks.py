@@ -259,6 +259,30 @@ def test_a_package_installed_alone_cannot_move_an_earlier_pin(tmp_path):
     assert out == ["1.0", "1.0"], out
 
 
+def test_a_pin_with_no_wheel_that_does_not_build_takes_the_first_later_patch_release_with_one(tmp_path):
+    """scikit-learn 1.3's spec pins numpy 1.19.2 and scipy 1.5.2 on CPython 3.9: conda had builds, PyPI has no such
+    wheel, and the sources do not build here. The first later release of the same minor version that has a wheel
+    goes in instead (scipy 1.5.3 has none either: 1.5.4), recorded; a pin with no such release is left out."""
+    from execcritic.tasks.envbuild import StepLog, uv_binary, uv_install
+    links = tmp_path / "links"
+    links.mkdir()
+    for version, broken in (("1.5.2", True), ("1.5.3", True), ("1.5.4", False), ("1.5.5", False), ("1.6.0", False)):
+        _wheel(links, "ecx_old", version, broken=broken)
+    _wheel(links, "ecx_gone", "2.0.0", broken=True)
+    _wheel(links, "ecx_fine", "1.0")
+    uv = uv_binary()
+    subprocess.run([uv, "venv", "--no-project", "-q", "--python", sys.executable, str(tmp_path / "venv")], check=True)
+    py = str(tmp_path / "venv" / "bin" / "python")
+    env = {**os.environ, "UV_OFFLINE": "1", "UV_FIND_LINKS": str(links), "UV_CACHE_DIR": str(tmp_path / "cache")}
+    skipped = uv_install(StepLog(), [uv], py, ["ecx_old==1.5.2", "ecx_gone==2.0.0", "ecx_fine==1.0"],
+                         "2100-01-01T00:00:00Z", env, None, what="packages")
+    assert set(skipped) == {"substituted: ecx_old==1.5.2", "ecx_gone==2.0.0"}, skipped
+    assert skipped["substituted: ecx_old==1.5.2"].startswith("ecx-old==1.5.4 instead"), skipped    # (as uv names it)
+    out = subprocess.run([py, "-c", "import ecx_old, ecx_fine; print(ecx_old.VERSION, ecx_fine.VERSION)"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["1.5.4", "1.0"], out
+
+
 class ScriptedSteps:
     """A scripted stand-in for StepLog (control flow only, no subprocess): records each step, and fails the project
     install as pip >= 25.3 does on a setuptools<64 project (no PEP 660 hook) until a pip with the legacy
@@ -278,14 +302,19 @@ class ScriptedSteps:
         return ""
 
 
-@pytest.mark.parametrize("hook_missing", [True, False])
-def test_a_project_without_an_editable_hook_installs_by_setup_py_develop(tmp_path, hook_missing):
-    """pylint 2.15 pins setuptools~=62.6 (no PEP 660 hook). SWE-bench's 2024 pip installed it editable by `setup.py
-    develop`; pip 25.3 dropped that fallback. The build installs the last pip that has it (held to the env's date
-    cutoff) and runs the install again, and says so in the env record; any other install failure still fails."""
-    from execcritic.tasks.envbuild import LEGACY_EDITABLE_PIP, NO_EDITABLE_HOOK, BuildError, VenvPlan, build_venv
-    failure = (f"ERROR: Project file:///testbed uses a build backend that is {NO_EDITABLE_HOOK}, so it cannot be "
-               "installed in editable mode." if hook_missing else "ERROR: No matching distribution found for x")
+@pytest.mark.parametrize("failure", ["no editable hook", "no --no-use-pep517", "other"])
+def test_a_project_without_an_editable_hook_installs_by_setup_py_develop(tmp_path, failure):
+    """pylint 2.15 pins setuptools~=62.6 (no PEP 660 hook), and scikit-learn 1.3's spec installs with
+    `--no-use-pep517`. SWE-bench's 2024 pip installed both by `setup.py develop`; pip 25.3 dropped that fallback and
+    the option. The build installs the last pip that has them (held to the env's date cutoff) and runs the install
+    again, and says so in the env record; any other install failure still fails."""
+    from execcritic.tasks.envbuild import (LEGACY_EDITABLE_PIP, NO_EDITABLE_HOOK, NO_LEGACY_OPTION, BuildError,
+                                           VenvPlan, build_venv)
+    hook_missing = failure != "other"
+    failure = {"no editable hook": f"ERROR: Project file:///testbed uses a build backend that is {NO_EDITABLE_HOOK}, "
+                                   "so it cannot be installed in editable mode.",
+               "no --no-use-pep517": f"ERROR: {NO_LEGACY_OPTION}",
+               "other": "ERROR: No matching distribution found for x"}[failure]
     (tmp_path / "staging" / "checkout").mkdir(parents=True)
     plan = VenvPlan(python=f"{sys.version_info.major}.{sys.version_info.minor}",
                     spec={"install": "python -m pip install -e ."}, requirements=(), version="2.15.0",
