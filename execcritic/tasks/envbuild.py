@@ -419,7 +419,8 @@ def _later_patch_release(steps: StepLog, uv: list[str], py: str, req: str, env: 
                                                      "release with a wheel", env=env, log=log)
     except BuildError:
         return None
-    freeze = subprocess.run([*uv, "pip", "freeze", "--python", py], capture_output=True, text=True, env=env)
+    freeze = subprocess.run([*uv, "pip", "freeze", "--python", py], capture_output=True, text=True, env=env,
+                            check=False)
     want = canonicalize_name(name)
     return next((line.strip() for line in freeze.stdout.splitlines()
                  if "==" in line and canonicalize_name(line.split("==", 1)[0]) == want), None)

@@ -233,12 +233,21 @@ def _wheel(where: Path, name: str, version: str, requires: tuple[str, ...] = (),
             zf.writestr(path, text)
 
 
+def _offline_venv(tmp_path: Path, links: Path):
+    """A venv and `install(reqs, what=...)`: `uv_install` into it from the find-links dir `links` alone."""
+    from execcritic.tasks.envbuild import StepLog, uv_binary, uv_install
+    uv = uv_binary()
+    subprocess.run([uv, "venv", "--no-project", "-q", "--python", sys.executable, str(tmp_path / "venv")], check=True)
+    py = str(tmp_path / "venv" / "bin" / "python")
+    env = {**os.environ, "UV_OFFLINE": "1", "UV_FIND_LINKS": str(links), "UV_CACHE_DIR": str(tmp_path / "cache")}
+    return py, lambda reqs, what: uv_install(StepLog(), [uv], py, reqs, "2100-01-01T00:00:00Z", env, None, what=what)
+
+
 def test_a_package_installed_alone_cannot_move_an_earlier_pin(tmp_path):
     """When a pinned set fails as a whole (one member does not build), its members go in one by one; a later one
     then pulls the newest of an unpinned dependency over an earlier pin (astropy 1.3: exceptiongroup's trio needs
     attrs >= 19.2 over SWE-bench's attrs==17.3.0, and pytest 3.3.1 no longer imports). The members that installed
     go in again together, and the pin holds."""
-    from execcritic.tasks.envbuild import StepLog, uv_binary, uv_install
     links = tmp_path / "links"
     links.mkdir()
     _wheel(links, "ecx_pinned", "1.0")
@@ -247,12 +256,8 @@ def test_a_package_installed_alone_cannot_move_an_earlier_pin(tmp_path):
     _wheel(links, "ecx_helper", "2.0", ("ecx_pinned>=2",))
     _wheel(links, "ecx_later", "1.0", ("ecx_helper",))
     _wheel(links, "ecx_nobuild", "1.0", broken=True)
-    uv = uv_binary()
-    subprocess.run([uv, "venv", "--no-project", "-q", "--python", sys.executable, str(tmp_path / "venv")], check=True)
-    py = str(tmp_path / "venv" / "bin" / "python")
-    env = {**os.environ, "UV_OFFLINE": "1", "UV_FIND_LINKS": str(links), "UV_CACHE_DIR": str(tmp_path / "cache")}
-    skipped = uv_install(StepLog(), [uv], py, ["ecx_pinned==1.0", "ecx_later==1.0", "ecx_nobuild==1.0"],
-                         "2100-01-01T00:00:00Z", env, None, what="pip_packages")
+    py, install = _offline_venv(tmp_path, links)
+    skipped = install(["ecx_pinned==1.0", "ecx_later==1.0", "ecx_nobuild==1.0"], what="pip_packages")
     assert set(skipped) == {"ecx_nobuild==1.0"}, skipped
     out = subprocess.run([py, "-c", "import ecx_pinned, ecx_helper; print(ecx_pinned.VERSION, ecx_helper.VERSION)"],
                          capture_output=True, text=True, check=True).stdout.split()
@@ -263,19 +268,14 @@ def test_a_pin_with_no_wheel_that_does_not_build_takes_the_first_later_patch_rel
     """scikit-learn 1.3's spec pins numpy 1.19.2 and scipy 1.5.2 on CPython 3.9: conda had builds, PyPI has no such
     wheel, and the sources do not build here. The first later release of the same minor version that has a wheel
     goes in instead (scipy 1.5.3 has none either: 1.5.4), recorded; a pin with no such release is left out."""
-    from execcritic.tasks.envbuild import StepLog, uv_binary, uv_install
     links = tmp_path / "links"
     links.mkdir()
     for version, broken in (("1.5.2", True), ("1.5.3", True), ("1.5.4", False), ("1.5.5", False), ("1.6.0", False)):
         _wheel(links, "ecx_old", version, broken=broken)
     _wheel(links, "ecx_gone", "2.0.0", broken=True)
     _wheel(links, "ecx_fine", "1.0")
-    uv = uv_binary()
-    subprocess.run([uv, "venv", "--no-project", "-q", "--python", sys.executable, str(tmp_path / "venv")], check=True)
-    py = str(tmp_path / "venv" / "bin" / "python")
-    env = {**os.environ, "UV_OFFLINE": "1", "UV_FIND_LINKS": str(links), "UV_CACHE_DIR": str(tmp_path / "cache")}
-    skipped = uv_install(StepLog(), [uv], py, ["ecx_old==1.5.2", "ecx_gone==2.0.0", "ecx_fine==1.0"],
-                         "2100-01-01T00:00:00Z", env, None, what="packages")
+    py, install = _offline_venv(tmp_path, links)
+    skipped = install(["ecx_old==1.5.2", "ecx_gone==2.0.0", "ecx_fine==1.0"], what="packages")
     assert set(skipped) == {"substituted: ecx_old==1.5.2", "ecx_gone==2.0.0"}, skipped
     assert skipped["substituted: ecx_old==1.5.2"].startswith("ecx-old==1.5.4 instead"), skipped    # (as uv names it)
     out = subprocess.run([py, "-c", "import ecx_old, ecx_fine; print(ecx_old.VERSION, ecx_fine.VERSION)"],
@@ -308,8 +308,14 @@ def test_a_project_without_an_editable_hook_installs_by_setup_py_develop(tmp_pat
     `--no-use-pep517`. SWE-bench's 2024 pip installed both by `setup.py develop`; pip 25.3 dropped that fallback and
     the option. The build installs the last pip that has them (held to the env's date cutoff) and runs the install
     again, and says so in the env record; any other install failure still fails."""
-    from execcritic.tasks.envbuild import (LEGACY_EDITABLE_PIP, NO_EDITABLE_HOOK, NO_LEGACY_OPTION, BuildError,
-                                           VenvPlan, build_venv)
+    from execcritic.tasks.envbuild import (
+        LEGACY_EDITABLE_PIP,
+        NO_EDITABLE_HOOK,
+        NO_LEGACY_OPTION,
+        BuildError,
+        VenvPlan,
+        build_venv,
+    )
     hook_missing = failure != "other"
     failure = {"no editable hook": f"ERROR: Project file:///testbed uses a build backend that is {NO_EDITABLE_HOOK}, "
                                    "so it cannot be installed in editable mode.",
