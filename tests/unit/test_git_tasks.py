@@ -427,6 +427,13 @@ def test_the_env_gets_what_a_base_requires_and_its_setup_commit_does_not(tmp_pat
     # not read from a source that is not local (or lacks a Base): None, and the plan says so in the env's note
     assert base_requirements("https://github.com/pytest-dev/pytest.git", setup, [("r-a", a)], "3.9") is None
     assert base_requirements(str(repo), setup, [("r-x", "0" * 40)], "3.9") is None
+    # pylint-4661: the Gold patch adds appdirs to setup.py, and SWE-bench's eval script installs the project again
+    # after the patch - with golds, what a Gold patch adds is required too (a patch that does not apply adds nothing)
+    gold = ("diff --git a/setup.py b/setup.py\n--- a/setup.py\n+++ b/setup.py\n@@ -8,2 +8,3 @@\n"
+            '     "importlib-metadata>=0.12",\n+    "appdirs>=1.4.0",\n ]\n')
+    golds = {"r-s": gold, "r-x": "diff --git a/setup.py b/setup.py\n--- a/setup.py\n+++ b/setup.py\n@@ -1 +1 @@\n-no\n+x\n"}
+    got = base_requirements(str(repo), setup, [("r-a", a), ("r-s", setup)], "3.9", known=["attrs"], golds=golds)
+    assert got == {"appdirs>=1.4.0": "required by the Gold patch of r-s", "wcwidth": "required by the Base of r-a"}
 
 
 def test_base_requirements_reach_the_env_digest_only_where_there_are_some():

@@ -14,7 +14,8 @@ from __future__ import annotations
 import ast
 import configparser
 import subprocess
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from packaging.markers import default_environment
@@ -92,18 +93,41 @@ def commit_files(source: str, commit: str) -> dict[str, str]:
                                       capture_output=True, text=True, env=git_env(), check=False)).returncode == 0}
 
 
+def gold_files(files: dict[str, str], patch: str) -> dict[str, str]:
+    """The metadata files as a Gold patch leaves them (those it does not touch, or cannot apply to, as they are)."""
+    touched = [n for n in FILES if f"\n+++ b/{n}\n" in "\n" + patch]
+    if not touched:
+        return files
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in files.items():
+            Path(d, name).write_text(text)
+        res = subprocess.run(["git", "apply", *(f"--include={n}" for n in touched), "-"], cwd=d, input=patch,
+                             text=True, capture_output=True, env=git_env(), check=False)
+        if res.returncode:
+            return files
+        return {n: Path(d, n).read_text() for n in FILES if Path(d, n).is_file()}
+
+
 def base_requirements(source: str, setup_commit: str, bases: Sequence[tuple[str, str]], python: str,
-                      known: Iterable[str] = ()) -> dict[str, str] | None:
+                      known: Iterable[str] = (), golds: Mapping[str, str] | None = None) -> dict[str, str] | None:
     """Requirement -> the rows whose Base needs it, for what the Bases (`(instance_id, base_commit)`) require
-    and neither the setup commit nor `known` (the spec's packages) names. None when `source` is not a local
+    and neither the setup commit nor `known` (the spec's packages) names; with `golds` ({instance_id: Gold patch}),
+    also what each Gold patch adds to them (SWE-bench's eval script installs the project again once the patch is
+    applied: a dependency the fix adds is there when its tests run). None when `source` is not a local
     repository holding every commit: like `git describe` for the project version, read at planning time from a
     local source only (a remote one would be fetched once per Base at every plan); the recipe records it."""
     if not all(has_commit(source, c) for c in (setup_commit, *(b for _, b in bases))):
         return None
     have = set(applicable([*read_install_requires(commit_files(source, setup_commit)), *known], python))
-    needed: dict[str, list[str]] = {}
+    needed: dict[str, dict[str, set[str]]] = {}       # requirement -> side -> rows
     for instance_id, commit in bases:
-        for name, req in applicable(read_install_requires(commit_files(source, commit)), python).items():
-            if name not in have:
-                needed.setdefault(req, []).append(instance_id)
-    return {req: "required by the Base of " + ", ".join(sorted(ids)) for req, ids in sorted(needed.items())}
+        files = commit_files(source, commit)
+        trees = [("Base", files)]
+        if golds and golds.get(instance_id):
+            trees.append(("Gold patch", gold_files(files, golds[instance_id])))
+        for side, tree in trees:
+            for name, req in applicable(read_install_requires(tree), python).items():
+                if name not in have:
+                    needed.setdefault(req, {}).setdefault(side, set()).add(instance_id)
+    return {req: "required by " + "; ".join(f"the {side} of {', '.join(sorted(ids))}" for side, ids in sides.items())
+            for req, sides in sorted(needed.items())}

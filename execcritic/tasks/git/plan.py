@@ -80,6 +80,14 @@ BASE_REQUIREMENTS = {
                          "pytest-7205's Base does (ModuleNotFoundError at collection); the 4.6 and 5.0 envs lack "
                          "importlib-metadata the same way (pytest-5809: the reporter could not start)",
 }
+# Repositories whose envs also install what the Gold patches add to the install requirements (basereqs.py):
+# SWE-bench's eval script installs the project again after applying the patch (with network), so a dependency the
+# fix adds is there when its tests run; an image-free run has no network. Repository -> the measurement
+GOLD_REQUIREMENTS = {
+    "pylint-dev/pylint": "pylint-4661's Gold adds appdirs to setup.cfg and its F2P test imports it; the 2.10 env, "
+                         "installed at a setup commit that had moved to platformdirs, lacks it: every Gold run "
+                         "failed to collect (ModuleNotFoundError: No module named 'appdirs')",
+}
 # Repositories (or "repo version") whose tests need the real ctypes (the sandbox otherwise leaves an inert one:
 # sandbox/confine.py), decided by measurement and recorded in each env (`ffi`: why), as verified-sdist's recipe
 # does for seaborn. What it costs is in docs/failure_kinds.md ("What is not protected").
@@ -144,8 +152,10 @@ def plan_envs(tasks: Sequence[Task], specs: Mapping[str, Mapping[str, dict]], *,
             setup = max(rows, key=lambda t: (t.created_at, t.instance_id)).base_commit
             note = note or "rows name no environment_setup_commit; the newest Base commit is used"
         key = env_key(repo, version, spec["python"], spec)
+        golds = {t.instance_id: t.patch for t in rows} if repo in GOLD_REQUIREMENTS else None
         extra = base_requirements(source, setup, [(t.instance_id, t.base_commit) for t in rows], spec["python"],
-                                  known=spec.get("pip_packages") or ()) if repo in BASE_REQUIREMENTS else {}
+                                  known=spec.get("pip_packages") or (), golds=golds) \
+            if repo in BASE_REQUIREMENTS or golds else {}
         if extra is None:
             note = (note + "; " if note else "") + f"the Bases' install requirements were not read: {source} is " \
                 "not a local repository holding every Base (give one with EXECCRITIC_GIT_SOURCES)"
