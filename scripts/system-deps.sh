@@ -22,6 +22,9 @@ command -v pdflatex >/dev/null 2>&1 || need+=(texlive-latex-base)
 command -v kpsewhich >/dev/null 2>&1 && kpsewhich booktabs.sty >/dev/null 2>&1 || need+=(texlive-latex-recommended)
 command -v g++ >/dev/null 2>&1 || need+=(g++)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+# matplotlib's pdf and eps image comparisons convert with Ghostscript (SWE-bench's images get it with imagemagick;
+# without it those parametrizations are not generated: matplotlib-20859's 9 P2P `[pdf]` tests had no result)
+command -v gs >/dev/null 2>&1 || need+=(ghostscript)
 # the multilingual-git task set's C and C++ repositories (execcritic/tasks/mlgit/toolchain.py) and matplotlib's
 # FreeType (verified-git: execcritic/tasks/git/plan.py, VENDORED): jq's autotools
 # build with bison and flex, fmt's and nlohmann/json's CMake, redis' and valkey's Tcl test suite, micropython's
