@@ -403,14 +403,14 @@ def test_a_rebuild_in_the_checkout_gets_what_building_asks_for_numpy_left_to_the
 def test_the_env_gets_what_a_base_requires_and_its_setup_commit_does_not(tmp_path):
     """pytest 5.4 (measured): the setup commit does not require wcwidth, the Bases of 7205 and 7236 do; a
     requirement the spec's packages name is not added again."""
-    from execcritic.tasks.git.basereqs import base_requirements
+    from execcritic.tasks.git.basereqs import base_requirements, read_build_requires, without_numpy
     from execcritic.tasks.git.source import git_env
 
     repo = tmp_path / "src"
     repo.mkdir()
 
-    def commit(extra: str) -> str:
-        (repo / "setup.py").write_text(SETUP_PY.format(extra=extra))
+    def commit(extra: str, setup_py: str | None = None) -> str:
+        (repo / "setup.py").write_text(SETUP_PY.format(extra=extra) if setup_py is None else setup_py)
         for args in (["add", "-A"], ["commit", "-q", "-m", "c", "--allow-empty"]):
             subprocess.run(["git", "-C", str(repo), *args], check=True, env={**git_env(), "GIT_AUTHOR_NAME": "t",
                            "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"})
@@ -434,6 +434,15 @@ def test_the_env_gets_what_a_base_requires_and_its_setup_commit_does_not(tmp_pat
     golds = {"r-s": gold, "r-x": "diff --git a/setup.py b/setup.py\n--- a/setup.py\n+++ b/setup.py\n@@ -1 +1 @@\n-no\n+x\n"}
     got = base_requirements(str(repo), setup, [("r-a", a), ("r-s", setup)], "3.9", known=["attrs"], golds=golds)
     assert got == {"appdirs>=1.4.0": "required by the Gold patch of r-s", "wcwidth": "required by the Base of r-a"}
+    # matplotlib 3.5: the setup commit builds from pyproject.toml, a Base's setup.py asks for
+    # setuptools_scm_git_archive - what the Bases' builds ask for, for the rebuild in each checkout
+    (repo / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools_scm>=7", "oldest-supported-numpy"]\n')
+    old = commit("", 'from setuptools import setup\nsetup(setup_requires=["setuptools_scm>=4", '
+                     '"setuptools_scm_git_archive", "numpy>=1.17"])\n')
+    newer = commit("", "from setuptools import setup\nsetup()\n")
+    got = base_requirements(str(repo), newer, [("r-old", old), ("r-new", newer)], "3.9", read=read_build_requires)
+    assert without_numpy(got) == ["setuptools_scm_git_archive"] and got["setuptools_scm_git_archive"] == \
+        "required by the Base of r-old"
 
 
 def test_base_requirements_reach_the_env_digest_only_where_there_are_some():

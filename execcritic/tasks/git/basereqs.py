@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import ast
 import configparser
+import re
 import subprocess
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from packaging.markers import default_environment
@@ -48,6 +49,33 @@ def read_install_requires(files: dict[str, str]) -> list[str]:
         except tomllib.TOMLDecodeError:
             pass
     return out
+
+
+def read_build_requires(files: dict[str, str]) -> list[str]:
+    """What building a project asks for: pyproject.toml's build-system requirements and setup.py's literal
+    `setup_requires` (`files` as for `read_install_requires`)."""
+    out: list[str] = []
+    if "pyproject.toml" in files:
+        import tomllib  # lazy: only a pyproject.toml needs it
+
+        try:
+            out += [r for r in tomllib.loads(files["pyproject.toml"]).get("build-system", {}).get("requires", [])
+                    if isinstance(r, str)]
+        except tomllib.TOMLDecodeError:
+            pass
+    if "setup.py" in files:
+        out += setup_py_list(files["setup.py"], "setup_requires")
+    return out
+
+
+def without_numpy(requirements: Iterable[str]) -> list[str]:
+    """`requirements` without numpy (a build asks for it; the spec pins the one the tests run with), each once."""
+    kept: list[str] = []
+    for r in requirements:
+        name = re.split(r"[\s<>=!~;\[]", r.strip(), maxsplit=1)[0]
+        if r not in kept and canonicalize_name(name) not in ("numpy", "oldest-supported-numpy"):
+            kept.append(r)
+    return kept
 
 
 def setup_py_list(text: str, key: str) -> list[str]:
@@ -109,16 +137,19 @@ def gold_files(files: dict[str, str], patch: str) -> dict[str, str]:
 
 
 def base_requirements(source: str, setup_commit: str, bases: Sequence[tuple[str, str]], python: str,
-                      known: Iterable[str] = (), golds: Mapping[str, str] | None = None) -> dict[str, str] | None:
+                      known: Iterable[str] = (), golds: Mapping[str, str] | None = None,
+                      read: Callable[[dict[str, str]], list[str]] = read_install_requires) -> dict[str, str] | None:
     """Requirement -> the rows whose Base needs it, for what the Bases (`(instance_id, base_commit)`) require
     and neither the setup commit nor `known` (the spec's packages) names; with `golds` ({instance_id: Gold patch}),
     also what each Gold patch adds to them (SWE-bench's eval script installs the project again once the patch is
     applied: a dependency the fix adds is there when its tests run). None when `source` is not a local
     repository holding every commit: like `git describe` for the project version, read at planning time from a
-    local source only (a remote one would be fetched once per Base at every plan); the recipe records it."""
+    local source only (a remote one would be fetched once per Base at every plan); the recipe records it.
+    `read=read_build_requires`: the same for what building asks for (extensions are rebuilt in each checkout
+    without network)."""
     if not all(has_commit(source, c) for c in (setup_commit, *(b for _, b in bases))):
         return None
-    have = set(applicable([*read_install_requires(commit_files(source, setup_commit)), *known], python))
+    have = set(applicable([*read(commit_files(source, setup_commit)), *known], python))
     needed: dict[str, dict[str, set[str]]] = {}       # requirement -> side -> rows
     for instance_id, commit in bases:
         files = commit_files(source, commit)
@@ -126,7 +157,7 @@ def base_requirements(source: str, setup_commit: str, bases: Sequence[tuple[str,
         if golds and golds.get(instance_id):
             trees.append(("Gold patch", gold_files(files, golds[instance_id])))
         for side, tree in trees:
-            for name, req in applicable(read_install_requires(tree), python).items():
+            for name, req in applicable(read(tree), python).items():
                 if name not in have:
                     needed.setdefault(req, {}).setdefault(side, set()).add(instance_id)
     return {req: "required by " + "; ".join(f"the {side} of {', '.join(sorted(ids))}" for side, ids in sides.items())

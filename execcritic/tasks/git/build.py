@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import shutil
 import subprocess
 import time
@@ -48,7 +47,7 @@ from execcritic.tasks.envbuild import (
     run_pre_install,
     use_lock,
 )
-from execcritic.tasks.git.basereqs import setup_py_list
+from execcritic.tasks.git.basereqs import FILES, read_build_requires, without_numpy
 from execcritic.tasks.git.recipe import GitEnvRecipe, digest, load_recipe
 from execcritic.tasks.git.source import fetch_commit, git_env, source_for
 
@@ -223,27 +222,16 @@ def install_products(checkout: Path) -> list[str]:
 
 
 def build_requirements(checkout: Path) -> list[str]:
-    """What building the extensions asks for - pyproject.toml's build-system requirements and setup.py's literal
-    `setup_requires` - minus numpy (the spec pins it): a repository with compiled extensions rebuilds them in each
-    checkout without build isolation and without network, from the venv. (matplotlib 3.4's setup_requires names
-    setuptools_scm_git_archive: setuptools fetches what the venv lacks, and every rebuild failed there.)"""
-    import tomllib  # lazy: only compiled repositories need it
-
-    requires: list = []
-    path = checkout / "pyproject.toml"
-    if path.is_file():
-        try:
-            requires += tomllib.loads(path.read_text()).get("build-system", {}).get("requires", [])
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
-            pass
-    if (checkout / "setup.py").is_file():
-        requires += setup_py_list((checkout / "setup.py").read_text(errors="replace"), "setup_requires")
-    kept: list[str] = []
-    for r in requires:
-        if isinstance(r, str) and r not in kept and re.split(r"[\s<>=!~;\[]", r.strip(), maxsplit=1)[0].lower() \
-                not in ("numpy", "oldest-supported-numpy"):
-            kept.append(r)
-    return kept
+    """What building the extensions asks for (`basereqs.read_build_requires`: pyproject.toml's build-system
+    requirements and setup.py's literal `setup_requires`), minus numpy (the spec pins it): a repository with compiled
+    extensions rebuilds them in each checkout without build isolation and without network, from the venv.
+    (matplotlib 3.4's setup_requires names setuptools_scm_git_archive: setuptools fetches what the venv lacks, and
+    every rebuild failed there.)"""
+    files = {}
+    for name in FILES:
+        if (checkout / name).is_file():
+            files[name] = (checkout / name).read_text(errors="replace")
+    return without_numpy(read_build_requires(files))
 
 
 def has_extensions(products: Sequence[str]) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from execcritic.tasks.git.basereqs import base_requirements
+from execcritic.tasks.git.basereqs import base_requirements, read_build_requires, without_numpy
 from execcritic.tasks.git.recipe import GitEnvRecipe, env_key
 from execcritic.tasks.git.source import describe, has_commit, scm_version, source_for
 from execcritic.tasks.model import Task
@@ -79,6 +79,13 @@ BASE_REQUIREMENTS = {
                          "setup commit. Measured: pytest 5.4's setup commit 678c1a07 does not require wcwidth and "
                          "pytest-7205's Base does (ModuleNotFoundError at collection); the 4.6 and 5.0 envs lack "
                          "importlib-metadata the same way (pytest-5809: the reporter could not start)",
+}
+# Repositories whose envs also install what the Bases' builds ask for and the setup commit's does not (basereqs.py,
+# `read_build_requires`): extensions are rebuilt in each checkout without network. Repository -> the measurement
+BASE_BUILD_REQUIREMENTS = {
+    "matplotlib/matplotlib": "the setup commits of 3.5-3.7 name no setup_requires (pyproject.toml's build-system "
+                             "instead); Bases before that move ask setup.py for setuptools_scm_git_archive, which the "
+                             "venv lacked: the rebuild of matplotlib-22719 (3.5) failed fetching it",
 }
 # Repositories whose envs also install what the Gold patches add to the install requirements (basereqs.py):
 # SWE-bench's eval script installs the project again after applying the patch (with network), so a dependency the
@@ -152,10 +159,13 @@ def plan_envs(tasks: Sequence[Task], specs: Mapping[str, Mapping[str, dict]], *,
             setup = max(rows, key=lambda t: (t.created_at, t.instance_id)).base_commit
             note = note or "rows name no environment_setup_commit; the newest Base commit is used"
         key = env_key(repo, version, spec["python"], spec)
+        bases = [(t.instance_id, t.base_commit) for t in rows]
         golds = {t.instance_id: t.patch for t in rows} if repo in GOLD_REQUIREMENTS else None
-        extra = base_requirements(source, setup, [(t.instance_id, t.base_commit) for t in rows], spec["python"],
-                                  known=spec.get("pip_packages") or (), golds=golds) \
-            if repo in BASE_REQUIREMENTS or golds else {}
+        extra = base_requirements(source, setup, bases, spec["python"], known=spec.get("pip_packages") or (),
+                                  golds=golds) if repo in BASE_REQUIREMENTS or golds else {}
+        if repo in BASE_BUILD_REQUIREMENTS and extra is not None:
+            built = base_requirements(source, setup, bases, spec["python"], read=read_build_requires)
+            extra = None if built is None else {**extra, **{r: built[r] for r in without_numpy(built)}}
         if extra is None:
             note = (note + "; " if note else "") + f"the Bases' install requirements were not read: {source} is " \
                 "not a local repository holding every Base (give one with EXECCRITIC_GIT_SOURCES)"
