@@ -108,6 +108,10 @@ FFI = {
     **{f"astropy/astropy {v}": "attrs 17.3.0 (SWE-bench's pin for pytest 3.3.1) reads ctypes.pythonapi when it is "
                                 "imported: with the inert ctypes pytest does not start (measured: "
                                 "astropy__astropy-7166)" for v in ("1.3", "3.1")},
+    **{f"matplotlib/matplotlib {v}": "cairocffi (a test dependency in environment.yml from 3.4 on) imports cffi's "
+                                      "_cffi_backend: with the foreign-function modules hidden, every run of a "
+                                      "test that reaches it is refused (measured: matplotlib-23476, 3.5, refused "
+                                      "as native_code)" for v in ("3.4", "3.5", "3.6", "3.7")},
     "mwaskom/seaborn": "scipy builds ctypes function types when it is imported (measured on verified-sdist's "
                        "seaborn env, whose recipe says ffi)",
     "scikit-learn/scikit-learn": "scipy's _ccallback_c imports ctypes when it is imported, and `import sklearn` "
