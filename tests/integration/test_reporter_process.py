@@ -725,7 +725,10 @@ def test_pytest_on_python_3_6_runs_clean_and_a_swapped_attrs_init_is_tampering(p
     proc, report = run_candidate(tmp_path / "repo", files, ["conftest.py"] if conftest else [], main,
                                  python=pytest_py36, runner="pytest", ahead=ahead)
     if conftest:
-        assert "runner_tampered" in {t["what"] for t in report.tampers}, (report.tampers, proc.stdout[-2000:])
+        # (on pytest 6.2 the candidate's __init__ can also be on the stack when the session starts: nested_session,
+        # seen under CI's load - refused either way)
+        assert {"runner_tampered", "nested_session"} & {t["what"] for t in report.tampers}, \
+            (report.tampers, proc.stdout[-2000:])
         return
     assert report.problem is None and not report.tampers, (report.summary(), proc.stdout[-2000:], proc.stderr[-2000:])
     assert report.status_map() == {"test_x.py::test_ok": "PASSED", "test_x.py::test_exits": "FAILED",

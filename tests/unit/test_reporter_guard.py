@@ -220,6 +220,7 @@ BOOT_CODE = textwrap.dedent('''\
     if sys.argv[3] == "checkout loaded":         # a module of the checkout had run before the boot ended
         checkout = types.ModuleType("pkg")
         checkout.__file__ = os.path.join(workdir, "pkg", "__init__.py")
+        exec("x = 1", vars(checkout))          # ran (a module only made from its spec ran nothing: it is trusted)
         sys.modules["pkg"] = checkout
     guard = Guard({"workdir": workdir}, tamper=None)
     before = guard._untrusted_callable(runner.FixtureFunctionMarker.__init__)
