@@ -682,7 +682,9 @@ def pytest_py36(request, tmp_path_factory):
         pytest.skip("no local CPython 3.6 (astropy 1.3's and scikit-learn 0.20's interpreter)")
     venv = tmp_path_factory.mktemp("pytest_py36") / "venv"
     subprocess.run([uv_binary(), "venv", "-q", "-p", exe, str(venv)], check=True, timeout=300)
-    subprocess.run([uv_binary(), "pip", "install", "-q", "-p", str(venv / "bin" / "python"),
+    # (copies, not links to uv's cache: linking the same files into another venv - a parallel worker's - moves their
+    # ctime, and a library file changed after the go is the run's own code)
+    subprocess.run([uv_binary(), "pip", "install", "-q", "--link-mode", "copy", "-p", str(venv / "bin" / "python"),
                     *PY36_RUNNERS[request.param]], check=True, timeout=600)
     # what setuptools' `-nspkg.pth` of a namespace package does at start-up (matplotlib 3.0's mpl_toolkits): makes a
     # module of the checkout from its spec without running it - here for the directory $NSPKG_DIR names
