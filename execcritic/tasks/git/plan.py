@@ -38,38 +38,31 @@ ADAPTATIONS = {
 # the build looks before it downloads, and copied built into every checkout of the env (recorded in each env):
 # "repository" or "repository version" -> {path in the checkout: {repo, commit, prepare (a shell step run there, no
 # network), why}}
-_FREETYPE = {
-    "build/freetype-2.6.1": {
-        "repo": "freetype/freetype", "commit": "8cabd919ca63f0e6c12e8405e8542a45d910fa62",   # tag VER-2-6-1
-        "prepare": "sh autogen.sh",
-        "why": "matplotlib builds and links FreeType 2.6.1 (LOCAL_FREETYPE_VERSION), downloaded from sourceforge "
-               "or savannah, out of reach here; its image-comparison baselines are drawn with that FreeType. With "
-               "Debian's FreeType 9 of 49 P2P image tests of matplotlib-26291 failed on Base and Gold alike "
-               "(measured 2026-12-06). setupext builds whatever tree is at this path; a git tree has no configure "
-               "script until autogen.sh makes it (autoconf, automake, libtool)",
-    },
-}
-_QHULL = {
-    "build/qhull-2020.2": {
-        "repo": "qhull/qhull", "commit": "613debeaea72ee66626dace9ba1a2eff11b5d37d",          # tag 2020.2
-        "prepare": "true",
-        "why": "matplotlib >= 3.3 compiles Qhull 2020.2 (LOCAL_QHULL_VERSION) from qhull.org's tarball into its "
-               "_qhull extension (SWE-bench's pre_install fetches the same tarball); out of reach here. setupext "
-               "compiles src/libqhull_r of whatever tree is at this path. (Debian's libqhull, used before, needs "
-               "mplsetup.cfg, which Bases of 3.4 older than its introduction do not read: every rebuild of such "
-               "a row tried to download Qhull)",
-    },
-}
-_JQUERY_UI = {
-    "lib/matplotlib/backends/web_backend/jquery-ui-1.12.1": {
-        "repo": "jquery/jquery-ui", "commit": "c6f1735249295bb37153861aa97e5b3e38d46b02",    # tag 1.12.1
-        "prepare": "true",
-        "why": "matplotlib < 3.2's `setup.py develop` downloads jQuery UI 1.12.1 from jqueryui.com, out of reach "
-               "here, unless this folder exists (the install failed: `Failed to download jquery-ui`). Only the "
-               "WebAgg backend's pages read it, and they would find the release's sources, not the download's "
-               "built bundle: the 3.0 and 3.1 rows test lib/matplotlib/tests/test_axes.py",
-    },
-}
+def _vendored(path: str, repo: str, commit: str, why: str, prepare: str = "true") -> dict[str, dict[str, str]]:
+    return {path: {"repo": repo, "commit": commit, "prepare": prepare, "why": why}}
+
+
+_FREETYPE = _vendored(
+    "build/freetype-2.6.1", "freetype/freetype", "8cabd919ca63f0e6c12e8405e8542a45d910fa62",   # tag VER-2-6-1
+    "matplotlib builds and links FreeType 2.6.1 (LOCAL_FREETYPE_VERSION), downloaded from sourceforge "
+    "or savannah, out of reach here; its image-comparison baselines are drawn with that FreeType. With "
+    "Debian's FreeType 9 of 49 P2P image tests of matplotlib-26291 failed on Base and Gold alike "
+    "(measured 2026-12-06). setupext builds whatever tree is at this path; a git tree has no configure "
+    "script until autogen.sh makes it (autoconf, automake, libtool)", prepare="sh autogen.sh")
+_QHULL = _vendored(
+    "build/qhull-2020.2", "qhull/qhull", "613debeaea72ee66626dace9ba1a2eff11b5d37d",            # tag 2020.2
+    "matplotlib >= 3.3 compiles Qhull 2020.2 (LOCAL_QHULL_VERSION) from qhull.org's tarball into its "
+    "_qhull extension (SWE-bench's pre_install fetches the same tarball); out of reach here. setupext "
+    "compiles src/libqhull_r of whatever tree is at this path. (Debian's libqhull, used before, needs "
+    "mplsetup.cfg, which Bases of 3.4 older than its introduction do not read: every rebuild of such "
+    "a row tried to download Qhull)")
+_JQUERY_UI = _vendored(
+    "lib/matplotlib/backends/web_backend/jquery-ui-1.12.1", "jquery/jquery-ui",
+    "c6f1735249295bb37153861aa97e5b3e38d46b02",                                                # tag 1.12.1
+    "matplotlib < 3.2's `setup.py develop` downloads jQuery UI 1.12.1 from jqueryui.com, out of reach "
+    "here, unless this folder exists (the install failed: `Failed to download jquery-ui`). Only the "
+    "WebAgg backend's pages read it, and they would find the release's sources, not the download's "
+    "built bundle: the 3.0 and 3.1 rows test lib/matplotlib/tests/test_axes.py")
 VENDORED = {"matplotlib/matplotlib": {**_FREETYPE, **_QHULL},
             **{f"matplotlib/matplotlib {v}": {**_FREETYPE, **_JQUERY_UI} for v in ("3.0", "3.1")}}
 # Repositories whose envs also install what the versions' Bases require beyond the setup commit (basereqs.py):
