@@ -210,9 +210,19 @@ def _read_envs(results_dir: Path) -> dict[str, dict]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def with_setup_deviation(row: dict, envs: Mapping[str, dict]) -> dict:
+    """The row with the deviation of its env, if any (`setup_commit`, `setup_deviation`): an env installed at a
+    stand-in for the rows' environment_setup_commit (plan_envs) is a deviation of every row run in it. A row
+    that records one keeps its own."""
+    recipe = (envs.get(row.get("env") or "") or {}).get("recipe") or {}
+    if "setup_deviation" in row or not recipe.get("setup_note"):
+        return row
+    return {**row, "setup_commit": recipe["setup_commit"], "setup_deviation": recipe["setup_note"]}
+
+
 def write_state(results_dir: Path, rows: Mapping[str, dict], envs: Mapping[str, dict]) -> list[dict]:
     """instances.jsonl (the resumable state, sorted) and envs.json; returns the rows in that order."""
-    ordered = [rows[k] for k in sorted(rows)]
+    ordered = [with_setup_deviation(rows[k], envs) for k in sorted(rows)]
     atomic_write(results_dir / "instances.jsonl", "".join(json.dumps(r) + "\n" for r in ordered))
     atomic_write_json(results_dir / "envs.json", dict(sorted(envs.items())), indent=1)
     return ordered
@@ -221,7 +231,7 @@ def write_state(results_dir: Path, rows: Mapping[str, dict], envs: Mapping[str, 
 def _write(results_dir: Path, rows: Mapping[str, dict], envs: Mapping[str, dict], recipe_out: Path | None,
            dataset: Mapping[str, Any], all_rows: Sequence[Task]) -> None:
     ordered = write_state(results_dir, rows, envs)
-    summary = summarize(rows, envs, all_rows)
+    summary = summarize({r["instance_id"]: r for r in ordered}, envs, all_rows)
     manifest = build_manifest(datasets=[dict(dataset)],
                               extra={"rerun": RERUN, "files": ["instances.jsonl", "envs.json", "summary.json",
                                                                "table.md"], "notes": recipe_notes()})
@@ -249,6 +259,8 @@ def summarize(rows: Mapping[str, dict], envs: Mapping[str, dict], all_rows: Sequ
         p["decided"] += 1
         if r["kept"]:
             p["qualified"] += 1
+            if r.get("setup_deviation"):
+                p["qualified_at_stand_in_setup"] = p.get("qualified_at_stand_in_setup", 0) + 1
             excluded += len(r.get("p2p_excluded") or {})
             flaky += len(r.get("flaky_nodes") or {})
         else:
@@ -287,6 +299,12 @@ def table_markdown(summary: Mapping[str, Any], *, title: str = "verified-git qua
         dropped = ", ".join(f"{k}: {v}" for k, v in sorted(p["dropped"].items(), key=lambda kv: -kv[1])) or "-"
         lines.append(f"| {repo} | {p['verified']} | {p['decided']} | {p['qualified']} | {dropped} |")
     lines.append(f"| **total** | {summary['verified_rows']} | {summary['decided']} | {summary['qualified']} | |")
+    stand_in = {repo: p["qualified_at_stand_in_setup"] for repo, p in summary["per_repo"].items()
+                if p.get("qualified_at_stand_in_setup")}
+    if stand_in:
+        lines += ["", "Qualified in an env installed at a stand-in for the rows' environment_setup_commit (the source "
+                      "cannot serve it whole; `setup_deviation` in instances.jsonl): "
+                      + ", ".join(f"{repo} {n}" for repo, n in stand_in.items()) + "."]
     return "\n".join(lines) + "\n"
 
 

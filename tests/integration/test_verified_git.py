@@ -189,6 +189,28 @@ def test_plan_follows_the_spec_and_stands_in_for_a_missing_setup_commit(mirror):
     assert other.unplanned == {"demo__calc-1": "swebench 4.1.0 has no spec for demo/calc 0.1"}
 
 
+def test_a_commit_whose_files_a_snapshot_left_out_is_not_served_and_the_newest_whole_base_stands_in(mirror, tmp_path):
+    """astropy 5.1's setup commit and three of its Bases are in this machine's mirror without one large file (a
+    snapshot's size cut): the commit exists, no fetch of it succeeds. The plan reads that before it builds."""
+    src = tmp_path / "calc"
+    shutil.copytree(mirror["path"], src)
+    write(src, {"data/big.dat": "a large table\n"})
+    git(src, "add", "-A")
+    git(src, "commit", "-q", "-m", "large file")
+    partial = git(src, "rev-parse", "HEAD")
+    blob = git(src, "rev-parse", "HEAD:data/big.dat")
+    (src / ".git" / "objects" / blob[:2] / blob[2:]).unlink()                # what the snapshot left out
+    assert has_commit(str(src), mirror["base"]) is True and has_commit(str(src), partial) is False
+    with pytest.raises(SourceUnavailable, match="could not serve commit"):
+        fetch_commit(str(src), partial, tmp_path / "co")
+    whole = dataclasses.replace(row(mirror), environment_setup_commit=partial)
+    newer = dataclasses.replace(row(mirror, "demo__calc-2", base=partial), created_at="2024-02-01T00:00:00Z",
+                    environment_setup_commit=partial)
+    (env,) = plan_envs([whole, newer], {REPO: {"0.1": SPEC}}, sources={REPO: str(src)}).envs.values()
+    assert env.setup_commit == mirror["base"]                                  # not the newer, partial Base
+    assert f"{partial} is not in {src} whole" in env.setup_note
+
+
 def test_a_vendored_source_is_fetched_prepared_built_by_the_install_and_copied_into_each_checkout(
         mirror, tmp_path, monkeypatch):
     """matplotlib builds FreeType 2.6.1 from `build/freetype-2.6.1` when that tree is there, else downloads it from

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from execcritic.errors import InputError
+from execcritic.evaluation.qualify_git import summarize, table_markdown, with_setup_deviation
 from execcritic.tasks.envbuild import bwrap_available, bwrap_prefix
 from execcritic.tasks.git.build import install_command
 from execcritic.tasks.git.recipe import RECIPE_PATH, load_recipe, parse_recipe
@@ -454,3 +455,21 @@ def test_base_requirements_reach_the_env_digest_only_where_there_are_some():
     assert more.resolve_payload()["base_requirements"] == ["wcwidth"]
     assert parse_recipe({"schema": 1, "task_set": "verified-git", "envs": {env.key: more.to_dict()},
                          "instances": []}).envs[env.key] == more
+
+
+def test_a_stand_in_setup_commit_is_a_deviation_of_every_row_run_in_its_env():
+    """scikit-learn 0.20-0.22 and astropy 5.1 are installed at a Base, not at the setup commit their rows name
+    (the source cannot serve it whole): each row says so, and the table counts the qualified ones."""
+    envs = {"calc-0.1": {"recipe": {**ENV, "setup_note": "environment_setup_commit 0000 is not in src whole"}},
+            "calc-0.2": {"recipe": ENV}}
+    rows = {f"demo__calc-{i}": {"instance_id": f"demo__calc-{i}", "repo": "demo/calc", "env": env, "kept": True}
+            for i, env in ((1, "calc-0.1"), (2, "calc-0.2"), (3, None))}
+    marked = {k: with_setup_deviation(r, envs) for k, r in rows.items()}
+    assert marked["demo__calc-1"]["setup_deviation"].endswith("not in src whole")
+    assert marked["demo__calc-1"]["setup_commit"] == "a" * 40
+    assert "setup_deviation" not in marked["demo__calc-2"] and marked["demo__calc-3"] == rows["demo__calc-3"]
+    own = {**rows["demo__calc-1"], "setup_deviation": "recorded when decided", "setup_commit": "b" * 40}
+    assert with_setup_deviation(own, envs) == own
+    table = table_markdown(summarize(marked, envs, []))
+    assert "stand-in for the rows' environment_setup_commit" in table and "demo/calc 1." in table
+    assert "stand-in" not in table_markdown(summarize(rows, envs, []))

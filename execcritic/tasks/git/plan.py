@@ -2,7 +2,8 @@
 
 The setup commit is the rows' `environment_setup_commit` (SWE-bench builds each version's environment there).
 Some are release-branch commits a mirror of the default branch lacks (Django's stable/3.x heads, scikit-learn's
-0.2x branches); then the newest Base commit of that version stands in, and the env says so (`setup_note`).
+0.2x branches), or commits a snapshot holds without all their files (astropy 5.1); then the newest Base commit of
+that version the source serves whole stands in, and the env and each of its rows say so (`setup_note`).
 The project version given to setuptools_scm is `git describe` of the setup commit in a local source with tags,
 else `<version>.0`. What the spec leaves unpinned is resolved as of `DEFAULT_CUTOFF`, the publication of
 SWE-bench Verified (its conda environments were built then), or as of the interpreter's end of life when that
@@ -149,11 +150,12 @@ def plan_envs(tasks: Sequence[Task], specs: Mapping[str, Mapping[str, dict]], *,
         if len(setups) > 1:
             note = f"rows name {len(setups)} environment_setup_commits; the newest Base commit is used"
         if setup and has_commit(source, setup) is False:
-            note = f"environment_setup_commit {setup} is not in {source}; the newest Base commit of {version} " \
-                   "is used"
+            note = f"environment_setup_commit {setup} is not in {source} whole; the newest Base commit of " \
+                   f"{version} that it holds whole is used"
             setup = ""
         if not setup:
-            setup = max(rows, key=lambda t: (t.created_at, t.instance_id)).base_commit
+            servable = [t for t in rows if has_commit(source, t.base_commit) is not False] or rows
+            setup = max(servable, key=lambda t: (t.created_at, t.instance_id)).base_commit
             note = note or "rows name no environment_setup_commit; the newest Base commit is used"
         key = env_key(repo, version, spec["python"], spec)
         bases = [(t.instance_id, t.base_commit) for t in rows]

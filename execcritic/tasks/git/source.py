@@ -173,12 +173,15 @@ def fetch_submodules(dest: Path, *, steps: StepLog, log=None, timeout: float = F
 
 
 def has_commit(source: str, commit: str) -> bool | None:
-    """Whether a local source has `commit` (None: a remote source, which only a fetch can tell)."""
+    """Whether a local source can serve `commit` whole: the commit and every object of its tree. A snapshot that
+    left its largest files out (astropy 5.1's setup commit lacks one IERS table) has the commit but no fetch of it
+    succeeds. None: a remote source, which only a fetch can tell."""
     if "://" in source or source.startswith("git@") or not Path(source).expanduser().exists():
         return None
-    res = subprocess.run(["git", "-C", str(Path(source).expanduser()), "cat-file", "-e", f"{commit}^{{commit}}"],
-                         capture_output=True, env=git_env(), check=False)
-    return res.returncode == 0
+    res = subprocess.run(["git", "-C", str(Path(source).expanduser()), "rev-list", "--objects", "--no-walk",
+                          "--missing=print", f"{commit}^{{commit}}", "--"],
+                         capture_output=True, text=True, env=git_env(), check=False)
+    return res.returncode == 0 and not any(line.startswith("?") for line in res.stdout.splitlines())
 
 
 def describe(source: str, commit: str) -> str | None:
