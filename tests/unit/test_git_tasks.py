@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,8 +19,10 @@ from execcritic.errors import InputError
 from execcritic.evaluation.qualify_git import summarize, table_markdown, with_setup_deviation
 from execcritic.tasks.envbuild import bwrap_available, bwrap_prefix
 from execcritic.tasks.git.build import install_command
+from execcritic.tasks.git.plan import _NSPKG_LINE, plan_envs
 from execcritic.tasks.git.recipe import RECIPE_PATH, load_recipe, parse_recipe
 from execcritic.tasks.git.source import DEFAULT_TEMPLATE, fetch_url, parse_sources, scm_version, source_for
+from execcritic.tasks.model import Task
 from tests.paths import VERIFIED, rows_missing
 
 ENV = {"repo": "demo/calc", "version": "0.1", "python": "3.11", "spec": {"install": "pip install -e .",
@@ -473,3 +476,26 @@ def test_a_stand_in_setup_commit_is_a_deviation_of_every_row_run_in_its_env():
     table = table_markdown(summarize(marked, envs, []))
     assert "stand-in for the rows' environment_setup_commit" in table and "demo/calc 1." in table
     assert "stand-in" not in table_markdown(summarize(rows, envs, []))
+
+
+def test_matplotlib_3_7_envs_get_the_nspkg_pth_each_base_install_writes(tmp_path):
+    """Every 3.7 Base declares namespace_packages=['mpl_toolkits'] and the setup commit does not: the env gets
+    the .pth setuptools writes at such a Base (the same line as in the 3.6 env), once, and only 3.7 gets it."""
+    row = Task(instance_id="matplotlib__matplotlib-1", repo="matplotlib/matplotlib", base_commit="b" * 40,
+               patch="", test_patch="", problem_statement="", fail_to_pass=(), pass_to_pass=(), version="3.7",
+               environment_setup_commit="a" * 40)
+    spec = {"python": "3.11", "install": "python -m pip install -e .", "test_cmd": "pytest -rA"}
+    src = {"matplotlib/matplotlib": "https://example.invalid/matplotlib.git"}
+    (env,) = plan_envs([row], {"matplotlib/matplotlib": {"3.7": spec}}, sources=src).envs.values()
+    (step,) = env.adaptations
+    (older,) = plan_envs([replace(row, version="3.6")], {"matplotlib/matplotlib": {"3.6": spec}},
+                         sources=src).envs.values()
+    assert not older.adaptations
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    environ = {**os.environ, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    for _ in range(2):                                      # the env build, then an instance's pre_install
+        subprocess.run(["bash", "-c", step], env=environ, check=True)
+    (pth,) = venv.glob("lib/python*/site-packages/matplotlib-nspkg.pth")
+    assert pth.read_text() == _NSPKG_LINE + "\n"
+    assert "namespace_packages" in next(iter(env.adaptations.values()))

@@ -21,7 +21,14 @@ from execcritic.tasks.git.source import describe, has_commit, scm_version, sourc
 from execcritic.tasks.model import Task
 
 DEFAULT_CUTOFF = "2024-08-13T00:00:00Z"
-# Local adaptations a repository needs here (recorded in each env: step -> why), run after the spec's pre_install.
+# What setuptools writes for namespace_packages=['mpl_toolkits'] with the package root /testbed/lib
+_NSPKG_LINE = ("import sys, types, os;p = os.path.join('/testbed/lib', *('mpl_toolkits',));importlib = "
+               "__import__('importlib.util');__import__('importlib.machinery');m = sys.modules.setdefault("
+               "'mpl_toolkits', importlib.util.module_from_spec(importlib.machinery.PathFinder.find_spec("
+               "'mpl_toolkits', [os.path.dirname(p)])));m = m or sys.modules.setdefault('mpl_toolkits', "
+               "types.ModuleType('mpl_toolkits'));mp = (m or []) and m.__dict__.setdefault('__path__',[]);"
+               "(p not in mp) and mp.append(p)")
+# Local adaptations a repository (or "repository version") needs here (recorded in each env: step -> why), run after the spec's pre_install.
 ADAPTATIONS = {
     "pylint-dev/pylint": {
         "f=\"$(python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')/testbed.pth\"; "
@@ -32,6 +39,16 @@ ADAPTATIONS = {
             "pylint-dev__pylint-6386 on Gold, `No such message id or symbol 'c-extension-no-member'`). A .pth line "
             "puts /testbed on sys.path, as `setup.py develop` (SWE-bench's 2024 pip) does; written once, by the env "
             "build (each instance checkout runs pre_install again, with the venv read-only)",
+    },
+    "matplotlib/matplotlib 3.7": {
+        "f=\"$(python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')/matplotlib-nspkg.pth\"; "
+        "[ -f \"$f\" ] || printf '%s\\n' \"" + _NSPKG_LINE + "\" > \"$f\"":
+            "every 3.7 Base declares namespace_packages=['mpl_toolkits'] and the setup commit 0849036f does not, so "
+            "SWE-bench's install at each Base writes the nspkg .pth that makes `mpl_toolkits` from its spec, and "
+            "the env installed at the setup commit had none: lib/mpl_toolkits/__init__.py then imports "
+            "pkg_resources, whose DeprecationWarning matplotlib's warnings-as-errors turns into a collection "
+            "error (measured: every Base run of 25287, 25311, 25332 failed to collect). The line is the one "
+            "setuptools 68.1.2 (the spec's pin) writes for the 3.6 env",
     },
 }
 # Sources a repository's build downloads from outside the package index, fetched instead from a git source like
@@ -172,7 +189,7 @@ def plan_envs(tasks: Sequence[Task], specs: Mapping[str, Mapping[str, dict]], *,
         plan.envs[key] = GitEnvRecipe(
             key=key, repo=repo, version=version, python=spec["python"], spec=dict(spec), setup_commit=setup,
             project_version=scm_version(describe(source, setup), f"{version}.0"),
-            exclude_newer=env_cutoff(cutoff, spec["python"]), adaptations=dict(ADAPTATIONS.get(repo, {})),
+            exclude_newer=env_cutoff(cutoff, spec["python"]), adaptations=dict(ADAPTATIONS.get(f"{repo} {version}", ADAPTATIONS.get(repo, {}))),
             base_requirements=extra, vendored=VENDORED.get(f"{repo} {version}", VENDORED.get(repo, {})),
             ffi=FFI.get(f"{repo} {version}", FFI.get(repo, "")), setup_note=note)
         for t in rows:
