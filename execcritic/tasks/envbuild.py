@@ -38,6 +38,7 @@ SEED_SETUPTOOLS = "setuptools<81"
 # falls back to `setup.py develop`
 NO_EDITABLE_HOOK = "missing the 'build_editable' hook"
 NO_LEGACY_OPTION = "no such option: --no-use-pep517"      # (pip >= 25.3: scikit-learn 1.3's spec install asks for it)
+ISOLATED_EDITABLE_FAILED = "Failed building editable for"   # pip's isolated PEP 660 build of the project failed
 LEGACY_EDITABLE_PIP = "pip<25.3"
 BUILD_TOOLS = ("setuptools", "wheel", "pip", "setuptools-scm", "flit-core", "hatchling", "hatch-vcs", "cython",
                "poetry-core", "pdm-backend", "versioneer", "extension-helpers")
@@ -571,17 +572,21 @@ def build_venv(plan: VenvPlan, steps: StepLog, *, staging: Path, final: Path, ch
     try:
         steps.run(install_cmd, what=what, env=install_env, log=log)
     except BuildError as e:
-        if NO_EDITABLE_HOOK not in str(e) and NO_LEGACY_OPTION not in str(e):
+        no_pyproject = ISOLATED_EDITABLE_FAILED in str(e) and not (staging / checkout / "pyproject.toml").exists()
+        if NO_EDITABLE_HOOK not in str(e) and NO_LEGACY_OPTION not in str(e) and not no_pyproject:
             raise
         # SWE-bench's conda envs (built 2024) carry a pip that installs a setuptools<64 project (no PEP 660 hook:
-        # pylint 2.15 pins setuptools~=62.6) in editable mode by `setup.py develop`, and knows `--no-use-pep517`;
-        # pip 25.3 dropped both, and only pip 26 has the date cutoff, so no pip does both
+        # pylint 2.15 pins setuptools~=62.6), and a project without pyproject.toml, in editable mode by
+        # `setup.py develop` in the env itself, and knows `--no-use-pep517`; pip 25.3 dropped all three, and only
+        # pip 26 has the date cutoff, so no pip does both. (astropy 3.1's setup.py asks for jinja2 only when it
+        # builds: pip 26's isolated build ran its erfa generator without it.)
         cutoff = ["--exclude-newer", plan.exclude_newer] if plan.exclude_newer else []
         steps.run(host + [uv, "pip", "install", "--python", py, *cutoff, LEGACY_EDITABLE_PIP],
                   what=f"pip with the legacy editable install ({LEGACY_EDITABLE_PIP})", env=uv_env, log=log)
         install_env.pop("PIP_UPLOADED_PRIOR_TO", None)
         why = "the project's build backend has no PEP 660 hook" if NO_EDITABLE_HOOK in str(e) else \
-            "the spec's install asks for `--no-use-pep517`, which pip 26 no longer has"
+            "the spec's install asks for `--no-use-pep517`, which pip 26 no longer has" if NO_LEGACY_OPTION in \
+            str(e) else "pip 26's isolated editable build of a project without pyproject.toml failed"
         skipped["install: editable"] = f"{why}: installed by {LEGACY_EDITABLE_PIP}'s `setup.py develop`, as " \
             "SWE-bench's 2024 pip did; what that install resolves is not held to the date cutoff (that pip has no " \
             "--uploaded-prior-to)"

@@ -306,13 +306,16 @@ class ScriptedSteps:
         return ""
 
 
-@pytest.mark.parametrize("failure", ["no editable hook", "no --no-use-pep517", "other"])
+@pytest.mark.parametrize("failure", ["no editable hook", "no --no-use-pep517", "isolated build, no pyproject.toml",
+                                     "isolated build, pyproject.toml", "other"])
 def test_a_project_without_an_editable_hook_installs_by_setup_py_develop(tmp_path, failure):
     """pylint 2.15 pins setuptools~=62.6 (no PEP 660 hook), and scikit-learn 1.3's spec installs with
-    `--no-use-pep517`. SWE-bench's 2024 pip installed both by `setup.py develop`; pip 25.3 dropped that fallback and
-    the option. The build installs the last pip that has them (held to the env's date cutoff) and runs the install
-    again, and says so in the env record; any other install failure still fails."""
+    `--no-use-pep517`, and astropy 3.1 has no pyproject.toml (its isolated build lacked the jinja2 setup.py asks
+    for). SWE-bench's 2024 pip installed them by `setup.py develop`; pip 25.3 dropped that fallback and the option.
+    The build installs the last pip that has them (held to the env's date cutoff) and runs the install again, and
+    says so in the env record; any other install failure still fails (a project with pyproject.toml too)."""
     from execcritic.tasks.envbuild import (
+        ISOLATED_EDITABLE_FAILED,
         LEGACY_EDITABLE_PIP,
         NO_EDITABLE_HOOK,
         NO_LEGACY_OPTION,
@@ -320,18 +323,21 @@ def test_a_project_without_an_editable_hook_installs_by_setup_py_develop(tmp_pat
         VenvPlan,
         build_venv,
     )
-    hook_missing = failure != "other"
+    hook_missing = failure not in ("other", "isolated build, pyproject.toml")
+    (tmp_path / "staging" / "checkout").mkdir(parents=True)
+    if failure == "isolated build, pyproject.toml":
+        (tmp_path / "staging" / "checkout" / "pyproject.toml").write_text("[build-system]\n")
     failure = {"no editable hook": f"ERROR: Project file:///testbed uses a build backend that is {NO_EDITABLE_HOOK}, "
                                    "so it cannot be installed in editable mode.",
                "no --no-use-pep517": f"ERROR: {NO_LEGACY_OPTION}",
-               "other": "ERROR: No matching distribution found for x"}[failure]
-    (tmp_path / "staging" / "checkout").mkdir(parents=True)
+               "other": "ERROR: No matching distribution found for x"}.get(
+        failure, f"ModuleNotFoundError: No module named 'jinja2'\nERROR: {ISOLATED_EDITABLE_FAILED} astropy")
     plan = VenvPlan(python=f"{sys.version_info.major}.{sys.version_info.minor}",
                     spec={"install": "python -m pip install -e ."}, requirements=(), version="2.15.0",
                     exclude_newer="2024-08-13T00:00:00Z")
     steps = ScriptedSteps(failure)
     if not hook_missing:
-        with pytest.raises(BuildError, match="No matching distribution"):
+        with pytest.raises(BuildError, match="No matching distribution|jinja2"):
             build_venv(plan, steps, staging=tmp_path / "staging", final=tmp_path / "final", resolve=False)
         assert not any(LEGACY_EDITABLE_PIP in s["cmd"] for s in steps.steps)
         return
@@ -402,6 +408,15 @@ def test_a_rebuild_in_the_checkout_gets_what_building_asks_for_numpy_left_to_the
     (tmp_path / "pyproject.toml").write_text('[build-system]\nrequires = ["oldest-supported-numpy", '
                                              '"certifi>=2020.06.20", "setuptools_scm>=7"]\n')
     assert build_requirements(tmp_path) == ["certifi>=2020.06.20", "setuptools_scm>=7", "setuptools_scm_git_archive"]
+    # astropy 3.1 (measured): setup.py adds cython and jinja2 to a list it reads from setup.cfg, only when it builds;
+    # without them in the venv every rebuild fetched cython with no network and failed
+    (tmp_path / "pyproject.toml").unlink()
+    (tmp_path / "setup.py").write_text("setup_requires = read_configuration('setup.cfg')['options']['setup_requires']\n"
+                                       "if not os.path.exists('PKG-INFO'):\n"
+                                       "    setup_requires.extend(['cython>=0.29.13', 'jinja2>=2.7'])\n"
+                                       "setup_requires += ['extension-helpers']\nother.extend(['x'])\n"
+                                       "setup(setup_requires=setup_requires)\n")
+    assert sorted(build_requirements(tmp_path)) == ["cython>=0.29.13", "extension-helpers", "jinja2>=2.7"]
 
 
 def test_the_env_gets_what_a_base_requires_and_its_setup_commit_does_not(tmp_path):

@@ -79,18 +79,26 @@ def without_numpy(requirements: Iterable[str]) -> list[str]:
 
 
 def setup_py_list(text: str, key: str) -> list[str]:
-    """Literal lists of strings bound to a name containing `key` or passed as `key=` (setup.py's
+    """Literal lists of strings bound to a name containing `key`, added to one (`.extend([...])`, `+= [...]`: astropy
+    3.1's setup.py extends setup_requires with cython and jinja2), or passed as `key=` (setup.py's
     `install_requires`, `setup_requires`)."""
     try:
         tree = ast.parse(text)
     except SyntaxError:
         return []
+
+    def keyed(target: ast.AST) -> bool:
+        return isinstance(target, ast.Name) and key in target.id.lower()
+
     found: list[ast.AST] = []
     for node in ast.walk(tree):
-        named = isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and key in t.id.lower()
-                                                     for t in node.targets)
-        if named or isinstance(node, ast.keyword) and node.arg == key:
+        if isinstance(node, ast.Assign) and any(keyed(t) for t in node.targets) or \
+                isinstance(node, ast.AugAssign) and keyed(node.target) or \
+                isinstance(node, ast.keyword) and node.arg == key:
             found.append(node.value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "extend" \
+                and keyed(node.func.value) and len(node.args) == 1:
+            found.append(node.args[0])
     return [e.value for v in found if isinstance(v, (ast.List, ast.Tuple))
             for e in v.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
 
