@@ -555,6 +555,48 @@ def test_the_candidates_conftest_wrapping_the_runner_when_it_configures_is_tampe
     assert "runner_tampered" in {t["what"] for t in report.tampers}, (report.tampers, proc.stdout)
 
 
+# pytest-rerunfailures' core: a failed test runs again (setup, call, teardown) and its last round is reported
+RERUN_PLUGIN = {"rerunner.py": """
+    from _pytest.runner import runtestprotocol
+
+    def pytest_runtest_protocol(item, nextitem):
+        item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+        for attempt in range(3):
+            reports = runtestprotocol(item, nextitem=nextitem, log=False)
+            if not any(r.failed for r in reports):
+                break
+        for r in reports:
+            item.ihook.pytest_runtest_logreport(report=r)
+        item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+        return True
+"""}
+RERUN_TESTS = ("CALLS = []\n\n\ndef test_flaky():\n    CALLS.append(1)\n    assert len(CALLS) == 2\n\n\n"
+               "def test_fails():\n    assert False\n\n\ndef test_ok():\n    assert True\n")
+
+
+def test_a_rerun_by_a_plugin_of_the_env_counts_its_last_round(tmp_path):
+    """matplotlib marks its network tests flaky and pytest-rerunfailures reruns them: every Gold run of
+    matplotlib-20488 was refused as double_call. A node run again after its teardown by a library's plugin is a
+    new round, and the last round is its outcome, as in the runner's log."""
+    site = _site(tmp_path, RERUN_PLUGIN)
+    proc, report = run_candidate(tmp_path / "repo", {"test_x.py": RERUN_TESTS}, [],
+                                 PYTEST_MAIN.replace("mockish", "rerunner"), path=(site,), runner="pytest")
+    assert proc.returncode == 1 and "1 failed, 2 passed" in proc.stdout, proc.stdout + proc.stderr
+    assert report.problem is None and not report.tampers, report.summary()
+    status = {n.rpartition("::")[2]: r.status for n, r in report.nodes.items()}
+    assert status == {"test_flaky": "PASSED", "test_fails": "FAILED", "test_ok": "PASSED"}
+    assert {n.rpartition("::")[2]: r.round for n, r in report.nodes.items()} == \
+        {"test_flaky": 2, "test_fails": 3, "test_ok": 1}
+
+
+def test_the_candidates_code_running_a_test_again_is_a_double_call(tmp_path):
+    """The same rerun from the candidate's conftest: running a failed test until it passes is not the
+    candidate's to do."""
+    proc, report = run_candidate(tmp_path / "repo", {"test_x.py": RERUN_TESTS, "conftest.py": RERUN_PLUGIN[
+        "rerunner.py"]}, ["conftest.py"], PYTEST_MAIN.replace("'-p', 'mockish', ", ""), runner="pytest")
+    assert "double_call" in {t["what"] for t in report.tampers}, (report.tampers, proc.stdout)
+
+
 # Per-test checks compare every watched namespace in one pass (guard `_flat_unchanged`): after tests that pass and
 # change only what pytest changes every test (`_VOLATILE`), one test changes the runner in a way each case names
 LATE_TAMPER = {

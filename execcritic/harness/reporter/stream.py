@@ -28,6 +28,7 @@ class NodeRecord:
     phases: dict[str, str] = field(default_factory=dict)     # phase -> raw outcome
     exc: dict[str, str] = field(default_factory=dict)        # phase -> exception text
     strict: bool = False
+    round: int = 1                             # > 1: a plugin of the env reran the node; the last round counts
 
     @property
     def status(self) -> str:
@@ -122,6 +123,11 @@ def parse_stream(data: bytes, key: bytes, *, overflow: bool = False) -> Reporter
             node = str(rec.get("node"))
             nr = rep.nodes.setdefault(node, NodeRecord(node, str(rec.get("key") or rec.get("desc") or node)))
             phase, outcome = str(rec.get("phase")), str(rec.get("outcome"))
+            again = rec.get("round", 1)
+            if not isinstance(again, int) or again < nr.round:
+                return forged(f"{node}: a record of round {again!r} after round {nr.round}")
+            if again > nr.round:               # a rerun: what its earlier round recorded is not the outcome
+                nr.round, nr.phases, nr.exc = again, {}, {}
             if phase in nr.phases and phase != "subtest" and nr.phases[phase] != outcome:
                 return forged(f"{node}: two different outcomes for its {phase} ({nr.phases[phase]}, {outcome})")
             if phase == "subtest" and outcome != "failed":

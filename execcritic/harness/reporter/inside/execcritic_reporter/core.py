@@ -67,7 +67,8 @@ def make(sock, key, config, guard_factory, watched_modules, refusals=()):
     pid = _getpid()
     sealed = set()            # ids of the reporter's own code objects (kept alive in `sealed_refs`)
     sealed_refs = []
-    seen = {}                 # (node, phase) -> outcome
+    seen = {}                 # (node, phase) -> outcome, of the node's current round
+    rounds = {}               # node -> its round (2, 3, ... when a plugin of the env reruns it: pytest-rerunfailures)
     tokens = {}               # token -> [node, fn, xfail, strict, raises, label, used, extra record fields]
     tampered = []
     depth = {}                # thread ident -> hook depth (events raised while the hook runs)
@@ -185,6 +186,8 @@ def make(sock, key, config, guard_factory, watched_modules, refusals=()):
         if outcome in ("failed", "error"):
             state["failed_any"] = True
         fields = {"node": name, "phase": phase, "outcome": outcome, "t": round(_now(), 3)}
+        if name in rounds:
+            fields["round"] = rounds[name]
         if exc_text:
             fields["exc"] = exc_text
         if extra:
@@ -332,7 +335,19 @@ def make(sock, key, config, guard_factory, watched_modules, refusals=()):
             if phase == "call":
                 tamper("call_forged", "%s: a call record that did not come from its recording proxy" % name)
                 return
-            node(_str(name), _str(phase), _str(outcome), describe(exc) if exc is not None else None, extra)
+            name, phase = _str(name), _str(phase)
+            if phase == "setup" and (name, "teardown") in seen:
+                # the node runs again after its teardown: a rerun, as pytest-rerunfailures runs a failed test
+                # marked flaky (matplotlib's network tests). Its last round is its outcome, as in the runner's
+                # log - so only a plugin of the environment may start one, never the candidate's code
+                found = guard.candidate_on_stack(caller)
+                if found:
+                    tamper("double_call", "%s was run again from %s" % (name, found))
+                else:
+                    for done in ("setup", "call", "teardown"):
+                        seen.pop((name, done), None)
+                    rounds[name] = rounds.get(name, 1) + 1
+            node(name, phase, _str(outcome), describe(exc) if exc is not None else None, extra)
         elif op == "not_called":
             name, exc, outcome, had_proxy = args
             name = _str(name)
