@@ -490,6 +490,9 @@ class VenvPlan:
     # requirements to add after the install, from the installed checkout (resolving builds only): what a
     # rebuild in the tree needs without build isolation
     post_install: Callable[[Path], list[str]] | None = None
+    # requirements to install (held to the date cutoff) before an install that runs on the legacy pip, which has no
+    # cutoff of its own, from the checkout (resolving builds only): what that install would otherwise resolve today
+    legacy_requirements: Callable[[Path], list[str]] | None = None
     # the venv made its own prefix at the end of the build (`make_own_prefix`): for test commands that reach the
     # interpreter through a symlink elsewhere (tox-current-env's `.tox/<env>/bin/python`)
     own_prefix: bool = False
@@ -584,12 +587,18 @@ def build_venv(plan: VenvPlan, steps: StepLog, *, staging: Path, final: Path, ch
         steps.run(host + [uv, "pip", "install", "--python", py, *cutoff, LEGACY_EDITABLE_PIP],
                   what=f"pip with the legacy editable install ({LEGACY_EDITABLE_PIP})", env=uv_env, log=log)
         install_env.pop("PIP_UPLOADED_PRIOR_TO", None)
+        first = plan.legacy_requirements(staging / checkout) if resolve and plan.legacy_requirements else []
+        if first:
+            skipped.update(uv_install(steps, host + [uv], py, first, plan.exclude_newer, uv_env, log,
+                                      what="requirements of the install (before its legacy run)", exempt=plan.exempt))
         why = "the project's build backend has no PEP 660 hook" if NO_EDITABLE_HOOK in str(e) else \
             "the spec's install asks for `--no-use-pep517`, which pip 26 no longer has" if NO_LEGACY_OPTION in \
             str(e) else "pip 26's isolated editable build of a project without pyproject.toml failed"
         skipped["install: editable"] = f"{why}: installed by {LEGACY_EDITABLE_PIP}'s `setup.py develop`, as " \
-            "SWE-bench's 2024 pip did; what that install resolves is not held to the date cutoff (that pip has no " \
-            "--uploaded-prior-to)"
+            "SWE-bench's 2024 pip did; " + ("that pip has no --uploaded-prior-to, so the project's requirements and " \
+            "its extras' were installed first, held to the date cutoff, and only what else it resolves is not" \
+            if first else "what that install resolves is not held to the date cutoff (that pip has no " \
+            "--uploaded-prior-to)")
         steps.run(install_cmd, what="install (legacy editable)", env=install_env, log=log)
     more = plan.post_install(staging / checkout) if resolve and plan.post_install else []
     if more:

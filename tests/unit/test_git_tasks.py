@@ -5,6 +5,7 @@ committed recipe against the Verified rows."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import subprocess
@@ -18,7 +19,7 @@ import pytest
 from execcritic.errors import InputError
 from execcritic.evaluation.qualify_git import summarize, table_markdown, with_setup_deviation
 from execcritic.tasks.envbuild import bwrap_available, bwrap_prefix
-from execcritic.tasks.git.build import install_command
+from execcritic.tasks.git.build import install_command, install_requirements
 from execcritic.tasks.git.plan import _NSPKG_LINE, plan_envs
 from execcritic.tasks.git.recipe import RECIPE_PATH, load_recipe, parse_recipe
 from execcritic.tasks.git.source import DEFAULT_TEMPLATE, fetch_url, parse_sources, scm_version, source_for
@@ -350,6 +351,30 @@ def test_a_project_without_an_editable_hook_installs_by_setup_py_develop(tmp_pat
     assert steps.steps[-1]["cmd"] == steps.steps[-3]["cmd"]
     assert "PIP_UPLOADED_PRIOR_TO" not in steps.steps[-1]["env"]
     assert "setup.py develop" in res.skipped["install: editable"]
+    # a resolving build first installs what the legacy install would resolve, held to the date cutoff (astropy 3.1's
+    # `.[test]` brought 2025's pyparsing through that pip)
+    steps = ScriptedSteps(failure)
+    plan = dataclasses.replace(plan, legacy_requirements=lambda co: ["pyparsing"], lock=())
+    res = build_venv(plan, steps, staging=tmp_path / "staging2", final=tmp_path / "final2", resolve=True)
+    (first,) = [s for s in steps.steps if "before its legacy run" in s["what"]]
+    assert first["cmd"][first["cmd"].index("--exclude-newer") + 1] == "2024-08-13T00:00:00Z" and "pyparsing" in \
+        first["cmd"]
+    whats = [s["what"] for s in steps.steps]
+    assert whats.index(first["what"]) < whats.index("install (legacy editable)")
+    assert "installed first, held to the date cutoff" in res.skipped["install: editable"]
+
+
+def test_the_legacy_install_gets_the_projects_and_its_named_extras_requirements(tmp_path):
+    (tmp_path / "setup.cfg").write_text("[options]\ninstall_requires =\n    numpy>=1.13\n\n"
+                                        "[options.extras_require]\ntest =\n    pytest-astropy\n    skyfield\n"
+                                        "docs =\n    sphinx\n")
+    assert install_requirements(tmp_path, "python -m pip install -e .[test] --verbose") == \
+        ["numpy>=1.13", "pytest-astropy", "skyfield"]
+    assert install_requirements(tmp_path, "python -m pip install -e .") == ["numpy>=1.13"]
+    (tmp_path / "setup.cfg").unlink()
+    (tmp_path / "pyproject.toml").write_text('[project]\ndependencies = ["attrs"]\n[project.optional-dependencies]\n'
+                                             'test = ["pytest"]\ndev = ["ruff"]\n')
+    assert install_requirements(tmp_path, "pip install -e .[test,dev]") == ["attrs", "pytest", "ruff"]
 
 
 def test_uv_binary_is_its_real_path_so_the_sandbox_can_bind_it(tmp_path, monkeypatch):

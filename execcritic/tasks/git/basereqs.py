@@ -51,6 +51,30 @@ def read_install_requires(files: dict[str, str]) -> list[str]:
     return out
 
 
+def read_extras(files: dict[str, str], extras: Iterable[str]) -> list[str]:
+    """The requirements of the named extras (setup.cfg's `[options.extras_require]`, pyproject.toml's
+    `[project.optional-dependencies]`; `files` as for `read_install_requires`)."""
+    out: list[str] = []
+    if "setup.cfg" in files:
+        cfg = configparser.ConfigParser(interpolation=None)
+        try:
+            cfg.read_string(files["setup.cfg"])
+            for extra in extras:
+                out += [ln.strip() for ln in cfg.get("options.extras_require", extra, fallback="").splitlines()
+                        if ln.strip() and not ln.strip().startswith("#")]
+        except configparser.Error:
+            pass
+    if "pyproject.toml" in files:
+        import tomllib  # lazy: only a pyproject.toml needs it
+
+        try:
+            optional = tomllib.loads(files["pyproject.toml"]).get("project", {}).get("optional-dependencies", {})
+            out += [str(r) for extra in extras for r in optional.get(extra, [])]
+        except tomllib.TOMLDecodeError:
+            pass
+    return out
+
+
 def read_build_requires(files: dict[str, str]) -> list[str]:
     """What building a project asks for: pyproject.toml's build-system requirements and setup.py's literal
     `setup_requires` (`files` as for `read_install_requires`)."""

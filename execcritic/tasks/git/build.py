@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -47,7 +48,13 @@ from execcritic.tasks.envbuild import (
     run_pre_install,
     use_lock,
 )
-from execcritic.tasks.git.basereqs import FILES, read_build_requires, without_numpy
+from execcritic.tasks.git.basereqs import (
+    FILES,
+    read_build_requires,
+    read_extras,
+    read_install_requires,
+    without_numpy,
+)
 from execcritic.tasks.git.recipe import GitEnvRecipe, digest, load_recipe
 from execcritic.tasks.git.source import fetch_commit, git_env, source_for
 
@@ -170,6 +177,7 @@ def _build_into(env: GitEnvRecipe, staging: Path, d: Path, *, source: str, resol
                     version=env.project_version, lock=env.lock, skipped={**env.skipped, **skipped},
                     install=install_command(env.spec), exempt=EXEMPT, extra_pre_install=tuple(env.adaptations),
                     post_install=lambda co: build_requirements(co) if has_extensions(install_products(co)) else [],
+                    legacy_requirements=lambda co: install_requirements(co, install_command(env.spec)),
                     own_prefix=env.own_prefix)
     venv = build_venv(plan, steps, staging=staging, final=d, checkout="setup", resolve=resolve,
                       progress=progress, log=log)
@@ -232,6 +240,17 @@ def build_requirements(checkout: Path) -> list[str]:
         if (checkout / name).is_file():
             files[name] = (checkout / name).read_text(errors="replace")
     return without_numpy(read_build_requires(files))
+
+
+def install_requirements(checkout: Path, install: str) -> list[str]:
+    """What the spec's install asks pip to resolve: the project's install requirements and those of the extras it
+    names (`pip install -e .[test]`). Installed first, held to the env's date cutoff, where the install itself
+    runs on a pip that has no cutoff (envbuild: the legacy editable install): astropy 3.1's `.[test]` otherwise
+    brought 2025's pyparsing, whose deprecation warnings astropy's tests raise as errors."""
+    files = {name: (checkout / name).read_text(errors="replace") for name in FILES if (checkout / name).is_file()}
+    named = re.search(r"(?:^|\s)(?:-e\s+)?\.\[([^\]]+)\]", install)
+    extras = [e.strip() for e in named.group(1).split(",")] if named else []
+    return read_install_requires(files) + read_extras(files, extras)
 
 
 def has_extensions(products: Sequence[str]) -> bool:
