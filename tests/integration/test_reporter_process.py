@@ -597,6 +597,43 @@ def test_the_candidates_code_running_a_test_again_is_a_double_call(tmp_path):
     assert "double_call" in {t["what"] for t in report.tampers}, (report.tampers, proc.stdout)
 
 
+def test_a_string_xfail_condition_is_evaluated_in_the_tests_module_in_the_call_phase(tmp_path):
+    """astropy-8872: `@pytest.mark.xfail('MATPLOTLIB_LT_15')`, false, is evaluated again in the call phase over
+    `item.obj.__globals__` - the recording proxy's, where the name is not defined. The plain run passed the
+    test, the instrumented one failed it, and every Base and Gold run was invalid as results_disagree."""
+    tests = ("import pytest\n\nOLD = False\n\n\n@pytest.mark.xfail('OLD')\ndef test_plot():\n    assert True\n")
+    proc, report = run_candidate(tmp_path / "repo", {"test_x.py": tests}, [],
+                                 PYTEST_MAIN.replace("'-p', 'mockish', ", "").replace("-q", "-rA"), runner="pytest")
+    assert "PASSED test_x.py::test_plot" in proc.stdout, proc.stdout + proc.stderr
+    assert report.problem is None and not report.tampers, report.summary()
+    assert [r.status for r in report.nodes.values()] == ["PASSED"]
+
+
+FAILING_CALL = {"callfail.py": """
+    import pytest
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(item):
+        if item.name == "test_plot":
+            raise RuntimeError("the plugin fails the call phase")
+        yield
+"""}
+
+
+def test_a_call_phase_that_a_plugin_fails_before_the_test_function_runs_is_failed_as_the_runner_says(tmp_path):
+    """The runner reports FAILED; the record said not run (SKIPPED), and the run was invalid as results_disagree.
+    A failure is never a way to a pass, whoever raises it."""
+    site = _site(tmp_path, FAILING_CALL)
+    tests = "def test_plot():\n    assert True\n\n\ndef test_ok():\n    assert True\n"
+    proc, report = run_candidate(tmp_path / "repo", {"test_x.py": tests}, [],
+                                 PYTEST_MAIN.replace("mockish", "callfail").replace("-q", "-rA"), path=(site,),
+                                 runner="pytest")
+    assert "FAILED test_x.py::test_plot" in proc.stdout, proc.stdout + proc.stderr
+    assert report.problem is None and not report.tampers, report.summary()
+    assert {n.rpartition("::")[2]: r.status for n, r in report.nodes.items()} == {"test_plot": "FAILED",
+                                                                                  "test_ok": "PASSED"}
+
+
 # Per-test checks compare every watched namespace in one pass (guard `_flat_unchanged`): after tests that pass and
 # change only what pytest changes every test (`_VOLATILE`), one test changes the runner in a way each case names
 LATE_TAMPER = {

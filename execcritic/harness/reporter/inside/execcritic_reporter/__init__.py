@@ -230,6 +230,11 @@ def recording(token, fn, extra=None):
             raise
         "\0audit"("execcritic.reporter", "call_returned", token, fn, result, extra)
         return result
+    glob = getattr(fn, "__globals__", None)
+    if type(glob) is dict:
+        # with the test's globals, as the test itself: pytest evaluates a string xfail condition again in the call
+        # phase over `item.obj.__globals__` (astropy-8872's 'MATPLOTLIB_LT_15' was a NameError in the reporter's)
+        run_test = types.FunctionType(run_test.__code__, glob, run_test.__name__, None, run_test.__closure__)
     return functools.wraps(fn)(run_test)
 
 

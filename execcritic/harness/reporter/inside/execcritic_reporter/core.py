@@ -353,7 +353,13 @@ def make(sock, key, config, guard_factory, watched_modules, refusals=()):
             name = _str(name)
             if (name, "call") in seen:
                 return
-            if had_proxy:                    # the test function was never called through its proxy
+            if had_proxy and outcome == "error":
+                # the call phase raised before the test function ran (pytest's skipping plugin could not evaluate
+                # an xfail condition: astropy-8872's `MATPLOTLIB_LT_15`): the runner reports it FAILED, and a
+                # failure is never a way to a pass
+                node(name, "call", "failed", describe(exc) if exc is not None else None,
+                     {"via": "hook", "note": "the call phase failed before the test function ran"})
+            elif had_proxy:                  # the test function was never called through its proxy
                 node(name, "call", "not_run", describe(exc) if exc is not None else None,
                      {"via": "hook", "note": "the test function was not called"})
                 if outcome == "passed":
