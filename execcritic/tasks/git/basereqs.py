@@ -28,8 +28,9 @@ from execcritic.tasks.git.source import git_env, has_commit
 FILES = ("setup.py", "setup.cfg", "pyproject.toml")
 
 
-def read_install_requires(files: dict[str, str]) -> list[str]:
-    """Requirement strings a project's metadata files declare (`files`: name -> text; absent files left out)."""
+def read_install_requires(files: dict[str, str], extras: Iterable[str] = ()) -> list[str]:
+    """Requirement strings a project's metadata files declare, and those of the named `extras` (`files`: name ->
+    text; absent files left out)."""
     out: list[str] = []
     if "setup.py" in files:
         out += setup_py_list(files["setup.py"], "install_requires")
@@ -37,39 +38,18 @@ def read_install_requires(files: dict[str, str]) -> list[str]:
         cfg = configparser.ConfigParser(interpolation=None)
         try:
             cfg.read_string(files["setup.cfg"])
-            out += [ln.strip() for ln in cfg.get("options", "install_requires", fallback="").splitlines()
-                    if ln.strip() and not ln.strip().startswith("#")]
+            for section, option in [("options", "install_requires")] + [("options.extras_require", e) for e in extras]:
+                out += [ln.strip() for ln in cfg.get(section, option, fallback="").splitlines()
+                        if ln.strip() and not ln.strip().startswith("#")]
         except configparser.Error:
             pass
     if "pyproject.toml" in files:
         import tomllib  # lazy: only a pyproject.toml needs it (as tasks/git/build.py reads build requirements)
 
         try:
-            out += [str(d) for d in tomllib.loads(files["pyproject.toml"]).get("project", {}).get("dependencies", [])]
-        except tomllib.TOMLDecodeError:
-            pass
-    return out
-
-
-def read_extras(files: dict[str, str], extras: Iterable[str]) -> list[str]:
-    """The requirements of the named extras (setup.cfg's `[options.extras_require]`, pyproject.toml's
-    `[project.optional-dependencies]`; `files` as for `read_install_requires`)."""
-    out: list[str] = []
-    if "setup.cfg" in files:
-        cfg = configparser.ConfigParser(interpolation=None)
-        try:
-            cfg.read_string(files["setup.cfg"])
-            for extra in extras:
-                out += [ln.strip() for ln in cfg.get("options.extras_require", extra, fallback="").splitlines()
-                        if ln.strip() and not ln.strip().startswith("#")]
-        except configparser.Error:
-            pass
-    if "pyproject.toml" in files:
-        import tomllib  # lazy: only a pyproject.toml needs it
-
-        try:
-            optional = tomllib.loads(files["pyproject.toml"]).get("project", {}).get("optional-dependencies", {})
-            out += [str(r) for extra in extras for r in optional.get(extra, [])]
+            project = tomllib.loads(files["pyproject.toml"]).get("project", {})
+            out += [str(d) for d in project.get("dependencies", [])]
+            out += [str(r) for e in extras for r in project.get("optional-dependencies", {}).get(e, [])]
         except tomllib.TOMLDecodeError:
             pass
     return out

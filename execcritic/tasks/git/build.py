@@ -48,13 +48,7 @@ from execcritic.tasks.envbuild import (
     run_pre_install,
     use_lock,
 )
-from execcritic.tasks.git.basereqs import (
-    FILES,
-    read_build_requires,
-    read_extras,
-    read_install_requires,
-    without_numpy,
-)
+from execcritic.tasks.git.basereqs import FILES, read_build_requires, read_install_requires, without_numpy
 from execcritic.tasks.git.recipe import GitEnvRecipe, digest, load_recipe
 from execcritic.tasks.git.source import fetch_commit, git_env, source_for
 
@@ -235,11 +229,12 @@ def build_requirements(checkout: Path) -> list[str]:
     extensions rebuilds them in each checkout without build isolation and without network, from the venv.
     (matplotlib 3.4's setup_requires names setuptools_scm_git_archive: setuptools fetches what the venv lacks, and
     every rebuild failed there.)"""
-    files = {}
-    for name in FILES:
-        if (checkout / name).is_file():
-            files[name] = (checkout / name).read_text(errors="replace")
-    return without_numpy(read_build_requires(files))
+    return without_numpy(read_build_requires(metadata_files(checkout)))
+
+
+def metadata_files(checkout: Path) -> dict[str, str]:
+    """The project's metadata files in a checkout (basereqs.FILES), as the basereqs readers take them."""
+    return {name: (checkout / name).read_text(errors="replace") for name in FILES if (checkout / name).is_file()}
 
 
 def install_requirements(checkout: Path, install: str) -> list[str]:
@@ -247,10 +242,9 @@ def install_requirements(checkout: Path, install: str) -> list[str]:
     names (`pip install -e .[test]`). Installed first, held to the env's date cutoff, where the install itself
     runs on a pip that has no cutoff (envbuild: the legacy editable install): astropy 3.1's `.[test]` otherwise
     brought 2025's pyparsing, whose deprecation warnings astropy's tests raise as errors."""
-    files = {name: (checkout / name).read_text(errors="replace") for name in FILES if (checkout / name).is_file()}
     named = re.search(r"(?:^|\s)(?:-e\s+)?\.\[([^\]]+)\]", install)
     extras = [e.strip() for e in named.group(1).split(",")] if named else []
-    return read_install_requires(files) + read_extras(files, extras)
+    return read_install_requires(metadata_files(checkout), extras)
 
 
 def has_extensions(products: Sequence[str]) -> bool:
