@@ -28,7 +28,8 @@ _NSPKG_LINE = ("import sys, types, os;p = os.path.join('/testbed/lib', *('mpl_to
                "'mpl_toolkits', [os.path.dirname(p)])));m = m or sys.modules.setdefault('mpl_toolkits', "
                "types.ModuleType('mpl_toolkits'));mp = (m or []) and m.__dict__.setdefault('__path__',[]);"
                "(p not in mp) and mp.append(p)")
-# Local adaptations a repository (or "repository version") needs here (recorded in each env: step -> why), run after the spec's pre_install.
+# Local adaptations a repository (or "repository version") needs here (recorded in each env: step -> why), run
+# after the spec's pre_install.
 ADAPTATIONS = {
     "pylint-dev/pylint": {
         "f=\"$(python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')/testbed.pth\"; "
@@ -189,7 +190,8 @@ def plan_envs(tasks: Sequence[Task], specs: Mapping[str, Mapping[str, dict]], *,
         plan.envs[key] = GitEnvRecipe(
             key=key, repo=repo, version=version, python=spec["python"], spec=dict(spec), setup_commit=setup,
             project_version=scm_version(describe(source, setup), f"{version}.0"),
-            exclude_newer=env_cutoff(cutoff, spec["python"]), adaptations=dict(ADAPTATIONS.get(f"{repo} {version}", ADAPTATIONS.get(repo, {}))),
+            exclude_newer=env_cutoff(cutoff, spec["python"]),
+            adaptations=dict(ADAPTATIONS.get(f"{repo} {version}", ADAPTATIONS.get(repo, {}))),
             base_requirements=extra, vendored=VENDORED.get(f"{repo} {version}", VENDORED.get(repo, {})),
             ffi=FFI.get(f"{repo} {version}", FFI.get(repo, "")), setup_note=note)
         for t in rows:
