@@ -178,7 +178,7 @@ def run_qualification(tasks: Sequence[Task], *, results_dir: Path, recipe_out: P
 
 def _qualify_one(task: Task, b, env: GitEnvRecipe, *, source: str, root: Path, repeat: int,
                  harness: HarnessConfig, log) -> dict[str, Any]:
-    facts: dict[str, Any] = {}
+    facts: dict[str, Any] = {"source": source}     # where the Base came from (the recipe names it)
     t0 = time.monotonic()
     try:
         co = prepare_checkout(task.instance_id, task.base_commit, b, env, source=source, root=root)
@@ -242,7 +242,7 @@ def _write(results_dir: Path, rows: Mapping[str, dict], envs: Mapping[str, dict]
         env_map = {k: parse_env(k, envs[k]["recipe"], path=str(results_dir / "envs.json"))
                    for k in {r["env"] for r in kept}}
         insts = [InstanceRecipe(r["instance_id"], r["repo"], r["version"], r["env"], r.get("p2p_excluded") or {},
-                                r.get("flaky_nodes") or {}) for r in kept]
+                                r.get("flaky_nodes") or {}, r.get("source") or "") for r in kept]
         atomic_write_json(recipe_out, recipe_to_dict(env_map, insts, dataset=dataset, notes=recipe_notes()),
                           indent=1)
 

@@ -288,6 +288,7 @@ def test_qualification_builds_caches_qualifies_and_resumes(mirror, tmp_path):
     # the recipe loads as the verified-git task set, and everything is reused from the cache
     rec = load_recipe(recipe)
     assert [i.instance_id for i in rec.instances] == ["demo__calc-1"]
+    assert rows["demo__calc-1"]["source"] == rec.instances[0].source == src[REPO]     # where the Base came from
     rows_file = tmp_path / "rows.jsonl"
     rows_file.write_text(json.dumps(good.to_row()) + "\n")
     (task,) = load_verified_git(dataset=str(rows_file), recipe_path=str(recipe))

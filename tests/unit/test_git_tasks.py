@@ -66,6 +66,7 @@ def test_install_is_editable_so_checkouts_import_from_themselves():
     (lambda r: r["instances"][0].update(env="nope"), "env"),
     (lambda r: r["instances"][0].update(version="0.2"), "env"),
     (lambda r: r.update(task_set="verified-sdist"), "task_set"),
+    (lambda r: r["instances"][0].update(source=["a", "b"]), "source"),
 ])
 def test_recipe_validation_names_the_field(edit, field):
     data = copy.deepcopy(RECIPE)

@@ -62,6 +62,9 @@ class InstanceRecipe:
     # bundle nodes whose verdict changed across repeated runs here (`execcritic audit --repeat N
     # --update-recipe`): node -> what was seen. A bound flaky node makes an execution `flaky_node`.
     flaky_nodes: Mapping[str, str] = field(default_factory=dict)
+    # the git source the row's Base was fetched from when it was qualified (verified-git; empty: not recorded). A
+    # commit hash names its content, so any source that serves the commit serves the same files
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -161,9 +164,13 @@ def parse_instances(items: list, envs: Mapping[str, Any], *, path: str) -> tuple
         flaky = i.get("flaky_nodes") or {}
         if not isinstance(flaky, dict):
             raise InputError("flaky_nodes must map node -> what was seen", file=path, field="flaky_nodes", **where)
+        source = i.get("source") or ""
+        if not isinstance(source, str):
+            raise InputError("source must be the git source the Base was fetched from (a URL or a path)", file=path,
+                             field="source", **where)
         instances.append(InstanceRecipe(iid, required(i, "repo", str, file=path, where=where),
                                         required(i, "version", str, file=path, where=where), env, dict(excluded),
-                                        dict(flaky)))
+                                        dict(flaky), source))
     return tuple(instances)
 
 
@@ -171,7 +178,8 @@ def instance_dicts(instances: list[InstanceRecipe]) -> list[dict[str, Any]]:
     """`parse_instances`'s input, sorted by instance id."""
     return [{"instance_id": i.instance_id, "repo": i.repo, "version": i.version, "env": i.env,
              **({"p2p_excluded": dict(i.p2p_excluded)} if i.p2p_excluded else {}),
-             **({"flaky_nodes": dict(i.flaky_nodes)} if i.flaky_nodes else {})}
+             **({"flaky_nodes": dict(i.flaky_nodes)} if i.flaky_nodes else {}),
+             **({"source": i.source} if i.source else {})}
             for i in sorted(instances, key=lambda x: x.instance_id)]
 
 
