@@ -575,14 +575,9 @@ def build_venv(plan: VenvPlan, steps: StepLog, *, staging: Path, final: Path, ch
     try:
         steps.run(install_cmd, what=what, env=install_env, log=log)
     except BuildError as e:
-        no_pyproject = ISOLATED_EDITABLE_FAILED in str(e) and not (staging / checkout / "pyproject.toml").exists()
-        if NO_EDITABLE_HOOK not in str(e) and NO_LEGACY_OPTION not in str(e) and not no_pyproject:
+        why = legacy_install_cause(str(e), has_pyproject=(staging / checkout / "pyproject.toml").exists())
+        if why is None:
             raise
-        # SWE-bench's conda envs (built 2024) carry a pip that installs a setuptools<64 project (no PEP 660 hook:
-        # pylint 2.15 pins setuptools~=62.6), and a project without pyproject.toml, in editable mode by
-        # `setup.py develop` in the env itself, and knows `--no-use-pep517`; pip 25.3 dropped all three, and only
-        # pip 26 has the date cutoff, so no pip does both. (astropy 3.1's setup.py asks for jinja2 only when it
-        # builds: pip 26's isolated build ran its erfa generator without it.)
         cutoff = ["--exclude-newer", plan.exclude_newer] if plan.exclude_newer else []
         steps.run(host + [uv, "pip", "install", "--python", py, *cutoff, LEGACY_EDITABLE_PIP],
                   what=f"pip with the legacy editable install ({LEGACY_EDITABLE_PIP})", env=uv_env, log=log)
@@ -591,14 +586,11 @@ def build_venv(plan: VenvPlan, steps: StepLog, *, staging: Path, final: Path, ch
         if first:
             skipped.update(uv_install(steps, host + [uv], py, first, plan.exclude_newer, uv_env, log,
                                       what="requirements of the install (before its legacy run)", exempt=plan.exempt))
-        why = "the project's build backend has no PEP 660 hook" if NO_EDITABLE_HOOK in str(e) else \
-            "the spec's install asks for `--no-use-pep517`, which pip 26 no longer has" if NO_LEGACY_OPTION in \
-            str(e) else "pip 26's isolated editable build of a project without pyproject.toml failed"
+        held = ("that pip has no --uploaded-prior-to, so the project's requirements and its extras' were installed "
+                "first, held to the date cutoff, and only what else it resolves is not") if first else \
+            "what that install resolves is not held to the date cutoff (that pip has no --uploaded-prior-to)"
         skipped["install: editable"] = f"{why}: installed by {LEGACY_EDITABLE_PIP}'s `setup.py develop`, as " \
-            "SWE-bench's 2024 pip did; " + ("that pip has no --uploaded-prior-to, so the project's requirements and " \
-            "its extras' were installed first, held to the date cutoff, and only what else it resolves is not" \
-            if first else "what that install resolves is not held to the date cutoff (that pip has no " \
-            "--uploaded-prior-to)")
+            f"SWE-bench's 2024 pip did; {held}"
         steps.run(install_cmd, what="install (legacy editable)", env=install_env, log=log)
     more = plan.post_install(staging / checkout) if resolve and plan.post_install else []
     if more:
@@ -613,6 +605,21 @@ def build_venv(plan: VenvPlan, steps: StepLog, *, staging: Path, final: Path, ch
         make_own_prefix(staging / "venv", interp)
         check_own_prefix(steps, host, staging, venv, log=log)
     return VenvResult(interp, lock, skipped, host_steps)
+
+
+def legacy_install_cause(error: str, *, has_pyproject: bool) -> str | None:
+    """Why a failed editable install is one SWE-bench's 2024 pip would have done by `setup.py develop` (None: it is
+    not). That pip installs a setuptools<64 project (no PEP 660 hook: pylint 2.15 pins setuptools~=62.6), and a
+    project without pyproject.toml, by `setup.py develop` in the env itself, and knows `--no-use-pep517`; pip 25.3
+    dropped all three, and only pip 26 has the date cutoff, so no pip does both. (astropy 3.1's setup.py asks for
+    jinja2 only when it builds: pip 26's isolated build ran its erfa generator without it.)"""
+    if NO_EDITABLE_HOOK in error:
+        return "the project's build backend has no PEP 660 hook"
+    if NO_LEGACY_OPTION in error:
+        return "the spec's install asks for `--no-use-pep517`, which pip 26 no longer has"
+    if ISOLATED_EDITABLE_FAILED in error and not has_pyproject:
+        return "pip 26's isolated editable build of a project without pyproject.toml failed"
+    return None
 
 
 def make_own_prefix(venv: Path, interp: Path) -> None:

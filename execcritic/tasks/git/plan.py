@@ -148,6 +148,11 @@ class Plan:
     unplanned: dict[str, str] = field(default_factory=dict)       # instance id -> why it has no env
 
 
+def _of(table: Mapping, repo: str, version: str, default):
+    """A table's entry for "repository version", else for the repository (ADAPTATIONS, VENDORED, FFI)."""
+    return table.get(f"{repo} {version}", table.get(repo, default))
+
+
 def plan_envs(tasks: Sequence[Task], specs: Mapping[str, Mapping[str, dict]], *,
               sources: Mapping[str, str] | None = None, cutoff: str = DEFAULT_CUTOFF) -> Plan:
     """The env of each row (specs: swebench 4.1.0's {repo: {version: spec}}). Give every row of a version (the
@@ -191,9 +196,9 @@ def plan_envs(tasks: Sequence[Task], specs: Mapping[str, Mapping[str, dict]], *,
             key=key, repo=repo, version=version, python=spec["python"], spec=dict(spec), setup_commit=setup,
             project_version=scm_version(describe(source, setup), f"{version}.0"),
             exclude_newer=env_cutoff(cutoff, spec["python"]),
-            adaptations=dict(ADAPTATIONS.get(f"{repo} {version}", ADAPTATIONS.get(repo, {}))),
-            base_requirements=extra, vendored=VENDORED.get(f"{repo} {version}", VENDORED.get(repo, {})),
-            ffi=FFI.get(f"{repo} {version}", FFI.get(repo, "")), setup_note=note)
+            adaptations=dict(_of(ADAPTATIONS, repo, version, {})),
+            base_requirements=extra, vendored=_of(VENDORED, repo, version, {}),
+            ffi=_of(FFI, repo, version, ""), setup_note=note)
         for t in rows:
             plan.env_of[t.instance_id] = key
     return plan
