@@ -532,7 +532,13 @@ MOCK_PLUGIN = {"mockish.py": """
         _original = unittest.mock.NonCallableMock.assert_not_called
         unittest.mock.NonCallableMock.assert_not_called = wrap_assert_not_called
 """}
-PYTEST_MAIN = "import sys, pytest\nsys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-p', 'mockish', 'test_x.py']))"
+def pytest_main(plugin: str | None = "mockish", flag: str = "-q") -> str:
+    """A pytest run of test_x.py, with `plugin` (a module on the path) loaded when given."""
+    load = f"'-p', '{plugin}', " if plugin else ""
+    return f"import sys, pytest\nsys.exit(pytest.main(['{flag}', '-p', 'no:cacheprovider', {load}'test_x.py']))"
+
+
+PYTEST_MAIN = pytest_main()
 TEST_X = "from unittest import mock\n\ndef test_x():\n    mock.Mock().assert_not_called()\n"
 
 
@@ -551,7 +557,7 @@ def test_the_candidates_conftest_wrapping_the_runner_when_it_configures_is_tampe
     site = _site(tmp_path, MOCK_PLUGIN)
     conftest = MOCK_PLUGIN["mockish.py"].replace("return _original(*args, **kwargs)", "return None")
     proc, report = run_candidate(tmp_path / "repo", {"test_x.py": TEST_X, "conftest.py": conftest}, ["conftest.py"],
-                                 PYTEST_MAIN.replace("'-p', 'mockish', ", ""), path=(site,), runner="pytest")
+                                 pytest_main(None), path=(site,), runner="pytest")
     assert "runner_tampered" in {t["what"] for t in report.tampers}, (report.tampers, proc.stdout)
 
 
@@ -580,7 +586,7 @@ def test_a_rerun_by_a_plugin_of_the_env_counts_its_last_round(tmp_path):
     new round, and the last round is its outcome, as in the runner's log."""
     site = _site(tmp_path, RERUN_PLUGIN)
     proc, report = run_candidate(tmp_path / "repo", {"test_x.py": RERUN_TESTS}, [],
-                                 PYTEST_MAIN.replace("mockish", "rerunner"), path=(site,), runner="pytest")
+                                 pytest_main("rerunner"), path=(site,), runner="pytest")
     assert proc.returncode == 1 and "1 failed, 2 passed" in proc.stdout, proc.stdout + proc.stderr
     assert report.problem is None and not report.tampers, report.summary()
     status = {n.rpartition("::")[2]: r.status for n, r in report.nodes.items()}
@@ -593,7 +599,7 @@ def test_the_candidates_code_running_a_test_again_is_a_double_call(tmp_path):
     """The same rerun from the candidate's conftest: running a failed test until it passes is not the
     candidate's to do."""
     proc, report = run_candidate(tmp_path / "repo", {"test_x.py": RERUN_TESTS, "conftest.py": RERUN_PLUGIN[
-        "rerunner.py"]}, ["conftest.py"], PYTEST_MAIN.replace("'-p', 'mockish', ", ""), runner="pytest")
+        "rerunner.py"]}, ["conftest.py"], pytest_main(None), runner="pytest")
     assert "double_call" in {t["what"] for t in report.tampers}, (report.tampers, proc.stdout)
 
 
@@ -603,7 +609,7 @@ def test_a_string_xfail_condition_is_evaluated_in_the_tests_module_in_the_call_p
     test, the instrumented one failed it, and every Base and Gold run was invalid as results_disagree."""
     tests = ("import pytest\n\nOLD = False\n\n\n@pytest.mark.xfail('OLD')\ndef test_plot():\n    assert True\n")
     proc, report = run_candidate(tmp_path / "repo", {"test_x.py": tests}, [],
-                                 PYTEST_MAIN.replace("'-p', 'mockish', ", "").replace("-q", "-rA"), runner="pytest")
+                                 pytest_main(None, "-rA"), runner="pytest")
     assert "PASSED test_x.py::test_plot" in proc.stdout, proc.stdout + proc.stderr
     assert report.problem is None and not report.tampers, report.summary()
     assert [r.status for r in report.nodes.values()] == ["PASSED"]
@@ -626,7 +632,7 @@ def test_a_call_phase_that_a_plugin_fails_before_the_test_function_runs_is_faile
     site = _site(tmp_path, FAILING_CALL)
     tests = "def test_plot():\n    assert True\n\n\ndef test_ok():\n    assert True\n"
     proc, report = run_candidate(tmp_path / "repo", {"test_x.py": tests}, [],
-                                 PYTEST_MAIN.replace("mockish", "callfail").replace("-q", "-rA"), path=(site,),
+                                 pytest_main("callfail", "-rA"), path=(site,),
                                  runner="pytest")
     assert "FAILED test_x.py::test_plot" in proc.stdout, proc.stdout + proc.stderr
     assert report.problem is None and not report.tampers, report.summary()
@@ -651,7 +657,7 @@ def test_a_runner_change_after_many_clean_checks_is_seen(tmp_path, case):
     tests = "".join(f"def test_{i}():\n    assert {i} == {i}\n\n\n" for i in range(6))
     late = "\n".join("    " + line for line in LATE_TAMPER[case].splitlines())
     proc, report = run_candidate(tmp_path / "repo", {"test_x.py": tests + f"def test_late():\n{late}\n"},
-                                 ["test_x.py"], PYTEST_MAIN.replace("'-p', 'mockish', ", ""), runner="pytest")
+                                 ["test_x.py"], pytest_main(None), runner="pytest")
     seen = {t["what"] for t in report.tampers}
     if case == "nothing":
         assert proc.returncode == 0 and report.problem is None and not seen, report.summary()
