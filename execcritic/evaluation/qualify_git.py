@@ -313,10 +313,6 @@ def recipe_notes() -> dict[str, Any]:
         "base": "each row's own base_commit, fetched with `git fetch --depth 1 <source> <sha>` into a fresh "
                 "repository (branch `base`, no remote); sources are named by the user (--git-source / "
                 "$EXECCRITIC_GIT_SOURCES; default https://github.com/<repo>.git)",
-        "source": "per instance, the git source its Base was fetched from when it was qualified; rows qualified "
-                  "before sources were recorded name the source that serves their Base whole, checked after "
-                  "(instances.jsonl `source_checked`: experiments/verified_git_sources.py --fill). A commit hash "
-                  "names its content: any source that serves the commit whole serves the same files",
         "environment": "one venv per (repository, version) from SWE-bench's spec: the spec's CPython (pyenv or "
                        "PATH), its conda packages and requirement files (read at the setup commit) as pip "
                        "requirements and its pip_packages, resolved with uv --exclude-newer <cutoff> (exact pins "
