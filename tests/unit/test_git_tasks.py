@@ -99,6 +99,26 @@ def test_committed_recipe_names_real_rows_at_their_base_commits():
         env = rec.envs[inst.env]
         assert (rows[inst.instance_id].repo, rows[inst.instance_id].version) == (env.repo, env.version)
         assert env.lock, f"{inst.env}: no lock"
+        assert inst.source, f"{inst.instance_id}: the recipe names no git source for its Base"
+
+
+def test_sources_fill_names_the_serving_source_only_where_a_row_recorded_none(tmp_path):
+    """experiments/verified_git_sources.py --fill: a row that recorded the source it was fetched from keeps it; a
+    row without one gets the source that serves its Base whole, marked as checked after; an unserved row gets none."""
+    from experiments.verified_git_sources import fill
+
+    path = tmp_path / "instances.jsonl"
+    rows = [{"instance_id": "a__b-1", "repo": "a/b", "source": "/mirrors/a"},
+            {"instance_id": "a__b-2", "repo": "a/b"}, {"instance_id": "a__b-3", "repo": "a/b"},
+            {"instance_id": "c__d-1", "repo": "c/d"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    repos = {"a/b": {"source": "github.com/x/b", "per_row": {"a__b-1": {"base": True}, "a__b-2": {"base": True},
+                                                            "a__b-3": {"base": False}}}}
+    assert fill(path, repos, "2026-12-07") == (1, 1)
+    got = {r["instance_id"]: r for r in map(json.loads, path.read_text().splitlines())}
+    assert got["a__b-1"]["source"] == "/mirrors/a" and "source_checked" not in got["a__b-1"]
+    assert (got["a__b-2"]["source"], got["a__b-2"]["source_checked"]) == ("github.com/x/b", "2026-12-07")
+    assert "source" not in got["a__b-3"] and "source" not in got["c__d-1"]
 
 
 def test_the_smoke_git_preset_names_qualified_verified_git_instances():
