@@ -74,10 +74,11 @@ class HarnessConfig:
     reuse_rewritten_tests: bool = knob(True, "serve pytest's rewritten test modules, compiled by a clean Base "
                                        "run and kept by the harness outside the tree, to later runs "
                                        "(harness/rewrite_cache.py); off: every run rewrites them")
-    prestart_next_run: bool = knob(True, "after a pytest run, reset the sandbox and start the same command's "
-                                   "interpreter, reporter and pytest import ahead of the next execute, which "
-                                   "releases it once its patches are applied (harness/prestart.py; backends "
-                                   "that can spawn: local); off: every run starts cold")
+    prestart_next_run: bool = knob(True, "start the same command's interpreter, reporter and pytest import "
+                                   "ahead of the next execute, which releases it once its patches are applied: "
+                                   "after a pytest run in the reset sandbox, or as the run goes in the sandbox's "
+                                   "twin (an overlay working copy) in the background (harness/prestart.py; "
+                                   "backends that can spawn: local, Docker); off: every run starts cold")
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,17 @@ raises past this function except programming errors.
 
 After a pytest run the sandbox is left reset to Base, with the same command started ahead of time for the
 next call (harness/prestart.py, `harness.prestart_next_run`): a caller that wants to read the tree a run
-left behind turns that off.
+left behind turns that off. Where the sandbox has a twin (an overlay working copy), the next call's
+interpreter starts there, in the background, as this run begins, and the check runs in whichever of the two
+holds its interpreter (`Execution.extra["box"]`); the caller's sandbox may then hold the last run's tree until
+the next call resets it.
 """
 
 from __future__ import annotations
 
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from execcritic.bundle.command import parse_command
@@ -69,8 +74,10 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
     base = dict(instance_id=task.instance_id, isolated=sandbox.isolated, backend=sandbox.backend,
                 test_patch_sha256=sha256(bundle.test_patch), source_patch_sha256=sha256(source_patch))
 
-    # a run started ahead of time in this untouched sandbox (harness/prestart.py): the tree is Base already
+    # a run started ahead of time in this untouched sandbox or its twin (harness/prestart.py): the tree is Base
+    # already; `box` is where this check runs
     ahead = prestart.claim(sandbox) if config.prestart_next_run else None
+    box = ahead.box if ahead is not None else sandbox
 
     def invalid(kind: FailureKind, diagnostic: str, **kw) -> Execution:
         if ahead is not None:
@@ -81,14 +88,14 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
     if ahead is None:
         try:
             t = time.monotonic()
-            sandbox.reset()
+            box.reset()
             phases["reset"] = time.monotonic() - t
         except SandboxError as exc:
             return invalid(FailureKind.SANDBOX_ERROR, f"the sandbox failed: {exc}")
     else:
         phases["reset"] = 0.0
     # validated against the Base just restored: some bindings need the Base test modules (class scopes)
-    problems = validate_bundle(bundle, task, config=config, read_base=base_reader(sandbox))
+    problems = validate_bundle(bundle, task, config=config, read_base=base_reader(box))
     if problems:
         return invalid(FailureKind.BUNDLE_INVALID, f"the bundle is invalid ({len(problems)} problem(s)); first: "
                                                    f"{problems[0]}", problems=problems)
@@ -112,9 +119,11 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
     seed = (ahead.hashseed if ahead else new_hashseed()) if hashseed is None else hashseed
     run_text = instrumented_command(runner, observed_cmd, seed) if runner.reporter else observed
 
+    offering: Offering | None = None      # the next check's interpreter, being started (twin)
+    offered = False
     try:
         if source_patch and check_source_patch:
-            problems = source_patch_problems(source_patch, read_base=base_reader(sandbox), language=task.language,
+            problems = source_patch_problems(source_patch, read_base=base_reader(box), language=task.language,
                                              repo=task.repo)
             if problems:
                 return invalid(FailureKind.FORBIDDEN_SOURCE_EDIT, "the source patch is not an admissible Repair "
@@ -123,14 +132,14 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
         t = time.monotonic()
         extra: dict[str, Any] = {}
         if source_patch:
-            applied = apply_patch(sandbox, source_patch, name="source", ladder=SOURCE, timeout=config.setup_timeout_s)
+            applied = apply_patch(box, source_patch, name="source", ladder=SOURCE, timeout=config.setup_timeout_s)
             if not applied.applied:
                 phases["apply"] = time.monotonic() - t
                 return invalid(FailureKind.PATCH_APPLY_FAILED,
                                "the source patch does not apply to Base:\n" + applied.diagnostic,
                                runner=runner.name, command=observed)
             extra["source_apply_method"] = applied.method or ""
-        applied = apply_patch(sandbox, bundle.test_patch, name="test", ladder=TEST, timeout=config.setup_timeout_s)
+        applied = apply_patch(box, bundle.test_patch, name="test", ladder=TEST, timeout=config.setup_timeout_s)
         if not applied.applied:
             phases["apply"] = time.monotonic() - t
             return invalid(FailureKind.TEST_PATCH_APPLY_FAILED,
@@ -138,7 +147,7 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
                                                               " to Base") + ":\n" + applied.diagnostic,
                            runner=runner.name, command=observed)
         changed = declared_paths(source_patch) | declared_paths(bundle.test_patch)
-        tree = sandbox.changed_paths()
+        tree = box.changed_paths()
         mismatch = tree_problem(tree, changed)
         phases["apply"] = time.monotonic() - t
         if mismatch and ahead is not None and all("__pycache__" in p.split("/") for p in set(tree) - changed):
@@ -158,7 +167,7 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
             # a compiled task (multilingual-git): its checkout holds the Base's build; the row's own build steps
             # rebuild what the patches touched before any test runs
             t = time.monotonic()
-            made = sandbox.run("set -e\n" + "\n".join(steps) + "\n", timeout=config.test_timeout_s)
+            made = box.run("set -e\n" + "\n".join(steps) + "\n", timeout=config.test_timeout_s)
             phases["build"] = time.monotonic() - t
             if made.exit_code != 0 or made.timed_out or made.oom_killed:
                 kind = (FailureKind.TIMEOUT if made.timed_out else FailureKind.OUT_OF_MEMORY if made.oom_killed
@@ -170,17 +179,22 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
         report = None
         pinned = None
         if runner.reporter:
-            facts = {"runner": runner.reporter, **candidate_facts(source_patch, bundle.test_patch, base_reader(sandbox))}
+            facts = {"runner": runner.reporter, **candidate_facts(source_patch, bundle.test_patch, base_reader(box))}
             if ahead is not None and not ahead.spawned.alive():
                 ahead.end()          # ended meanwhile (an apply ladder's reset): this run starts cold
                 ahead = None
             if runner.reporter == "pytest" and config.reuse_rewritten_tests and \
                     rewrite_cache.serves(changed, facts["test_files"]):
-                pinned = rewrite_cache.prepare(sandbox, base["test_patch_sha256"], facts["test_files"], changed)
+                pinned = rewrite_cache.prepare(box, base["test_patch_sha256"], facts["test_files"], changed)
                 extra["rewrite_cache"] = {"served": pinned.served}
-            result, report = run_reported(sandbox, run_text, timeout=config.test_timeout_s, facts=facts,
-                                          known=pinned.contents if pinned else None, prestarted=ahead)
-            extra.update(hashseed=seed, reporter=report.summary(), prestarted=ahead is not None)
+            if runner.reporter == "pytest":  # the next check's interpreter starts in the twin as this run goes
+                offering = Offering(sandbox, box, config, runner, observed_cmd, phases)
+            result, report = run_reported(box, run_text, timeout=config.test_timeout_s, facts=facts,
+                                          known=pinned.contents if pinned else None, prestarted=ahead,
+                                          then=offering.start if offering is not None else None)
+            offered = offering is not None and offering.result()
+            extra.update(hashseed=seed, reporter=report.summary(), prestarted=ahead is not None,
+                         **({"box": "twin"} if box is not sandbox else {}))
             if report.stale:         # the early interpreter had imported code of the checkout: run again, cold
                 prestart.refuse(sandbox, "imported before the go: " + ", ".join(report.stale[:5]))
                 rerun = execute(task, bundle, source_patch, sandbox=sandbox, config=config,
@@ -189,10 +203,12 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
                 rerun.duration_s = time.monotonic() - started      # the stale attempt's time included
                 return rerun
         else:
-            result = sandbox.run(run_text, timeout=config.test_timeout_s)
+            result = box.run(run_text, timeout=config.test_timeout_s)
             extra["reporter"] = "none"
         phases["run"] = time.monotonic() - t
     except SandboxError as exc:
+        if offering is not None:
+            offering.result()
         return invalid(FailureKind.SANDBOX_ERROR, f"the sandbox failed: {exc}", runner=runner.name,
                        command=observed)
     t = time.monotonic()
@@ -200,24 +216,58 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
     phases["parse"] = time.monotonic() - t
     if pinned is not None and source_patch is None and c.valid:
         try:                 # a clean run of Base + the bundle alone compiled the test modules: keep them
-            extra["rewrite_cache"]["captured"] = rewrite_cache.capture(sandbox, pinned)
+            extra["rewrite_cache"]["captured"] = rewrite_cache.capture(box, pinned)
         except SandboxError:
             pass             # no cache is only slower; the verdict above stands
-    if runner.reporter == "pytest" and config.prestart_next_run and sandbox.can_spawn:
-        t = time.monotonic()
-        try:                 # the next run of this command finds its interpreter started (on Base)
-            seed_next = new_hashseed()
-            prestart.offer(sandbox, observed=observed, runner=runner.name, hashseed=seed_next,
-                           command=instrumented_command(runner, observed_cmd, seed_next))
-        except SandboxError:
-            pass             # the next run starts cold
-        phases["prestart"] = time.monotonic() - t
+    if runner.reporter == "pytest" and not offered:      # no twin: after this run, in `sandbox`
+        offer_next(sandbox, box, config, runner, observed_cmd, phases, before_run=False)
     return Execution(valid=c.valid, verdict=c.verdict, failure_kind=c.failure_kind, diagnostic=c.diagnostic,
                      nodes=c.nodes, exit_code=result.exit_code, timed_out=result.timed_out,
                      oom_killed=result.oom_killed, runner=runner.name, command=run_text,
                      duration_s=time.monotonic() - started, phases=phases,
                      output_tail=_tail(result.output, config.output_tail_chars), load_errors=c.load_errors,
                      extra={**extra, "results_count": c.results_count}, **base)
+
+
+def offer_next(sandbox: Sandbox, box: Sandbox, config: HarnessConfig, runner: Runner, observed_cmd,
+               phases: dict[str, float], *, before_run: bool) -> bool:
+    """Start the next check's interpreter (harness/prestart.py). `before_run`: in the box this check does not run
+    in (`sandbox` or its twin), in the background, so that it starts while this run goes; there is none without a
+    twin. Else: in `sandbox`, after this run. Whether it started (a failure only makes the next run cold)."""
+    if not config.prestart_next_run or not sandbox.can_spawn:
+        return False
+    t = time.monotonic()
+    try:
+        free = (sandbox if box is not sandbox else sandbox.twin()) if before_run else sandbox
+        if free is None:
+            return False
+        seed = new_hashseed()
+        return prestart.offer(sandbox, observed=observed_cmd.render(), runner=runner.name, hashseed=seed,
+                              command=instrumented_command(runner, observed_cmd, seed), box=free,
+                              background=before_run)
+    except SandboxError:
+        return False
+    finally:
+        phases["prestart"] = phases.get("prestart", 0.0) + time.monotonic() - t
+
+
+class Offering:
+    """`offer_next(before_run=True)` off the check's path, started once the run goes (`start`: the go first, then
+    this work takes the GIL) and joined (`result`) before the check returns. It runs on one thread that lives as
+    long as the process: bubblewrap's --die-with-parent kills a sandbox when the *thread* that started it ends."""
+
+    _worker: tuple[int, ThreadPoolExecutor] | None = None     # (the process that made it: a fork has no thread)
+
+    def __init__(self, *args):
+        self._args, self._future = args, None
+
+    def start(self) -> None:
+        if Offering._worker is None or Offering._worker[0] != os.getpid():
+            Offering._worker = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="execcritic-prestart"))
+        self._future = Offering._worker[1].submit(offer_next, *self._args, before_run=True)
+
+    def result(self) -> bool:
+        return self._future is not None and self._future.result()      # (False: the run failed before it went)
 
 
 def flaky_bound(task: Task, runner: Runner, declared: list[Node]) -> list[str]:

@@ -140,7 +140,8 @@ def new_hashseed() -> int:
 
 def run_reported(sandbox: Sandbox, command: str, *, timeout: float, facts: dict[str, Any], cwd: str | None = None,
                  script_writes_tests: bool = False, known: dict[str, bytes] | None = None,
-                 prestarted: Prestarted | None = None) -> tuple[CommandResult, ReporterReport]:
+                 prestarted: Prestarted | None = None,
+                 then: Callable[[], None] | None = None) -> tuple[CommandResult, ReporterReport]:
     """Run `command` with the reporter's channel open; read the stream only after the sandbox ended the
     run and killed its process tree. The test files and the candidate's files must leave the run as they
     entered it: code that rewrites them on disk (and maybe back) is tampering, whatever it printed.
@@ -150,7 +151,8 @@ def run_reported(sandbox: Sandbox, command: str, *, timeout: float, facts: dict[
     compared here; the test files the test command ran are still the reporter's reference, read when its
     interpreter started, so code rewriting them on disk still fails the test-code check.
     `known`: contents of some watched files the caller has just read or written (not read again).
-    `prestarted`: `command` was started ahead of time (harness/prestart.py): release it instead of starting."""
+    `prestarted`: `command` was started ahead of time (harness/prestart.py): release it instead of starting.
+    `then`: called once the run goes (the caller's work meanwhile: the next check's interpreter)."""
     if sandbox.channel_dir is None:
         raise RuntimeError(f"the {sandbox.backend} sandbox has no reporter channel directory")
     watched = sorted(set(() if script_writes_tests else facts.get("test_files", ())) | set(facts.get("changed", ())))
@@ -158,10 +160,13 @@ def run_reported(sandbox: Sandbox, command: str, *, timeout: float, facts: dict[
               **{p: data for p, data in (known or {}).items() if p in watched}}
     if prestarted is not None:
         channel = prestarted.channel
+        prestarted.spawned.foreground()          # started in the background while another run went
         channel.go({**sandbox_facts(sandbox), **facts})
     else:
         channel = ReporterChannel(sandbox.channel_dir, {**sandbox_facts(sandbox), **facts})
     try:
+        if then is not None:
+            then()
         result = (prestarted.spawned.wait(timeout) if prestarted is not None else
                   sandbox.run(command, timeout=timeout, env=channel.env, cwd=cwd, reporter=True))
     except BaseException:

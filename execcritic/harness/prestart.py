@@ -17,6 +17,13 @@ may be the Base's, and ran before the reporter knew the candidate's files: the r
 (modules of the checkout in sys.modules, and any code object of the checkout that executed) and exits before
 the go's facts are used, and `execute` reruns cold and stops offering in that sandbox. Anything the early
 interpreter wrote into the tree shows in the tree check after the patches.
+
+Checks made one after another (a Base gate then Gold, a pool of candidates) come back before an interpreter
+started after the previous run is ready. Where the sandbox has a cheap `twin` (an overlay working copy: another
+upper layer over the same Base, with its own /tmp, HOME, channel and cgroups), the next run is started there as
+the current one begins, in the background (the lowest CPU priority, so that it takes only CPU the current run
+leaves idle; back to normal at its go), and the two alternate. Nothing the current run does reaches the other's
+files or processes.
 """
 
 from __future__ import annotations
@@ -37,7 +44,8 @@ class Prestarted:
     command: str              # the instrumented text started (with its seed)
     channel: ReporterChannel
     spawned: object           # the backend's spawned run: .wait(timeout), .kill(), .alive()
-    generation: int           # the sandbox's generation right after the start
+    generation: int           # `box`'s generation right after the start
+    box: Sandbox              # where it was started: the sandbox it was offered for, or that one's twin
 
     def end(self) -> None:
         self.spawned.kill()         # (closes the channel)
@@ -47,31 +55,34 @@ _held: "weakref.WeakKeyDictionary[Sandbox, Prestarted]" = weakref.WeakKeyDiction
 _refused: "weakref.WeakKeyDictionary[Sandbox, str]" = weakref.WeakKeyDictionary()
 
 
-def offer(sandbox: Sandbox, *, observed: str, runner: str, command: str, hashseed: int) -> bool:
-    """Reset `sandbox` and start `command` (the instrumented text of `observed`, seeded `hashseed`) for the
-    next run. False where the sandbox cannot, or no longer may."""
+def offer(sandbox: Sandbox, *, observed: str, runner: str, command: str, hashseed: int,
+          box: Sandbox | None = None, background: bool = False) -> bool:
+    """Reset `box` (default `sandbox`; else its twin) and start `command` (the instrumented text of `observed`,
+    seeded `hashseed`) there for the next run in `sandbox`; `background` while another run goes (the sandbox's
+    `spawn`). False where it cannot, or no longer may."""
     discard(sandbox)
-    if not sandbox.can_spawn or sandbox.channel_dir is None or sandbox in _refused:
+    box = sandbox if box is None else box
+    if not box.can_spawn or box.channel_dir is None or sandbox in _refused:
         return False
-    channel = ReporterChannel(sandbox.channel_dir, {**sandbox_facts(sandbox), "runner": runner}, prestart=True)
+    channel = ReporterChannel(box.channel_dir, {**sandbox_facts(box), "runner": runner}, prestart=True)
     try:
-        spawned = sandbox.spawn(command, env=channel.env, reset=True, reporter=True)
+        spawned = box.spawn(command, env=channel.env, reset=True, reporter=True, background=background)
     except BaseException:
         channel.close()
         raise
     spawned.on_kill.append(channel.close)       # whoever kills it (a reset, close())
-    _held[sandbox] = Prestarted(observed, runner, hashseed, command, channel, spawned, sandbox.generation)
+    _held[sandbox] = Prestarted(observed, runner, hashseed, command, channel, spawned, box.generation, box)
     return True
 
 
 def claim(sandbox: Sandbox) -> Prestarted | None:
-    """The run started ahead of time in `sandbox`, if nothing has happened to the sandbox since (its tree
-    is then the Base `offer` reset it to), now the caller's to release or `end`; else None."""
+    """The run started ahead of time for `sandbox` (in it or its twin: `.box`), if nothing has happened to that
+    box since (its tree is then the Base `offer` reset it to), now the caller's to release or `end`; else None."""
     p = _held.pop(sandbox, None)
     if p is None:
         return None
     try:
-        usable = sandbox.generation == p.generation and p.spawned.alive()
+        usable = p.box.generation == p.generation and p.spawned.alive()
     except SandboxError:     # the reset it was started after failed: the caller resets (and reports) itself
         usable = False
     if not usable:
@@ -95,6 +106,12 @@ def refuse(sandbox: Sandbox, why: str) -> None:
     """Offer nothing more in `sandbox` (its runner imports code of the checkout)."""
     discard(sandbox)
     _refused[sandbox] = why
+
+
+def waiting_in(sandbox: Sandbox) -> Sandbox | None:
+    """The box (`sandbox` or its twin) where the run held for `sandbox` waits, if one is held."""
+    p = _held.get(sandbox)
+    return p.box if p is not None else None
 
 
 def wait_ready(sandbox: Sandbox, timeout: float = 30.0) -> bool:

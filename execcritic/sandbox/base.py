@@ -70,10 +70,18 @@ class Sandbox(ABC):
     can_spawn: bool = False           # `spawn` is implemented
 
     def spawn(self, command: str, *, env: Mapping[str, str] | None = None, cwd: str | None = None,
-              reset: bool = False, reporter: bool = False):
-        """Start `command` now, collect it later (`.wait(timeout)` -> CommandResult, `.kill()`, `.alive()`);
-        `reset=True`: `reset()` first (a backend may do both at once). Only where `can_spawn`."""
+              reset: bool = False, reporter: bool = False, background: bool = False):
+        """Start `command` now, collect it later (`.wait(timeout)` -> CommandResult, `.kill()`, `.alive()`,
+        `.foreground()`); `reset=True`: `reset()` first (a backend may do both at once). `background`: at the
+        lowest CPU priority until `.foreground()` (it starts while another run goes: it takes only idle CPU),
+        where the backend can restore the priority. Only where `can_spawn`."""
         raise NotImplementedError(f"the {self.backend} sandbox cannot start a run ahead of time")
+
+    def twin(self) -> "Sandbox | None":
+        """A second sandbox of this configuration over the same prepared Base, made once and closed with this one,
+        where one is cheap; None where it is not. harness/prestart.py starts the next check's interpreter there
+        while this one's check runs, so that checks made one after another find it started."""
+        return None
 
     @abstractmethod
     def run(self, command: str, *, timeout: float, env: Mapping[str, str] | None = None,

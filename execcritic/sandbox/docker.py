@@ -747,11 +747,12 @@ class DockerSandbox(Sandbox):
 
     # -- runs started ahead (harness/prestart.py) --------------------------------------------------
     def spawn(self, command: str, *, env: Mapping[str, str] | None = None, cwd: str | None = None,
-              reset: bool = False, reporter: bool = False) -> "DockerSpawnedRun":
+              reset: bool = False, reporter: bool = False, background: bool = False) -> "DockerSpawnedRun":
         """Start `command` now, collect it later (`wait(timeout)`: the clock starts there). It waits in a session
         of its own, which the runs made meanwhile (applying a patch) spare when they kill what they started; a
         reset and `close()` kill it. `reset=True`: reset first, in the same exec and in the background - every
-        other call on the sandbox first waits for that reset's report (`_settle`)."""
+        other call on the sandbox first waits for that reset's report (`_settle`). `background` changes nothing
+        here: a container has no twin to start a run in while another goes."""
         self._check_open()
         self._settle()
         self._end_spawned()
@@ -1098,6 +1099,9 @@ class DockerSpawnedRun:
         self.sid: str | None = None              # its session id, once it said it
         self.done = False
         self.on_kill: list = []                  # called when the run is killed instead of collected
+
+    def foreground(self) -> None:
+        """(Never started in the background: see `DockerSandbox.spawn`.)"""
 
     def alive(self) -> bool:
         if self.done:

@@ -124,6 +124,9 @@ FAST_TREE_DIRS = ("/dev/shm",)
 FAST_TREE_MIN_FREE = 4 << 30         # a memory file system with less room left is not used (Docker's is 64 MiB)
 
 
+NICEST = 19       # a `background` spawn's niceness: it runs only on CPU no other run wants
+
+
 def fast_tree_dir() -> str | None:
     """Where task environments' sandboxes make their working copies: $EXECCRITIC_TREE_DIR when set ('' = the
     temporary directory), else a memory file system with at least FAST_TREE_MIN_FREE free, else None (the
@@ -220,6 +223,10 @@ class LocalSandbox(Sandbox):
                  writable_binds: Sequence[Path | str] = (), bwrap: str = "bwrap", ffi: bool = False,
                  pristine: bool = False, tree_dir: Path | str | None = None, working_copy: str | None = None):
         self.checkout = Path(checkout).resolve()
+        self._twin_args = {"activate": activate, "binds": binds, "isolated": isolated, "limits": limits,
+                           "network": network, "rootfs": rootfs, "env": env, "workspace_dir": workspace_dir,
+                           "bwrap": bwrap, "ffi": ffi, "tree_dir": tree_dir}
+        self._twin: LocalSandbox | None = None
         self.working_copy = working_copy or os.environ.get(WORKING_COPY_ENV) or "auto"
         if self.working_copy not in WORKING_COPIES:
             raise InputError(f"working copy {self.working_copy!r} is not one of {', '.join(WORKING_COPIES)} (the "
@@ -461,7 +468,8 @@ class LocalSandbox(Sandbox):
                                          reporter=reporter), timeout)
 
     def spawn(self, command: str, *, env: Mapping[str, str] | None = None,
-              cwd: str | None = None, reset: bool = False, reporter: bool = False) -> "SpawnedRun":
+              cwd: str | None = None, reset: bool = False, reporter: bool = False,
+              background: bool = False) -> "SpawnedRun":
         """Start `command` now and collect it later (`SpawnedRun.wait(timeout)`: the clock starts there). It
         runs in cgroups of its own with the same limits, so that runs made meanwhile (applying a patch) and
         their cleanup leave it alone; `reset()` and `close()` kill it."""
@@ -473,13 +481,15 @@ class LocalSandbox(Sandbox):
                                                 pids=self.limits.pids)
             self._renew_finalizer()
         self.generation += 1
+        # niced only where its cgroup lists every process it starts, for `foreground` to restore
+        nice = NICEST if background and self._spawn_cgroup is not None and self._spawn_cgroup.procs_files else 0
         run = SpawnedRun(self, self._start(command, env=env, cwd=cwd or WORKDIR, stdin=None, tree=None,
-                                           cgroup=self._spawn_cgroup, reporter=reporter))
+                                           cgroup=self._spawn_cgroup, reporter=reporter, nice=nice))
         self._spawned.append(run)
         return run
 
     def _start(self, command: str, *, env, cwd: str, stdin: bytes | None, tree: Path | None,
-               cgroup: Cgroups | None, reporter: bool = False) -> "_Started":
+               cgroup: Cgroups | None, reporter: bool = False, nice: int = 0) -> "_Started":
         if not cwd.startswith("/"):
             raise ValueError(f"cwd must be an absolute sandbox path (got {cwd!r})")
         started_r = started_w = filter_fd = None
@@ -503,6 +513,8 @@ class LocalSandbox(Sandbox):
             rlimits.append(f"--nproc={int(self.limits.pids)}")
         if rlimits:
             argv = ["prlimit", *rlimits, "--", *argv]
+        if nice:
+            argv = ["nice", "-n", str(nice), *argv]
         if cgroup is not None and cgroup.procs_files:
             # join every cgroup before exec: nothing the command starts runs outside them
             joins = " && ".join(f'echo $$ > "${i + 1}"' for i in range(len(cgroup.procs_files)))
@@ -626,6 +638,15 @@ class LocalSandbox(Sandbox):
         self._check_open()
         return self.snapshot.changed()
 
+    def twin(self) -> "LocalSandbox | None":
+        """An overlay working copy is a new upper layer over the pristine tree: a twin costs a mount, not a copy.
+        It overlays this sandbox's Base (warmed bytecode included) and has its own /tmp, HOME, channel and
+        cgroups. None for a copied working copy, a writable bind (each copy costs a copy) or no isolation."""
+        self._check_open()
+        if self._twin is None and self.overlaid and self.isolated and not self.writable_binds:
+            self._twin = LocalSandbox(self.base_dir, pristine=True, working_copy="overlay", **self._twin_args)
+        return self._twin
+
     # -- reset / close ------------------------------------------------------------------------
     def reset(self) -> None:
         self._check_open()
@@ -649,6 +670,8 @@ class LocalSandbox(Sandbox):
         if self._closed:
             return
         self._closed = True
+        if self._twin is not None:
+            self._twin.close()
         self._end_spawned()
         for cgroup in (self._cgroup, self._spawn_cgroup):
             if cgroup is not None:
@@ -719,6 +742,14 @@ class SpawnedRun:
 
     def alive(self) -> bool:
         return not self._done and self._started.proc.poll() is None
+
+    def foreground(self) -> None:
+        """Back to the normal CPU priority (a `background` spawn): every process of its cgroup, before it goes on.
+        Processes it starts later inherit it."""
+        cgroup = self._started.cgroup
+        for pid in cgroup.members() if cgroup is not None else ():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.setpriority(os.PRIO_PROCESS, pid, 0)
 
     def _finish(self) -> None:
         self._done = True

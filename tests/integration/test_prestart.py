@@ -6,6 +6,7 @@ whose runner imports code of the checkout falls back to cold runs."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import shutil
 from pathlib import Path
@@ -83,7 +84,7 @@ def test_a_run_started_ahead_is_used_only_by_the_same_command_in_the_untouched_s
     sb = kit.sandbox
     execute(kit.task, bundle, sandbox=sb)
     assert prestart.wait_ready(sb, 60)
-    sb.run("true", timeout=30)                            # anything done to the sandbox meanwhile
+    prestart.waiting_in(sb).run("true", timeout=30)       # anything done meanwhile where the run waits
     assert execute(kit.task, bundle, sandbox=sb).extra["prestarted"] is False
     names = [n.split("::")[-1] for n in kit.task.fail_to_pass]
     other = kit.bundle("def test_other():\n    assert True\n", ["test_other"], new_file=True)
@@ -115,7 +116,7 @@ def test_nothing_a_run_does_reaches_the_run_started_after_it(kit):
     assert prestart.wait_ready(sb, 60)
     for planted in ("/testbed/iniconfig.py", "/tmp/iniconfig.py"):
         with pytest.raises(FileNotFoundError):
-            sb.read_file(planted)
+            prestart.waiting_in(sb).read_file(planted)
     after = execute(kit.task, bundle, sandbox=sb)
     assert after.extra["prestarted"] is True
     assert (after.valid, after.verdict, after.failure_kind) == (True, Verdict.FAIL, FailureKind.BEHAVIORAL_FAILURE), \
@@ -238,6 +239,30 @@ def test_a_run_released_before_it_is_ready_takes_its_snapshots_as_a_cold_run(kit
     assert report.nodes and {r.phases.get("call") for r in report.nodes.values()} == {"failed"}, report.summary()
 
 
+@pytest.mark.only_for(kit=["local"])        # an overlay working copy has a twin; a container has none
+def test_checks_one_after_another_alternate_between_the_sandbox_and_its_twin(kit):
+    """Back to back (Base then Gold, twice), each check finds its interpreter started during the check before
+    it, in the other box, with the cold runs' verdicts. The interpreter waiting there was started in the
+    background (the lowest CPU priority), and runs its tests at the normal priority after its go."""
+    sb = kit.sandbox
+    prestart.discard(sb)
+    assert sb.twin() is not None
+    bundle = kit.official_bundle()
+    runs = [execute(kit.task, bundle, p, sandbox=sb, check_source_patch=False) for p in (None, kit.task.patch) * 2]
+    assert [r.extra["prestarted"] for r in runs] == [False, True, True, True]
+    assert [r.extra.get("box") for r in runs] == [None, "twin", None, "twin"]
+    assert [(r.valid, r.verdict) for r in runs] == [(True, Verdict.FAIL), (True, Verdict.PASS)] * 2, \
+        [r.diagnostic for r in runs]
+    waiting = prestart._held[sb].spawned._started.cgroup.members()
+    assert waiting and {os.getpriority(os.PRIO_PROCESS, pid) for pid in waiting} == {19}
+    nice = kit.bundle("import os\n\ndef test_priority():\n    assert os.nice(0) == 0\n", ["test_priority"],
+                      new_file=True)
+    twice = [execute(kit.task, nice, sandbox=sb) for _ in range(3)]
+    assert [(r.valid, r.verdict, r.extra["prestarted"]) for r in twice] == \
+        [(True, Verdict.PASS, False), (True, Verdict.PASS, True), (True, Verdict.PASS, True)], \
+        [r.output_tail for r in twice]
+
+
 HIDING_MODULE = ("import sys\n"
                  "open('/tmp/ran-before-the-go', 'w').close()\n"
                  "del sys.modules[__name__]     # gone from sys.modules: the importer fails, and swallows it\n")
@@ -281,7 +306,7 @@ def test_bytecode_written_into_the_tree_while_the_patches_are_applied_starts_the
     for name, want in (("__pycache__/early.cpython-311.pyc", None), ("early.txt", FailureKind.TREE_MISMATCH)):
         execute(kit.task, bundle, sandbox=sb)                      # offers the next run, started ahead
         assert prestart.wait_ready(sb, 60)
-        planted = sb._roots()["/testbed"] / package / name       # as the waiting interpreter would write it
+        planted = prestart.waiting_in(sb)._roots()["/testbed"] / package / name   # as the waiting interpreter would
         planted.parent.mkdir(exist_ok=True)
         planted.write_bytes(b"\0")
         gold = execute(kit.task, bundle, kit.task.patch, sandbox=sb, check_source_patch=False)

@@ -369,6 +369,35 @@ def test_an_overlay_working_copy_reports_and_resets_what_a_copy_does(toolz_repo,
     assert _host_listing(toolz_repo) == before and overlay.mounts_under(tmp_path) == []
 
 
+def test_a_twin_overlays_the_same_base_and_shares_nothing_else(toolz_repo, tmp_path):
+    """An overlay working copy's twin (harness/prestart.py starts the next check's interpreter there): the same
+    Base, its own tree, /tmp, HOME and cgroups - what one run writes the other never sees - made once, and
+    closed with its sandbox. A copied working copy has none (a twin would cost another copy)."""
+    from execcritic.sandbox import overlay
+
+    if overlay.available(str(tmp_path)):
+        pytest.skip("this process cannot mount an overlay working copy")
+    with LocalSandbox(toolz_repo, tree_dir=tmp_path, working_copy="copy", **env_kwargs()) as box:
+        assert box.twin() is None
+    box = LocalSandbox(toolz_repo, tree_dir=tmp_path, working_copy="overlay", limits=Limits(memory_mb=256, pids=64),
+                       **env_kwargs())
+    twin = box.twin()
+    assert twin is not None and box.twin() is twin and twin.describe()["working_copy"] == "overlay"
+    assert listing(twin) == listing(box)
+    write = "echo x > /testbed/planted.txt && echo y > /tmp/planted && echo z > ~/planted && echo >> setup.py\n"
+    assert box.run(write, timeout=60).exit_code == 0
+    assert twin.changed_paths() == [] and box.changed_paths() == ["planted.txt", "setup.py"]
+    out = twin.run("ls /testbed/planted.txt /tmp/planted ~/planted 2>&1; git diff --stat", timeout=60).output
+    assert out.count("No such file") == 3 and "setup.py" not in out, out
+    assert twin.run("sleep 30 & echo started", timeout=60).exit_code == 0     # its cgroups, not the sandbox's
+    assert twin._cgroup is not None and box._cgroup is not None and twin._cgroup.paths != box._cgroup.paths
+    dirs = [twin.ws, twin.tree_ws]
+    box.close()
+    with pytest.raises(SandboxError, match="closed"):
+        twin.run("true", timeout=10)
+    assert not any(d.exists() for d in dirs) and overlay.mounts_under(tmp_path) == []
+
+
 def test_the_fast_tree_dir_is_a_memory_file_system_with_room_or_what_the_user_says(monkeypatch, tmp_path):
     from execcritic.sandbox import local
 

@@ -8,8 +8,10 @@ dropped), each local variant in a sandbox of its own:
                  parse; the run was started ahead of time by the previous execute (harness/prestart.py) and
                  the benchmark waits, untimed, until it is ready - the idle time between two checks of an
                  agent or two runs of a Gold audit. The wall time of each execute includes starting the next.
-  execute-local-back-to-back  the same, but each timed execute follows an untimed one at once: the run
-                 started ahead is claimed before it is ready (checks with no idle time between them)
+  execute-local-back-to-back  the same, but each timed execute follows an untimed one at once (checks with no
+                 idle time between them: a Base gate then Gold, a pool of candidates); its run was started in
+                 the sandbox's twin while the untimed one ran (an overlay working copy; else it is claimed before
+                 it is ready)
   execute-local-cold     the same with harness.prestart_next_run off: every run starts its interpreter
   execute-local-rewrite  cold, and harness.reuse_rewritten_tests off: pytest rewrites the test module on
                  every run (what execute cost before harness/rewrite_cache.py)
