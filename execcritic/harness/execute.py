@@ -12,8 +12,7 @@ After a pytest run the sandbox is left reset to Base, with the same command star
 next call (harness/prestart.py, `harness.prestart_next_run`): a caller that wants to read the tree a run
 left behind turns that off. Where the sandbox has a twin (an overlay working copy), the next call's
 interpreter starts there, in the background, as this run begins, and the check runs in whichever of the two
-holds its interpreter (`Execution.extra["box"]`); the caller's sandbox may then hold the last run's tree until
-the next call resets it.
+holds its interpreter (`Execution.extra["box"]`); either way the caller's sandbox is left at Base.
 """
 
 from __future__ import annotations
@@ -221,6 +220,13 @@ def execute(task: Task, bundle: TestBundle, source_patch: str | None = None, *, 
             pass             # no cache is only slower; the verdict above stands
     if runner.reporter == "pytest" and not offered:      # no twin: after this run, in `sandbox`
         offer_next(sandbox, box, config, runner, observed_cmd, phases, before_run=False)
+    elif offered and box is sandbox:      # the next one waits in the twin: the caller's sandbox is left at Base too
+        t = time.monotonic()
+        try:
+            sandbox.reset()
+        except SandboxError:
+            pass             # the next call resets it (and reports a sandbox that cannot)
+        phases["prestart"] = phases.get("prestart", 0.0) + time.monotonic() - t
     return Execution(valid=c.valid, verdict=c.verdict, failure_kind=c.failure_kind, diagnostic=c.diagnostic,
                      nodes=c.nodes, exit_code=result.exit_code, timed_out=result.timed_out,
                      oom_killed=result.oom_killed, runner=runner.name, command=run_text,

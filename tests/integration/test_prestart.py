@@ -242,13 +242,17 @@ def test_a_run_released_before_it_is_ready_takes_its_snapshots_as_a_cold_run(kit
 @pytest.mark.only_for(kit=["local"])        # an overlay working copy has a twin; a container has none
 def test_checks_one_after_another_alternate_between_the_sandbox_and_its_twin(kit):
     """Back to back (Base then Gold, twice), each check finds its interpreter started during the check before
-    it, in the other box, with the cold runs' verdicts. The interpreter waiting there was started in the
-    background (the lowest CPU priority), and runs its tests at the normal priority after its go."""
+    it, in the other box, with the cold runs' verdicts, and leaves the caller's sandbox at Base whichever box it
+    ran in. The interpreter waiting there was started in the background (the lowest CPU priority), and runs its
+    tests at the normal priority after its go."""
     sb = kit.sandbox
     prestart.discard(sb)
     assert sb.twin() is not None
     bundle = kit.official_bundle()
-    runs = [execute(kit.task, bundle, p, sandbox=sb, check_source_patch=False) for p in (None, kit.task.patch) * 2]
+    runs = []
+    for p in (None, kit.task.patch) * 2:
+        runs.append(execute(kit.task, bundle, p, sandbox=sb, check_source_patch=False))
+        assert sb.changed_paths() == [], runs[-1].extra.get("box")
     assert [r.extra["prestarted"] for r in runs] == [False, True, True, True]
     assert [r.extra.get("box") for r in runs] == [None, "twin", None, "twin"]
     assert [(r.valid, r.verdict) for r in runs] == [(True, Verdict.FAIL), (True, Verdict.PASS)] * 2, \
