@@ -28,6 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from execcritic.errors import InputError
+from execcritic.files import atomic_write
 from execcritic.results.manifest import build_manifest, note_start, write_result
 from execcritic.tasks.git.source import has_commit
 
@@ -59,7 +60,7 @@ def fill(instances: Path, repositories: dict, checked: str) -> tuple[int, int]:
         if repo and repo["per_row"].get(r["instance_id"], {}).get("base"):
             r["source"], r["source_checked"] = repo["source"], checked
             filled += 1
-    instances.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    atomic_write(instances, "".join(json.dumps(r) + "\n" for r in lines))   # qualify-git's resumable state
     return filled, kept
 
 
