@@ -38,6 +38,8 @@ command -v cmake >/dev/null 2>&1 || need+=(cmake)
 command -v tclsh >/dev/null 2>&1 || need+=(tcl)
 [ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
 pkg-config --exists libffi 2>/dev/null || need+=(libffi-dev)
+# its JavaScript/TypeScript repositories (axios, immutable-js, vuejs/core) run on node; npm comes with it
+command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
 # xarray's tests import cfgrib/eccodes (SWE-bench's conda env has the ecCodes library from conda-forge)
 ldconfig -p 2>/dev/null | grep -q 'libeccodes\.so' || need+=(libeccodes0)
 # Django's eval commands export LANG=en_US.UTF-8; without the locale its tests change behaviour

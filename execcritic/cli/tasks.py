@@ -21,7 +21,7 @@ from execcritic.errors import InputError
 from execcritic.evaluation.official import evaluate_official
 from execcritic.evaluation.qualify import SUPPORTED_REPOS, run_pipeline
 from execcritic.evaluation.qualify_git import run_qualification
-from execcritic.evaluation.qualify_ml import c_rows, run_ml_qualification
+from execcritic.evaluation.qualify_ml import ROWS_NAME, c_rows, run_ml_qualification
 from execcritic.tasks import git as git_tasks
 from execcritic.tasks import load_tasks
 from execcritic.tasks.git import build as git_build
@@ -307,13 +307,13 @@ def qualify_ml(instance: Optional[List[str]] = INSTANCES,
                redo: bool = REDO,
                keep_checkouts: bool = KEEP_CHECKOUTS,
                as_json: bool = JSON_OPTION, *, protocol: ProtocolConfig) -> None:
-    """Qualify SWE-bench Multilingual's C and C++ rows at their exact base commits (the multilingual-git task set)
-    and write its recipe. Resumable: rows already decided in --results are skipped; kill it and run it again."""
+    """Qualify SWE-bench Multilingual's C, C++ and JavaScript/TypeScript rows at their exact base commits (the
+    multilingual-git task set) and write its recipe. Resumable: rows already decided in --results are skipped; kill it and run it again."""
     console = stderr_console()
     every = mlgit.multilingual_rows(rows)
     native = c_rows(every)
-    _known(instance, {t.instance_id for t in native}, "--instance", "the C/C++ Multilingual rows")
-    _known(repo, {t.repo for t in native}, "--repo", "the C/C++ Multilingual rows")
+    _known(instance, {t.instance_id for t in native}, "--instance", "the Multilingual rows with a toolchain here")
+    _known(repo, {t.repo for t in native}, "--repo", "the Multilingual rows with a toolchain here")
     tasks = [t for t in native if (not repo or t.repo in repo) and (not instance or t.instance_id in instance)]
     out = recipe_out or (mlgit.RECIPE_PATH if results.resolve() == ML_RESULTS.resolve() else results / "recipe.json")
     summary = run_ml_qualification(tasks, results_dir=results, recipe_out=out, sources=configured_sources(git_source),
@@ -323,7 +323,7 @@ def qualify_ml(instance: Optional[List[str]] = INSTANCES,
     if as_json:
         emit_json(summary)
     else:
-        typer.echo(f"qualified {summary['qualified']} of {summary['verified_rows']} C/C++ rows "
+        typer.echo(f"qualified {summary['qualified']} of {summary['verified_rows']} {ROWS_NAME} rows "
                    f"({summary['decided']} decided); table: {results / 'table.md'}")
     code = unit_failures([summary], console, as_json=as_json)       # rows left undecided (source, toolchain)
     if code:

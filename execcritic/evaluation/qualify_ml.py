@@ -1,7 +1,8 @@
-"""Qualify SWE-bench Multilingual's C and C++ rows at their exact base commits (`multilingual-git`), resumably.
+"""Qualify SWE-bench Multilingual's rows at their exact base commits (`multilingual-git`), resumably: the C and C++
+repositories, and the JavaScript/TypeScript ones whose dependencies this machine's npm registry serves.
 
 For each row: its repository's toolchain (Debian packages; a machine without one decides nothing and names the
-packages), its checkout with the Base's build (`tasks/mlgit/build.py`; a Base that does not build drops the row
+packages), its checkout with the dependencies installed and the Base's build (`tasks/mlgit/build.py`; a Base that does not build drops the row
 with the build log's tail), then Base and Gold through the official evaluator `repeat` times and a patch that
 cannot apply (`qualify.qualify_instance`, the decision rule of every suite task set; flaky nodes by repetition).
 The results directory's `instances.jsonl` is the state (one line per decided row, written at once);
@@ -41,11 +42,13 @@ from execcritic.tasks.sdist.recipe import InstanceRecipe
 
 RERUN = ("EXECCRITIC_MULTILINGUAL=<multilingual_test.parquet> EXECCRITIC_GIT_SOURCES=<repo=mirror,...> "
          "execcritic tasks qualify-ml --results results/multilingual_git")
-TITLE = "multilingual-git qualification (SWE-bench Multilingual's C and C++ rows at exact base commits)"
+TITLE = ("multilingual-git qualification (SWE-bench Multilingual's C, C++ and JavaScript/TypeScript rows with a "
+         "toolchain here, at exact base commits)")
+ROWS_NAME = "C/C++/JS/TS"
 
 
 def c_rows(rows: Sequence[Task]) -> list[Task]:
-    """The rows of the repositories with a toolchain here (the C and C++ ones), in repository order."""
+    """The rows of the repositories with a toolchain here (C, C++, and three JS/TS ones), in repository order."""
     return sorted((t for t in rows if t.repo in TOOLCHAINS), key=lambda t: (t.repo, t.instance_id))
 
 
@@ -55,7 +58,7 @@ def run_ml_qualification(tasks: Sequence[Task], *, results_dir: Path, recipe_out
                          dataset_manifest: Mapping[str, Any] | None = None, all_rows: Sequence[Task] = (),
                          log: Callable[[str], None] = print, limit: int | None = None) -> dict[str, Any]:
     """Qualify `tasks` (rows already in `results_dir` are kept unless `redo`); returns the summary with the rows
-    left undecided under `failures`. `all_rows` (every C/C++ row) sizes the per-repository table."""
+    left undecided under `failures`. `all_rows` (every row with a toolchain) sizes the per-repository table."""
     root = root or cache_root()
     results_dir.mkdir(parents=True, exist_ok=True)
     all_rows = list(all_rows or tasks)
@@ -102,7 +105,7 @@ def run_ml_qualification(tasks: Sequence[Task], *, results_dir: Path, recipe_out
             _write(results_dir, rows, _read_envs(results_dir), recipe_out, dataset_manifest or {}, all_rows)
     summary = summarize(rows, _read_envs(results_dir), all_rows)
     log(f"qualify-ml: {summary['qualified']} of {summary['decided']} decided rows qualified "
-        f"({summary['verified_rows']} C/C++ rows)")
+        f"({summary['verified_rows']} {ROWS_NAME} rows)")
     return {**summary, "failures": failures}
 
 
@@ -110,7 +113,9 @@ def _qualify_one(task: Task, env: NativeEnv, *, source: str, root: Path, repeat:
                  log) -> dict[str, Any]:
     t0 = time.monotonic()
     mt = ml_task(task, env)
-    facts: dict[str, Any] = {"language": env.language, "dropped_steps": mt.extra["multilingual_git"]["dropped_steps"]}
+    info = mt.extra["multilingual_git"]
+    facts: dict[str, Any] = {"language": env.language, "dropped_steps": info["dropped_steps"],
+                             **({"replaced_steps": info["replaced_steps"]} if info.get("replaced_steps") else {})}
     try:
         co = prepare_checkout(mt, env, source=source, root=root)
     except SourceUnavailable:
@@ -141,7 +146,7 @@ def _write(results_dir: Path, rows: Mapping[str, dict], envs: Mapping[str, dict]
                                                                 "files": ["instances.jsonl", "envs.json",
                                                                           "summary.json", "table.md"]})
     write_result(results_dir / "summary.json", summary, manifest)
-    atomic_write(results_dir / "table.md", table_markdown(summary, title=TITLE, rows_name="C/C++", rerun=RERUN))
+    atomic_write(results_dir / "table.md", table_markdown(summary, title=TITLE, rows_name=ROWS_NAME, rerun=RERUN))
     if recipe_out is not None:
         kept = [r for r in ordered if r["kept"]]
         env_map = {k: NativeEnv(k, e["recipe"]["repo"], e["recipe"]["language"], e["recipe"]["packages"])
@@ -155,10 +160,12 @@ NOTES = {
     "base": "each row's own base_commit and its submodules at the commits it records, fetched with `git fetch "
             "--depth 1 <source> <sha>` (sources named by --git-source / $EXECCRITIC_GIT_SOURCES)",
     "environment": "the repository's toolchain from Debian packages (tasks/mlgit/toolchain.py), versions recorded; "
-                   "no image",
+                   "no image. JavaScript/TypeScript rows: the dependencies installed from the Base's lockfile (npm ci, "
+                   "or pnpm at the row's packageManager version), the one step with network, recorded per checkout",
     "build": "the eval_script's build steps run once at the Base when the checkout is prepared (bubblewrap, no "
              "network); every run applies its patches and runs the same steps, which rebuild what changed. The "
-             "eval_script's clean steps (make clean, make distclean) are dropped, per task in dropped_steps",
+             "eval_script's clean steps (make clean, make distclean) are dropped, per task in dropped_steps; a step "
+             "run otherwise here (immutable-js' build without its network-only size report) is in replaced_steps",
     "qualification": "official evaluator, local path (log graded by swebench's parser for the row; these runners "
                      "have no in-process reporter): F2P fail validly on Base and pass on Gold, P2P pass on Gold "
                      "except recorded p2p_excluded; Base and Gold run `repeat` times (flaky: F2P dropped, P2P "

@@ -27,7 +27,7 @@ from execcritic.errors import EnvironmentMissing
 from execcritic.files import hold_shared
 from execcritic.sandbox import overlay
 from execcritic.sandbox.base import Limits, Sandbox
-from execcritic.sandbox.local import LocalSandbox, fast_tree_dir, warm_checkout
+from execcritic.sandbox.local import DEFAULT_PATH, LocalSandbox, fast_tree_dir, warm_checkout
 from execcritic.tasks.envbuild import use_lock
 from execcritic.tasks.git import build as git_build
 from execcritic.tasks.mlgit import build as ml_build
@@ -51,6 +51,7 @@ class TaskEnvironment:
     env: dict[str, str] = field(default_factory=dict)   # extra environment variables for every run
     meta: dict[str, Any] = field(default_factory=dict)  # manifest facts (release, env key, python)
     ffi: bool = False                     # the recipe says Gold needs the real ctypes (sandbox/confine.py)
+    tools: tuple[Path, ...] = ()          # local: more host dirs bound read-only (a package manager's install)
 
     def open_sandbox(self, *, limits: Limits, **opts: Any) -> Sandbox:
         """A fresh sandbox at Base under `limits` (every caller states them: `Limits.from_config`).
@@ -86,7 +87,7 @@ class TaskEnvironment:
             opts.setdefault("network", False)
             if self.env:
                 opts.setdefault("env", self.env)
-            binds = list(opts.pop("binds", ()))
+            binds = [*self.tools, *opts.pop("binds", ())]
             if self.venv is not None:
                 binds[:0] = [self.venv, *own_prefix_base(self.meta.get("env_root"))]
             warm_checkout(self.checkout, activate=self.activation, binds=binds)   # once per environment
@@ -213,11 +214,19 @@ def git_environment(task: "Task", root: Path | None = None) -> TaskEnvironment:
 
 
 def native_environment(task: "Task", root: Path | None = None) -> TaskEnvironment:
-    """A multilingual-git task's environment: its checkout with the Base's build, the host's toolchain (no venv)."""
+    """A multilingual-git task's environment: its checkout with the Base's build, the host's toolchain (no venv), and
+    the package manager its dependencies were installed with where that is not the toolchain's (vuejs/core's pnpm,
+    named by the checkout's record: the row's scripts call it)."""
     info = task.extra["multilingual_git"]
     c = ml_build.checkout_dir(task.instance_id, root)
-    return TaskEnvironment(kind="local", checkout=c, base_commit=task.base_commit,
-                           upstream_base_commit=task.base_commit, env=dict(info.get("run_env") or {}),
+    env, tools = dict(info.get("run_env") or {}), ()
+    pm = ml_build.recorded_package_manager(c)
+    if pm is not None:
+        tool = ml_build.tool_dir(*pm, root)
+        tools = (tool,)
+        env["PATH"] = f"{tool / 'node_modules' / '.bin'}:{env.get('PATH', DEFAULT_PATH)}"
+    return TaskEnvironment(kind="local", checkout=c, base_commit=task.base_commit, tools=tools,
+                           upstream_base_commit=task.base_commit, env=env,
                            meta={"task_set": "multilingual-git", "env": info["env"], "language": info["language"],
                                  "checkout_root": str(c), "ready_files": [str(git_build.checkout_record(c))],
                                  "build_command": "execcritic tasks build-ml"})

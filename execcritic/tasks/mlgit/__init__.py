@@ -7,7 +7,8 @@ the row's own eval_script build steps (`build.py`, `script.py`). Multilingual's 
 number - every row its own - so an environment is per repository and what is per version (the build) lives in
 the checkout. The committed recipe (`recipe.json`) lists the instances qualified by measurement (`execcritic
 tasks qualify-ml`) with their toolchain versions. Each returned Task is the Multilingual row with its eval_script
-less the clean steps (`dropped_steps` says which and why), PASS_TO_PASS less the nodes the recipe records as
+less the clean steps (`dropped_steps` says which and why) and with the steps its toolchain runs otherwise
+(`replaced_steps`), PASS_TO_PASS less the nodes the recipe records as
 unable to run here, and `extra["multilingual_git"]` naming its environment.
 """
 
@@ -20,7 +21,7 @@ from typing import Any
 
 from execcritic.errors import InputError
 from execcritic.tasks.load import TaskSet, load_tasks, register_task_set
-from execcritic.tasks.mlgit.script import build_steps, without_clean_steps
+from execcritic.tasks.mlgit.script import build_steps, with_replaced_steps, without_clean_steps
 from execcritic.tasks.mlgit.toolchain import TOOLCHAINS, NativeEnv
 from execcritic.tasks.model import Task
 from execcritic.tasks.sdist.recipe import (
@@ -42,11 +43,14 @@ def ml_task(task: Task, env: NativeEnv, inst: InstanceRecipe | None = None) -> T
     """The Multilingual row as a multilingual-git task on `env`; `inst` (its recipe entry, when qualified) removes
     the PASS_TO_PASS nodes that cannot run here and names the flaky ones."""
     excluded = dict(inst.p2p_excluded) if inst is not None else {}
+    tc = TOOLCHAINS[task.repo]
     script, dropped = without_clean_steps(task.eval_script)
+    script, replaced = with_replaced_steps(script, tc.replace_steps)
     extra = dict(task.extra or {})
-    run_env = TOOLCHAINS[task.repo].run_env
+    run_env = tc.run_env
     extra["multilingual_git"] = {"env": env.key, "language": env.language, "p2p_excluded": excluded,
-                                 "dropped_steps": dropped, "run_env": {k: v for k, (v, _) in run_env.items()},
+                                 "dropped_steps": dropped, **({"replaced_steps": replaced} if replaced else {}),
+                                 "run_env": {k: v for k, (v, _) in run_env.items()},
                                  "run_env_why": {k: why for k, (_, why) in run_env.items()}}
     extra["build_steps"] = build_steps(script)          # run by `execute` after the patches (harness/execute.py)
     extra["flaky_nodes"] = sorted(inst.flaky_nodes) if inst is not None else []

@@ -11,6 +11,7 @@ recorded in each task (`dropped_steps`) with why.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 START = ">>>>> Start Test Output"      # swebench's marker (evaluation/official.py reads the same)
 CLEAN_STEPS = {
@@ -50,3 +51,16 @@ def without_clean_steps(eval_script: str) -> tuple[str, dict[str, str]]:
             continue
         kept.append(ln)
     return "\n".join(kept) + ("\n" if eval_script.endswith("\n") else ""), dropped
+
+
+def with_replaced_steps(eval_script: str, replace: Mapping[str, tuple[str, str]]) -> tuple[str, dict[str, str]]:
+    """(the eval_script with each step line in `replace` ({step: (replacement, why)}) replaced, {step: why} of those
+    it had)."""
+    out, replaced = [], {}
+    for ln in eval_script.splitlines():
+        if ln.strip() in replace:
+            new, why = replace[ln.strip()]
+            replaced[ln.strip()] = f"run as `{new}`: {why}"
+            ln = new
+        out.append(ln)
+    return "\n".join(out) + ("\n" if eval_script.endswith("\n") else ""), replaced

@@ -4,6 +4,11 @@ SWE-bench Multilingual's images install a compiler and the repository's build to
 from the host's Debian packages (scripts/system-deps.sh installs them), seen read-only inside bubblewrap. The
 environment of a repository is that set of packages at the versions installed: its lock is `dpkg-query`'s
 answer, recorded in the recipe, and a checkout built with other versions is built again.
+
+A JavaScript/TypeScript repository's image also holds the row's dependencies (node_modules), installed from its
+lockfile before the eval_script runs; here that install (`DepsInstall`) runs once per checkout, the only step with
+network, and its package manager is the one the row's package.json names (`packageManager`, as corepack would
+pick), fetched from the npm registry into the cache (`build.tool_dir`).
 """
 
 from __future__ import annotations
@@ -20,14 +25,27 @@ from execcritic.errors import EnvironmentMissing
 
 
 @dataclass(frozen=True)
+class DepsInstall:
+    """A row's dependency install: what its image ran before the eval_script, which the script assumes done."""
+    command: str                      # run once at /testbed with network, from the Base's lockfile
+    manager: str = "npm"              # npm (Debian's nodejs ships it) or pnpm (the row's packageManager version)
+    lockfile: str = "package-lock.json"
+    why: str = ""                     # a difference from a plain install, measured
+
+
+@dataclass(frozen=True)
 class Toolchain:
-    language: str                     # Table 5's language column: "C" or "C++"
+    language: str                     # Table 5's language column: "C", "C++", "JavaScript/TypeScript"
     packages: tuple[str, ...]         # Debian packages the eval_script's build and test steps use
     why: str = ""                     # what needs the less obvious ones
     # environment variables every run of the row's scripts gets here -> why (a difference from the image, measured)
     run_env: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     # the submodules the build uses, when not every one the Base records (None: all of them)
     submodules: tuple[str, ...] | None = None
+    # the dependency install before the Base's build (node_modules from the lockfile; None: nothing to install)
+    install: DepsInstall | None = None
+    # eval_script steps run otherwise here: {step line: (replacement, why)} (a difference from the image, measured)
+    replace_steps: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
 
 NO_VALGRIND_WHY = ("jq's tests run under valgrind when one is on PATH, and valgrind cannot start in the sandbox (it "
@@ -62,6 +80,29 @@ TOOLCHAINS: dict[str, Toolchain] = {
         submodules=("lib/berkeley-db-1.xx", "lib/mbedtls", "lib/micropython-lib")),
     "nlohmann/json": Toolchain("C++", ("g++", "make", "cmake")),
 }
+
+JS = "JavaScript/TypeScript"           # SWE-bench Multilingual's one language for both
+NPM_CI = DepsInstall("npm ci", why="npm here (11) leaves the dependencies' own install scripts unrun unless approved; "
+                                   "each checkout records which (install_scripts_not_run), and a row whose tests need "
+                                   "one does not qualify")
+IMMUTABLE_BUILD = ("npx run-s $(node -p \"Object.keys(require('./package.json').scripts)"
+                   ".filter(s => s.startsWith('build:') && s !== 'build:stats').join(' ')\")")
+IMMUTABLE_BUILD_WHY = ("`npm run build` is `run-s build:*`, whose last script, build:stats, compares the bundle's size "
+                       "with bundlephobia.com's (network; measured: it fails the build offline after dist/ is made). "
+                       "Every other build:* script runs, in package.json's order, as run-s runs them")
+# The JavaScript/TypeScript repositories whose dependencies this machine's npm registry serves and whose tests run
+# under node without a browser (measured: results/multilingual_git/blockers_other.md; the rest are blocked there).
+TOOLCHAINS.update({
+    "axios/axios": Toolchain(JS, ("nodejs", "git"), "mocha (TAP reporter) from node_modules; the SSRF test "
+                             "listens on localhost ports (the sandbox has its own loopback)", install=NPM_CI),
+    "immutable-js/immutable-js": Toolchain(
+        JS, ("nodejs", "git"), "jest from node_modules; `npm run build` (rollup) before the tests", install=NPM_CI,
+        replace_steps={"npm run build": (IMMUTABLE_BUILD, IMMUTABLE_BUILD_WHY)}),
+    "vuejs/core": Toolchain(JS, ("nodejs", "git"), "vitest through `pnpm run test`", install=DepsInstall(
+        "pnpm install --frozen-lockfile --ignore-scripts", "pnpm", "pnpm-lock.yaml",
+        why="--ignore-scripts: puppeteer's postinstall downloads Chrome from googlechromelabs.github.io, which this "
+            "machine cannot reach, and the whole install fails on it (measured); no row's tests start a browser")),
+})
 
 
 @dataclass(frozen=True)
