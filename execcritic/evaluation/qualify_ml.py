@@ -89,6 +89,11 @@ def run_ml_qualification(tasks: Sequence[Task], *, results_dir: Path, recipe_out
         try:
             row = _qualify_one(task, env, source=source_for(task.repo, sources), root=root, repeat=repeat,
                                harness=harness, log=log)
+        except EnvironmentMissing as exc:                    # a tool the row names that cannot be had here
+            failures.append({"key": task.instance_id, "stage": "toolchain", "error": str(exc)[:600],
+                             "record": "none: the row stays undecided; fix what it names and run it again"})
+            log(f"  {task.instance_id}: UNDECIDED - {str(exc)[:300]}")
+            continue
         except SourceUnavailable as exc:
             first = str(exc).splitlines()[0][:300]
             failures.append({"key": task.instance_id, "stage": "fetch", "error": first,
@@ -118,7 +123,7 @@ def _qualify_one(task: Task, env: NativeEnv, *, source: str, root: Path, repeat:
                              **({"replaced_steps": info["replaced_steps"]} if info.get("replaced_steps") else {})}
     try:
         co = prepare_checkout(mt, env, source=source, root=root)
-    except SourceUnavailable:
+    except (SourceUnavailable, EnvironmentMissing):       # the machine's reach, not the row's: undecided
         raise
     except (BuildError, ExecCriticError, OSError) as exc:
         text = str(exc)

@@ -13,7 +13,9 @@ copied into the workspace and restored like the tree. Network,
 pid, ipc and uts namespaces are private, the root user keeps only Docker's default capabilities
 (minus mknod), and a cgroup memory limit applies with OOM kills counted by the cgroup itself. Every process
 runs under the seccomp filter of `confine` (no ptrace, process_vm_*, namespaces, mounts, ...), with no procfs
-mounted at all, and the foreign-function modules of every visible Python behind /dev/null unless `ffi=True`.
+mounted at all unless `procfs=True` (a procfs of the sandbox's own pid namespace, for runners graded from their
+log alone that need one: node's worker pools count CPUs in /proc/cpuinfo), and the foreign-function modules of
+every visible Python behind /dev/null unless `ffi=True`.
 
 Where this process may mount (root), the working copy is an overlay mount over the pristine tree
 (`overlay.OverlayTree`): opening copies nothing, the upper layer holds exactly what runs changed, and a
@@ -221,17 +223,19 @@ class LocalSandbox(Sandbox):
                  rootfs: Path | str | None = None, env: Mapping[str, str] | None = None,
                  workspace_dir: Path | str | None = None, warm_bytecode: bool = False,
                  writable_binds: Sequence[Path | str] = (), bwrap: str = "bwrap", ffi: bool = False,
-                 pristine: bool = False, tree_dir: Path | str | None = None, working_copy: str | None = None):
+                 pristine: bool = False, tree_dir: Path | str | None = None, working_copy: str | None = None,
+                 procfs: bool = False):
         self.checkout = Path(checkout).resolve()
         self._twin_args = {"activate": activate, "binds": binds, "isolated": isolated, "limits": limits,
                            "network": network, "rootfs": rootfs, "env": env, "workspace_dir": workspace_dir,
-                           "bwrap": bwrap, "ffi": ffi, "tree_dir": tree_dir}
+                           "bwrap": bwrap, "ffi": ffi, "tree_dir": tree_dir, "procfs": procfs}
         self._twin: LocalSandbox | None = None
         self.working_copy = working_copy or os.environ.get(WORKING_COPY_ENV) or "auto"
         if self.working_copy not in WORKING_COPIES:
             raise InputError(f"working copy {self.working_copy!r} is not one of {', '.join(WORKING_COPIES)} (the "
                              f"argument working_copy, or ${WORKING_COPY_ENV})", field="working_copy")
         self.ffi = bool(ffi)
+        self.procfs = bool(procfs)
         self.hostname = uuid.uuid4().hex[:12]       # what a container's hostname looks like: nothing to sniff
         self.activate = activate
         self.isolated = bool(isolated)
@@ -415,7 +419,7 @@ class LocalSandbox(Sandbox):
         else:
             argv += ["--unshare-user", "--uid", "0", "--gid", "0"]
         argv += self._root_args()
-        argv += ["--dev", "/dev",
+        argv += ["--dev", "/dev", *(("--proc", "/proc") if self.procfs else ()),
                  "--bind", str(self.tmp), "/tmp",          # before anything that may live under /tmp
                  "--bind", str(self.home), "/root"]
         for b in self.binds:
@@ -706,7 +710,8 @@ class LocalSandbox(Sandbox):
             "oom_detection": "cgroup" if (self._cgroup and self._cgroup.memory) else "none",
             "pids_detection": "cgroup" if (self._cgroup and self._cgroup.pids) else "none",
             "sandbox": (bwrap_version() if self.isolated else "plain subprocess"),
-            "confinement": ("seccomp filter, no procfs, " + ("ffi visible (recipe)" if self.ffi else "no ffi modules"))
+            "confinement": ("seccomp filter, " + ("procfs of its pid namespace" if self.procfs else "no procfs")
+                            + ", " + ("ffi visible (recipe)" if self.ffi else "no ffi modules"))
             if self.isolated else "none",
             "rootfs": str(self.rootfs) if self.rootfs else "host",
             "binds": [str(b) for b in self.binds],

@@ -52,6 +52,7 @@ class TaskEnvironment:
     meta: dict[str, Any] = field(default_factory=dict)  # manifest facts (release, env key, python)
     ffi: bool = False                     # the recipe says Gold needs the real ctypes (sandbox/confine.py)
     tools: tuple[Path, ...] = ()          # local: more host dirs bound read-only (a package manager's install)
+    procfs: bool = False                  # local: the runner needs a procfs (log-graded runners only: sandbox/local)
 
     def open_sandbox(self, *, limits: Limits, **opts: Any) -> Sandbox:
         """A fresh sandbox at Base under `limits` (every caller states them: `Limits.from_config`).
@@ -59,6 +60,8 @@ class TaskEnvironment:
         the docker SDK is a heavy optional dependency."""
         opts["limits"] = limits
         opts.setdefault("ffi", self.ffi)
+        if self.procfs:
+            opts.setdefault("procfs", True)
         if self.kind == "docker":
             from execcritic.sandbox.docker import DockerSandbox  # lazy: imports the docker SDK
 
@@ -226,6 +229,7 @@ def native_environment(task: "Task", root: Path | None = None) -> TaskEnvironmen
         tools = (tool,)
         env["PATH"] = f"{tool / 'node_modules' / '.bin'}:{env.get('PATH', DEFAULT_PATH)}"
     return TaskEnvironment(kind="local", checkout=c, base_commit=task.base_commit, tools=tools,
+                           procfs=bool(info.get("procfs")),
                            upstream_base_commit=task.base_commit, env=env,
                            meta={"task_set": "multilingual-git", "env": info["env"], "language": info["language"],
                                  "checkout_root": str(c), "ready_files": [str(git_build.checkout_record(c))],

@@ -1,15 +1,18 @@
-"""multilingual-git without network: two local git repositories the test builds are the mirrors - a C project
+"""multilingual-git without network: local git repositories the test builds are the mirrors - a C project
 with a Makefile whose `check` target prints automake's `PASS:`/`FAIL:` lines (graded by swebench's jq parser),
-and a C++ project with CMake and GoogleTest (graded by its googletest parser, run through ctest as fmt's rows
-are). Exercised for real: the checkout fetched from the mirror, the Base built by the row's eval_script build
+a C++ project with CMake and GoogleTest (graded by its googletest parser, run through ctest as fmt's rows
+are), and a JavaScript project whose package-lock.json installs a dependency from a tarball it commits (`npm ci`
+without the registry) and whose tests print TAP (graded by swebench's TAP parser, axios' rows'). Exercised for real: the checkout fetched from the mirror, the Base built by the row's eval_script build
 steps under bubblewrap, qualification through the official evaluator (Base fails F2P, Gold passes, a patch that
 cannot apply is invalid), the recipe, the task set loaded from it, a run that rebuilds only what its patch
 touched, and a candidate that does not compile (never a PASS)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -54,7 +57,7 @@ def eval_script(base: str, test_files: list[str], test_patch: str, build: list[s
                       f"git checkout {base} {files}", ""])
 
 
-def make_row(tmp: Path, name: str, files: dict[str, str], bug: tuple[str, str, str], test_file: str,
+def make_row(tmp: Path, name: str, files: dict[str, str | bytes], bug: tuple[str, str, str], test_file: str,
              new_test: str, build: list[str], test_cmd: str, *, f2p: list[str], p2p: list[str],
              log_parser: str) -> tuple[Path, dict]:
     """A mirror with the Base (the bug in) and a row: Gold = the fix, test patch = `new_test` appended."""
@@ -63,6 +66,9 @@ def make_row(tmp: Path, name: str, files: dict[str, str], bug: tuple[str, str, s
     git(repo, "init", "-q", "-b", "main")
     for rel, text in files.items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(text, bytes):
+            (repo / rel).write_bytes(text)
+            continue
         (repo / rel).write_text(text)
         if rel.startswith("tests/") and "." not in Path(rel).name:
             (repo / rel).chmod(0o755)
@@ -111,6 +117,40 @@ CPP_FILES = {
                          "TEST(CalcTest, Sub) { EXPECT_EQ(sub(5, 3), 2); }\n",
 }
 
+JS_LIB = {"package.json": '{"name": "tap-lite", "version": "1.0.0", "main": "index.js"}\n',
+          "index.js": "let n = 0;\nmodule.exports = function test(name, fn) {\n  n += 1;\n"
+                      "  try { fn(); console.log(`ok ${n} ${name}`); }\n"
+                      "  catch (e) { console.log(`not ok ${n} ${name}`); process.exitCode = 1; }\n};\n"}
+JS_FILES = {
+    "package.json": '{"name": "calc-js", "version": "1.0.0", "private": true, "scripts": {"build": "node build.js"},\n'
+                    ' "dependencies": {"tap-lite": "file:vendor/tap-lite-1.0.0.tgz"}}\n',
+    ".gitignore": "node_modules/\ndist/\n",
+    "src/calc.js": "exports.add = (a, b) => a + b;\nexports.sub = (a, b) => a - b;\n",
+    # the Base's build: the tests load dist/, as immutable-js' load its rollup bundle
+    "build.js": "const fs = require('fs');\nfs.mkdirSync('dist', {recursive: true});\n"
+                "fs.copyFileSync('src/calc.js', 'dist/calc.js');\n",
+    "test/calc.test.js": "const test = require('tap-lite');\nconst calc = require('../dist/calc.js');\n"
+                         "test('sub works', () => { if (calc.sub(5, 3) !== 2) throw new Error('sub'); });\n",
+}
+
+
+def js_files(tmp: Path) -> dict[str, str | bytes]:
+    """JS_FILES with the dependency's tarball (`npm pack`) and the lockfile npm writes for it, both offline."""
+    lib, proj = tmp / "tap-lite", tmp / "calc-js-lock"
+    for d, files in ((lib, JS_LIB), (proj, {"package.json": JS_FILES["package.json"]})):
+        d.mkdir()
+        for rel, text in files.items():
+            (d / rel).write_text(text)
+    npm = {**os.environ, "npm_config_cache": str(tmp / "npm-cache"), "npm_config_update_notifier": "false"}
+    (proj / "vendor").mkdir()
+    subprocess.run(["npm", "pack", "--pack-destination", str(proj / "vendor")], cwd=lib, env=npm, check=True,
+                   capture_output=True)
+    subprocess.run(["npm", "install", "--package-lock-only", "--offline"], cwd=proj, env=npm, check=True,
+                   capture_output=True)
+    tgz = proj / "vendor" / "tap-lite-1.0.0.tgz"
+    return {**JS_FILES, "package-lock.json": (proj / "package-lock.json").read_text(),
+            "vendor/tap-lite-1.0.0.tgz": tgz.read_bytes()}
+
 
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
@@ -129,8 +169,16 @@ def rows(tmp_path_factory):
         ["mkdir -p build", "cmake -B build -S .", "cmake --build build --parallel $(nproc) --target calc-test"],
         "ctest --test-dir build -V -R calc-test", f2p=["CalcTest.Add"], p2p=["CalcTest.Sub"],
         log_parser="parse_log_googletest")
-    return {"c": (c_repo, Task.from_row(c_row, source="fixture")),
-            "cpp": (cpp_repo, Task.from_row(cpp_row, source="fixture"))}
+    out = {"c": (c_repo, Task.from_row(c_row, source="fixture")),
+           "cpp": (cpp_repo, Task.from_row(cpp_row, source="fixture"))}
+    if toolchain.installed_versions(("nodejs",))[1] or not shutil.which("npm"):
+        return out            # the JS case says what it misses
+    js_repo, js_row = make_row(
+        tmp, "calc-js", js_files(tmp), ("src/calc.js", "a + b", "a * b"), "test/calc.test.js",
+        "test('add works', () => { if (calc.add(2, 3) !== 5) throw new Error('add'); });\n", ["npm run build"],
+        "node test/calc.test.js", f2p=["add works"], p2p=["sub works"], log_parser="parse_log_tap")
+    out["js"] = (js_repo, Task.from_row(js_row, source="fixture"))
+    return out
 
 
 @pytest.fixture(autouse=True)
@@ -139,11 +187,19 @@ def fixture_toolchains(monkeypatch):
     monkeypatch.setitem(toolchain.TOOLCHAINS, "fixture/calc-c", toolchain.Toolchain("C", ("gcc", "make")))
     monkeypatch.setitem(toolchain.TOOLCHAINS, "fixture/calc-cpp",
                         toolchain.Toolchain("C++", ("g++", "cmake", "libgtest-dev")))
+    monkeypatch.setitem(toolchain.TOOLCHAINS, "fixture/calc-js",
+                        toolchain.Toolchain(toolchain.JS, ("nodejs",), install=toolchain.NPM_CI))
 
 
-@pytest.mark.parametrize("kind", ["c", "cpp"])
+def row_of(rows, kind):
+    if kind not in rows:
+        pytest.skip("node and npm are not installed (`make system-deps`)")
+    return rows[kind]
+
+
+@pytest.mark.parametrize("kind", ["c", "cpp", "js"])
 def test_a_fixture_row_qualifies_and_is_graded_by_the_official_evaluator(rows, kind, tmp_path):
-    repo, task = rows[kind]
+    repo, task = row_of(rows, kind)
     root, results = tmp_path / "cache", tmp_path / "results"
     recipe = results / "recipe.json"
     summary = run_ml_qualification([task], results_dir=results, recipe_out=recipe, sources={task.repo: str(repo)},
@@ -164,7 +220,31 @@ def test_a_fixture_row_qualifies_and_is_graded_by_the_official_evaluator(rows, k
         task.instance_id]
     env = next(iter(data["envs"].values()))
     assert set(env["packages"]) == set(toolchain.TOOLCHAINS[task.repo].packages)
-    assert (co / ("calc" if kind == "c" else "build/bin/calc-test")).is_file()
+    assert (co / {"c": "calc", "cpp": "build/bin/calc-test", "js": "dist/calc.js"}[kind]).is_file()
+    if kind == "js":
+        # the dependency installed from the lockfile before the build, recorded; nothing left for a run to fetch
+        record = json.loads(ml_build.checkout_record(co).read_text())
+        assert record["install"]["command"] == "npm ci" and record["install_seconds"] > 0
+        assert (co / "node_modules" / "tap-lite" / "index.js").is_file()
+        assert row["official_checks"]["gold"] == ["resolved"] * 2
+
+
+def test_a_base_without_the_lockfile_its_install_reads_is_dropped_with_that_reason(rows, tmp_path):
+    """`npm ci` needs package-lock.json: a Base without one is not installed some other way (no unpinned
+    `npm install`); the row is dropped at its checkout, saying so."""
+    repo, task = row_of(rows, "js")
+    git(repo, "checkout", "-q", "-b", "no-lock", task.base_commit)
+    git(repo, "rm", "-q", "package-lock.json")
+    git(repo, "commit", "-q", "-m", "no lockfile")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "checkout", "-q", "main")
+    lockless = dataclasses.replace(task, instance_id="fixture__calc-js-2", base_commit=base,
+                                   eval_script=task.eval_script.replace(task.base_commit, base))
+    results = tmp_path / "results"
+    run_ml_qualification([lockless], results_dir=results, recipe_out=None, sources={task.repo: str(repo)},
+                         root=tmp_path / "cache", repeat=1, log=lambda m: None)
+    row = json.loads((results / "instances.jsonl").read_text())
+    assert not row["kept"] and row["stage"] == "checkout" and "no package-lock.json" in row["reason"], row
 
 
 def test_a_run_rebuilds_only_what_its_patch_touched_and_a_patch_that_does_not_compile_is_no_pass(rows, tmp_path,
@@ -234,3 +314,30 @@ def test_a_submodule_dirtied_by_the_build_is_not_a_change_of_the_workspace(tmp_p
         sb.write_file("/testbed/main.c", "int main(void) { return 1; }\n")
         patch = export_candidate(sb).patch
     assert "main.c" in patch and "Subproject" not in patch and "modules/sub" not in patch
+
+
+def test_a_package_manager_the_registry_cannot_serve_leaves_the_row_undecided(rows, tmp_path, monkeypatch):
+    """A row whose package.json names pnpm installs that pnpm from the npm registry first. When this machine cannot
+    get it (here: a registry that refuses connections) that is the machine's reach, not the row's: the row stays
+    undecided with the reason (exit 4 on the CLI), never dropped or judged with another pnpm."""
+    repo, task = row_of(rows, "js")
+    monkeypatch.setitem(toolchain.TOOLCHAINS, task.repo, toolchain.Toolchain(
+        toolchain.JS, ("nodejs",), install=toolchain.DepsInstall("pnpm install --frozen-lockfile", "pnpm",
+                                                                "package-lock.json")))
+    git(repo, "checkout", "-q", "-b", "pnpm", task.base_commit)
+    pkg = json.loads((repo / "package.json").read_text())
+    (repo / "package.json").write_text(json.dumps({**pkg, "packageManager": "pnpm@9.10.0"}))
+    git(repo, "commit", "-q", "-am", "names pnpm")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "checkout", "-q", "main")
+    named = dataclasses.replace(task, instance_id="fixture__calc-js-3", base_commit=base,
+                                eval_script=task.eval_script.replace(task.base_commit, base))
+    monkeypatch.setenv("npm_config_registry", "http://127.0.0.1:9/")
+    monkeypatch.setenv("npm_config_fetch_retries", "0")
+    results = tmp_path / "results"
+    summary = run_ml_qualification([named], results_dir=results, recipe_out=None, sources={task.repo: str(repo)},
+                                   root=tmp_path / "cache", repeat=1, log=lambda m: None)
+    assert summary["decided"] == 0 and not (results / "instances.jsonl").exists()
+    (failure,) = summary["failures"]
+    assert failure["stage"] == "toolchain" and "pnpm@9.10.0" in failure["error"], failure
+    assert not ml_build.tool_dir("pnpm", "9.10.0", tmp_path / "cache").exists()

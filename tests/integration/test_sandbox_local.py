@@ -135,6 +135,17 @@ def test_private_tmp_persists_until_reset(clean, toolz_repo):
     assert clean.run(f"test -e /tmp/{marker}", timeout=10).exit_code == 1
 
 
+def test_a_procfs_is_mounted_only_when_asked_and_shows_only_the_sandbox(clean, toolz_repo):
+    """The default run has no /proc (tests/integration/test_confinement.py); a sandbox made with `procfs=True` (the
+    log-graded node runners: tasks/mlgit/toolchain.py) sees its own pid namespace's processes, not the host's."""
+    assert clean.run("test -e /proc && echo present || echo absent", timeout=30).output.strip() == "absent"
+    with LocalSandbox(toolz_repo, limits=Limits(memory_mb=256, pids=64), procfs=True, **env_kwargs()) as box:
+        out = box.run("ls /proc | grep -c '^[0-9]'; grep -c '^processor' /proc/cpuinfo", timeout=30).output.split()
+        assert box.describe()["confinement"].startswith("seccomp filter, procfs of its pid namespace")
+    visible, cpus = int(out[0]), int(out[1])
+    assert 1 <= visible <= 5 < len([p for p in os.listdir("/proc") if p.isdigit()]) and cpus >= 1
+
+
 def test_environment_is_read_only(clean):
     r = clean.run(f"touch {shlex.quote(sys.prefix)}/x-forbidden; touch /usr/x-forbidden; "
                   "mount -o remount,rw /usr; echo done", timeout=10)

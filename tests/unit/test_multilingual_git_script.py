@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from execcritic.tasks import mlgit
 from execcritic.tasks.mlgit import toolchain
 from execcritic.tasks.mlgit.script import build_steps, without_clean_steps
+from execcritic.tasks.model import Task
 from tests.paths import MULTILINGUAL, needs_rows
+
+EVAL = "cd /testbed\ngit apply -v - <<'EOF_1'\ndiff\nEOF_1\n: '>>>>> Start Test Output'\npnpm run test\n"
 
 
 @needs_rows
@@ -68,3 +73,45 @@ def test_a_test_section_that_only_removes_new_test_files_is_found():
     script = local_eval_script(task, base_commit=task.base_commit).splitlines()
     assert script[2] == "rm -f tests/unit/cluster/cluster-shards.tcl"
     assert script[3].startswith("git apply -v - <<'") and script[-1] == "rm -f tests/unit/cluster/cluster-shards.tcl"
+
+
+def test_the_package_manager_is_the_exact_version_the_base_names(tmp_path):
+    """vuejs/core's rows name pnpm 9.7.0, 9.9.0 and 9.10.0 in package.json (`packageManager`, corepack's field,
+    with or without its hash); that version installs and runs their scripts. A range or another manager is refused
+    by name, never replaced by whatever pnpm is at hand."""
+    from execcritic.tasks.envbuild import BuildError
+    from execcritic.tasks.mlgit.build import package_manager
+
+    pnpm = toolchain.TOOLCHAINS["vuejs/core"].install
+    for field, want in (("pnpm@9.10.0", ("pnpm", "9.10.0")), ("pnpm@9.7.0+sha512.dc09430", ("pnpm", "9.7.0"))):
+        (tmp_path / "package.json").write_text(json.dumps({"packageManager": field}))
+        assert package_manager(tmp_path, pnpm) == want
+    assert package_manager(tmp_path, toolchain.TOOLCHAINS["axios/axios"].install) is None    # npm: node's own
+    for field in ("pnpm@^9", "yarn@4.1.0", None):
+        (tmp_path / "package.json").write_text(json.dumps({"packageManager": field} if field else {}))
+        with pytest.raises(BuildError, match="packageManager"):
+            package_manager(tmp_path, pnpm)
+
+
+def test_a_checkout_installed_with_pnpm_runs_with_that_pnpm_bound_and_first_on_path(tmp_path):
+    """The row's test command calls `pnpm`: the sandbox binds the cached install read-only and puts its bin first;
+    a checkout installed with npm gets neither."""
+    from execcritic.sandbox.local import DEFAULT_PATH
+    from execcritic.tasks.environment import native_environment
+    from execcritic.tasks.mlgit import build as ml_build
+
+    env = toolchain.NativeEnv("core-x", "vuejs/core", toolchain.JS)
+    for iid, install, tools in (("vuejs__core-1", {"package_manager": "pnpm@9.10.0"}, True),
+                                ("axios__axios-1", {"command": "npm ci"}, False)):
+        co = ml_build.checkout_dir(iid, tmp_path)
+        ml_build.checkout_record(co).parent.mkdir(parents=True)
+        ml_build.checkout_record(co).write_text(json.dumps({"install": install}))
+        task = mlgit.ml_task(Task(instance_id=iid, repo="vuejs/core", base_commit="0" * 40, patch="", test_patch="",
+                                  problem_statement="", fail_to_pass=(), pass_to_pass=(), eval_script=EVAL), env)
+        tenv = native_environment(task, tmp_path)
+        if tools:
+            tool = ml_build.tool_dir("pnpm", "9.10.0", tmp_path)
+            assert tenv.tools == (tool,)
+            assert tenv.env["PATH"] == f"{tool}/node_modules/.bin:{DEFAULT_PATH}"
+        else:
+            assert tenv.tools == () and "PATH" not in tenv.env

@@ -50,6 +50,7 @@ def ml_task(task: Task, env: NativeEnv, inst: InstanceRecipe | None = None) -> T
     run_env = tc.run_env
     extra["multilingual_git"] = {"env": env.key, "language": env.language, "p2p_excluded": excluded,
                                  "dropped_steps": dropped, **({"replaced_steps": replaced} if replaced else {}),
+                                 **({"procfs": tc.procfs} if tc.procfs else {}),
                                  "run_env": {k: v for k, (v, _) in run_env.items()},
                                  "run_env_why": {k: why for k, (_, why) in run_env.items()}}
     extra["build_steps"] = build_steps(script)          # run by `execute` after the patches (harness/execute.py)

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from execcritic.errors import EnvironmentMissing
 from execcritic.files import atomic_write
 from execcritic.tasks.envbuild import BuildError, StepLog, build_once, bwrap_prefix, cache_base
 from execcritic.tasks.git.build import PreparedCheckout, checkout_record, checkout_reusable, disk_bytes
@@ -92,9 +94,13 @@ def ensure_tool(name: str, version: str, root: Path | None = None, *,
 
     def build_into(staging: Path) -> Path:
         steps = StepLog()
-        steps.run(["npm", "install", "--prefix", str(staging), "--no-save", "--no-package-lock", "--no-audit",
-                   "--no-fund", f"{name}@{version}"], what=f"install {name}@{version} from the npm registry",
-                  env={**BUILD_ENV, **npm_env(root)}, log=log, timeout=INSTALL_TIMEOUT_S)
+        try:
+            steps.run(["npm", "install", "--prefix", str(staging), "--no-save", "--no-package-lock", "--no-audit",
+                       "--no-fund", f"{name}@{version}"], what=f"install {name}@{version} from the npm registry",
+                      env={**BUILD_ENV, **npm_env(root)}, log=log, timeout=INSTALL_TIMEOUT_S)
+        except BuildError as exc:            # the machine's reach, not the row's: it stays undecided
+            raise EnvironmentMissing(f"{name}@{version}, the package manager the row names, cannot be installed "
+                                     f"here: {exc}") from exc
         atomic_write(staging / "tool.json", json.dumps({"name": name, "version": version, "steps": steps.steps}))
         return d / "node_modules" / ".bin"
 
@@ -103,10 +109,18 @@ def ensure_tool(name: str, version: str, root: Path | None = None, *,
 
 
 def npm_env(root: Path | None = None) -> dict[str, str]:
-    """The package managers' caches (shared by every install) and no prompts, notices or telemetry."""
+    """The package managers' caches (shared by every install), no prompts, notices or telemetry, and the host's
+    route to the registry (its proxy, certificate authorities and npm settings: a host behind a TLS-inspecting proxy
+    has node trust it through NODE_EXTRA_CA_CERTS - measured, without it pnpm's install failed
+    SELF_SIGNED_CERT_IN_CHAIN)."""
     r = root or cache_root()
-    return {"npm_config_cache": str(r / "npm-cache"), "npm_config_store_dir": str(r / "pnpm-store"),
+    reach = {k: v for k, v in os.environ.items()
+             if k.upper() in REACH_VARS or k.upper().endswith("_PROXY") or k.upper().startswith("NPM_CONFIG_")}
+    return {**reach, "npm_config_cache": str(r / "npm-cache"), "npm_config_store_dir": str(r / "pnpm-store"),
             "npm_config_update_notifier": "false", "npm_config_fund": "false", "npm_config_audit": "false"}
+
+
+REACH_VARS = {"NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "SSL_CERT_DIR"}
 
 
 def recorded_package_manager(checkout: Path) -> tuple[str, str] | None:

@@ -46,6 +46,8 @@ class Toolchain:
     install: DepsInstall | None = None
     # eval_script steps run otherwise here: {step line: (replacement, why)} (a difference from the image, measured)
     replace_steps: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    # why the runs get a procfs of the sandbox's pid namespace ("": none, the sandbox's default)
+    procfs: str = ""
 
 
 NO_VALGRIND_WHY = ("jq's tests run under valgrind when one is on PATH, and valgrind cannot start in the sandbox (it "
@@ -90,18 +92,25 @@ IMMUTABLE_BUILD = ("npx run-s $(node -p \"Object.keys(require('./package.json').
 IMMUTABLE_BUILD_WHY = ("`npm run build` is `run-s build:*`, whose last script, build:stats, compares the bundle's size "
                        "with bundlephobia.com's (network; measured: it fails the build offline after dist/ is made). "
                        "Every other build:* script runs, in package.json's order, as run-s runs them")
+NODE_PROCFS = ("node's worker pools size themselves from /proc/cpuinfo (tinypool, vitest's pool: without a procfs it "
+               "counts 0 CPUs, and vitest hung after its last test until the timeout - measured on vuejs__core-11589, "
+               "which exits in 1.2 s with one). These runners are graded from their log alone (no reporter in the "
+               "process), so a procfs of the sandbox's own pid namespace gives candidate code nothing a verdict "
+               "depends on")
 # The JavaScript/TypeScript repositories whose dependencies this machine's npm registry serves and whose tests run
 # under node without a browser (measured: results/multilingual_git/blockers_other.md; the rest are blocked there).
 TOOLCHAINS.update({
     "axios/axios": Toolchain(JS, ("nodejs", "git"), "mocha (TAP reporter) from node_modules; the SSRF test "
-                             "listens on localhost ports (the sandbox has its own loopback)", install=NPM_CI),
+                             "listens on localhost ports (the sandbox has its own loopback)", install=NPM_CI,
+                             procfs=NODE_PROCFS),
     "immutable-js/immutable-js": Toolchain(
         JS, ("nodejs", "git"), "jest from node_modules; `npm run build` (rollup) before the tests", install=NPM_CI,
-        replace_steps={"npm run build": (IMMUTABLE_BUILD, IMMUTABLE_BUILD_WHY)}),
+        replace_steps={"npm run build": (IMMUTABLE_BUILD, IMMUTABLE_BUILD_WHY)}, procfs=NODE_PROCFS),
     "vuejs/core": Toolchain(JS, ("nodejs", "git"), "vitest through `pnpm run test`", install=DepsInstall(
         "pnpm install --frozen-lockfile --ignore-scripts", "pnpm", "pnpm-lock.yaml",
         why="--ignore-scripts: puppeteer's postinstall downloads Chrome from googlechromelabs.github.io, which this "
-            "machine cannot reach, and the whole install fails on it (measured); no row's tests start a browser")),
+            "machine cannot reach, and the whole install fails on it (measured); no row's tests start a browser"),
+        procfs=NODE_PROCFS),
 })
 
 
