@@ -227,7 +227,7 @@ def native_environment(task: "Task", root: Path | None = None) -> TaskEnvironmen
     if pm is not None:
         tool = ml_build.tool_dir(*pm, root)
         tools = (tool,)
-        env["PATH"] = f"{tool / 'node_modules' / '.bin'}:{env.get('PATH', DEFAULT_PATH)}"
+        env["PATH"] = ml_build.tool_path(tool, env.get("PATH", DEFAULT_PATH))
     return TaskEnvironment(kind="local", checkout=c, base_commit=task.base_commit, tools=tools,
                            procfs=bool(info.get("procfs")),
                            upstream_base_commit=task.base_commit, env=env,

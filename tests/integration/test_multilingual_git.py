@@ -341,3 +341,40 @@ def test_a_package_manager_the_registry_cannot_serve_leaves_the_row_undecided(ro
     (failure,) = summary["failures"]
     assert failure["stage"] == "toolchain" and "pnpm@9.10.0" in failure["error"], failure
     assert not ml_build.tool_dir("pnpm", "9.10.0", tmp_path / "cache").exists()
+
+
+def test_the_package_manager_a_row_names_installs_builds_and_runs_its_tests(rows, tmp_path, monkeypatch):
+    """vuejs/core's shape: the Base's package.json names its package manager, whose commands are the row's install,
+    build step and test command. The one in the cache (here a stand-in `fakepm` put there first, over npm: the npm
+    registry is not needed to test the route) is on PATH for all three and bound read-only into the sandbox; the
+    row qualifies, and its checkout records the manager."""
+    repo, task = row_of(rows, "js")
+    monkeypatch.setitem(toolchain.TOOLCHAINS, "fixture/calc-pm", toolchain.Toolchain(
+        toolchain.JS, ("nodejs",), install=toolchain.DepsInstall("fakepm install", "fakepm", "package-lock.json"),
+        procfs=toolchain.NODE_PROCFS))
+    root = tmp_path / "cache"
+    tool = ml_build.tool_dir("fakepm", "1.0.0", root)
+    (tool / "node_modules" / ".bin").mkdir(parents=True)
+    fake = tool / "node_modules" / ".bin" / "fakepm"
+    fake.write_text('#!/bin/sh\necho "fakepm $*" >&2\n[ "$1" = install ] && exec npm ci\nexec npm "$@"\n')
+    fake.chmod(0o755)
+    (tool / "tool.json").write_text(json.dumps({"name": "fakepm", "version": "1.0.0"}))
+    files = {k: v for k, v in js_files(tmp_path).items()}
+    pkg = json.loads(files["package.json"])
+    pkg["packageManager"] = "fakepm@1.0.0"
+    pkg["scripts"]["test"] = "node test/calc.test.js"
+    files["package.json"] = json.dumps(pkg)
+    pm_repo, row = make_row(
+        tmp_path, "calc-pm", files, ("src/calc.js", "a + b", "a * b"), "test/calc.test.js",
+        "test('add works', () => { if (calc.add(2, 3) !== 5) throw new Error('add'); });\n", ["fakepm run build"],
+        "fakepm run test", f2p=["add works"], p2p=["sub works"], log_parser="parse_log_tap")
+    pm_task = Task.from_row(row, source="fixture")
+    results = tmp_path / "results"
+    summary = run_ml_qualification([pm_task], results_dir=results, recipe_out=None, sources={pm_task.repo: str(pm_repo)},
+                                   root=root, repeat=1, keep_checkouts=True, log=lambda m: None)
+    assert summary["qualified"] == 1, (results / "instances.jsonl").read_text()
+    co = ml_build.checkout_dir(pm_task.instance_id, root)
+    record = json.loads(ml_build.checkout_record(co).read_text())
+    assert record["install"]["package_manager"] == "fakepm@1.0.0" and (co / "dist" / "calc.js").is_file()
+    tenv = environment_for(mlgit.ml_task(pm_task, toolchain.native_env(pm_task.repo)), root=root)
+    assert tenv.tools == (tool,) and tenv.procfs

@@ -58,6 +58,11 @@ def tool_dir(name: str, version: str, root: Path | None = None) -> Path:
     return (root or cache_root()) / "tools" / f"{name}@{version}"
 
 
+def tool_path(tool: Path, path: str) -> str:
+    """PATH with an installed package manager's bin dir first (the install, the Base's build and every run)."""
+    return f"{tool / 'node_modules' / '.bin'}:{path}"
+
+
 def build_digest(env: NativeEnv, steps: list[str]) -> str:
     """What a prepared checkout was built from besides its commit: the toolchain's versions, the build steps, the
     submodules fetched, the dependency install, and that tracked files are restored after the build."""
@@ -88,7 +93,7 @@ def package_manager(checkout: Path, install: DepsInstall) -> tuple[str, str] | N
 
 def ensure_tool(name: str, version: str, root: Path | None = None, *,
                 log: Callable[[str], None] | None = None) -> Path:
-    """`name@version` from the npm registry under `tools/` (built once, locked, atomic); returns its bin dir."""
+    """`name@version` from the npm registry under `tools/` (built once, locked, atomic); returns its dir."""
     d = tool_dir(name, version, root)
     record = d / "tool.json"
 
@@ -102,9 +107,9 @@ def ensure_tool(name: str, version: str, root: Path | None = None, *,
             raise EnvironmentMissing(f"{name}@{version}, the package manager the row names, cannot be installed "
                                      f"here: {exc}") from exc
         atomic_write(staging / "tool.json", json.dumps({"name": name, "version": version, "steps": steps.steps}))
-        return d / "node_modules" / ".bin"
+        return d
 
-    found, _ = build_once(d, lambda: d / "node_modules" / ".bin" if record.is_file() else None, build_into)
+    found, _ = build_once(d, lambda: d if record.is_file() else None, build_into)
     return found
 
 
@@ -149,9 +154,9 @@ def install_deps(task, staging: Path, steps: StepLog, *, root: Path | None = Non
     readable = []
     pm = package_manager(staging, inst)
     if pm is not None:
-        bin_dir = ensure_tool(*pm, root, log=log)
-        env["PATH"] = f"{bin_dir}:{env['PATH']}"
-        readable.append(bin_dir.parent.parent)
+        tool = ensure_tool(*pm, root, log=log)
+        env["PATH"] = tool_path(tool, env["PATH"])
+        readable.append(tool)
         out["package_manager"] = "@".join(pm)
     caches = [Path(env["npm_config_cache"]), Path(env["npm_config_store_dir"])]
     for c in caches:
@@ -183,9 +188,12 @@ def prepare_checkout(task, env: NativeEnv | None = None, *, source: str | None =
         installed = install_deps(task, staging, steps, root=root, log=log)
         t_installed = time.monotonic()
         script = "set -euxo pipefail\ncd /testbed\n" + "\n".join(steps_run) + "\n"
-        run_env = {k: v for k, (v, _) in TOOLCHAINS[task.repo].run_env.items()}     # what every run sees too
-        steps.run(bwrap_prefix(staging, [], network=False) + ["bash", "-c", script],
-                  what=f"build the Base ({len(steps_run)} steps of the eval_script)", env={**BUILD_ENV, **run_env},
+        build_env = {**BUILD_ENV, **{k: v for k, (v, _) in TOOLCHAINS[task.repo].run_env.items()}}  # as every run
+        tool = tool_dir(*installed["package_manager"].split("@", 1), root) if installed.get("package_manager") else None
+        if tool is not None:                  # the build steps call it too (vuejs/core: `pnpm run build ...`)
+            build_env["PATH"] = tool_path(tool, build_env["PATH"])
+        steps.run(bwrap_prefix(staging, [], network=False, readable=[tool] if tool else []) + ["bash", "-c", script],
+                  what=f"build the Base ({len(steps_run)} steps of the eval_script)", env=build_env,
                   log=log, timeout=BUILD_TIMEOUT_S)
         restored = restore_tracked(staging)
         record = {"instance_id": task.instance_id, "base_commit": task.base_commit, "env": env.key,
