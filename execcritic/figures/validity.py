@@ -31,6 +31,9 @@ SOURCES = (
            "SWE-bench Verified (96-task subset)"),
     Source("multilingual_git/audit/audit_oracle.jsonl", "Oracle (the row's own test patch)", "multilingual-git",
            "SWE-bench Multilingual's C and C++ rows at exact base commits"),
+    Source("multilingual_git/audit_js/audit_oracle.jsonl", "Oracle (the row's own test patch)", "multilingual-git",
+           "SWE-bench Multilingual's JavaScript/TypeScript rows (axios, immutable-js, vuejs/core) at exact base "
+           "commits"),
     Source("multilingual_git/test_agent_standin/generation.jsonl",
            "[stand-in: SmolLM2-135M-Instruct, untrained, smoke budgets]", "multilingual-git",
            "SWE-bench Multilingual's C and C++ rows at exact base commits",
