@@ -6,6 +6,7 @@ the load average is recorded.
 
   EXECCRITIC_MULTILINGUAL=... EXECCRITIC_GIT_SOURCES=... python experiments/multilingual_cost.py \\
       --instance fmtlib__fmt-3248 --instance jqlang__jq-2839 --rounds 3 --out results/multilingual_git/cost.json
+  ... --instance vuejs__core-11915 --bare-tree overlay --out results/multilingual_git/cost_js.json   (JS/TS rows)
 """
 
 from __future__ import annotations
@@ -30,18 +31,28 @@ from execcritic.tasks.mlgit import load_multilingual_git
 from execcritic.tasks.mlgit.build import BUILD_ENV, prepare_checkout
 
 
-def bare(task, bundle, checkout: Path) -> float:
-    """The check's work on the host, no sandbox: copy, patches, build steps, test command."""
+def bare(task, bundle, checkout: Path, tree: str = "copy") -> float:
+    """The check's work on the host, no sandbox: a working copy of the built checkout (`copy`: cp -a; `overlay`: an
+    overlay mount over it, as the sandbox makes where it may mount - for 220-660 MB of node_modules a copy would
+    measure the copy), patches, build steps, test command."""
     with tempfile.TemporaryDirectory(prefix="ml-bare-") as tmp:
         t0 = time.monotonic()
-        tree = Path(tmp) / "testbed"
-        subprocess.run(["cp", "-a", str(checkout), str(tree)], check=True)
-        for patch in (task.patch, bundle.test_patch):
-            subprocess.run(["git", "apply", "-"], input=patch.encode(), cwd=tree, check=True, capture_output=True)
+        patches = []
+        for i, patch in enumerate((task.patch, bundle.test_patch)):
+            patches.append(Path(tmp) / f"{i}.patch")
+            patches[-1].write_text(patch)
+        if tree == "copy":
+            subprocess.run(["cp", "-a", str(checkout), f"{tmp}/testbed"], check=True)
+            mount = f"mount --bind {tmp}/testbed /testbed"
+        else:
+            os.makedirs(f"{tmp}/up")
+            os.makedirs(f"{tmp}/work")
+            mount = f"mount -t overlay overlay -o lowerdir={checkout},upperdir={tmp}/up,workdir={tmp}/work /testbed"
+        apply = " && ".join(f"git apply {p}" for p in patches)
         script = "\n".join([*task.extra["build_steps"], bundle.test_command]) + "\n"
         # the checkout's build has /testbed baked in (CMake): the bare run sees the copy there too, as the sandbox
         # does, through a private mount namespace of its own
-        subprocess.run(["unshare", "-m", "bash", "-c", f"mount --bind {tree} /testbed && cd /testbed && {script}"],
+        subprocess.run(["unshare", "-m", "bash", "-c", f"{mount} && cd /testbed && {apply} && {script}"],
                        env={**BUILD_ENV, **environment_for(task).env}, capture_output=True, check=False)
         return time.monotonic() - t0
 
@@ -52,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--instance", action="append", required=True)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default="results/multilingual_git/cost.json")
+    ap.add_argument("--bare-tree", choices=("copy", "overlay"), default="copy",
+                    help="the bare arm's working copy: cp -a of the checkout, or an overlay mount over it")
     args = ap.parse_args(argv)
     os.makedirs("/testbed", exist_ok=True)
     load0 = list(os.getloadavg())
@@ -67,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(args.rounds):
                 for kind in random.sample(["check", "bare"], 2):
                     if kind == "bare":
-                        times["bare"].append(bare(task, bundle, co.path))
+                        times["bare"].append(bare(task, bundle, co.path, args.bare_tree))
                         continue
                     t0 = time.monotonic()
                     ex = execute(task, bundle, task.patch, sandbox=sb, check_source_patch=False)
@@ -85,9 +98,10 @@ def main(argv: list[str] | None = None) -> int:
                                                                       for k, v in times.items()}}
         print(task.instance_id, out[task.instance_id], flush=True)
     payload = {"instances": out, "loadavg_start": load0, "loadavg_end": list(os.getloadavg()),
+               "bare_tree": args.bare_tree,
                "note": "check = execute(Oracle bundle, Gold) in the task's sandbox; bare = the same copy, patches, "
                        "build steps and test command on the host without the sandbox"}
-    manifest = build_manifest(extra={"rounds": args.rounds, "instances": args.instance})
+    manifest = build_manifest(extra={"rounds": args.rounds, "instances": args.instance, "bare_tree": args.bare_tree})
     write_result(Path(args.out), payload, manifest)
     print(f"wrote {args.out}")
     if not os.listdir("/testbed"):

@@ -38,6 +38,10 @@ SOURCES = (
            "[stand-in: SmolLM2-135M-Instruct, untrained, smoke budgets]", "multilingual-git",
            "SWE-bench Multilingual's C and C++ rows at exact base commits",
            audit="multilingual_git/test_agent_standin/audit"),
+    Source("multilingual_git/test_agent_standin_js/generation.jsonl",
+           "[stand-in: SmolLM2-135M-Instruct, untrained, smoke budgets]", "multilingual-git",
+           "SWE-bench Multilingual's JavaScript/TypeScript rows at exact base commits (one per repository)",
+           audit="multilingual_git/test_agent_standin_js/audit"),
 )
 _LANGUAGE = {repo.replace("/", "__"): tc.language for repo, tc in TOOLCHAINS.items()}
 
