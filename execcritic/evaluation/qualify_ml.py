@@ -12,6 +12,7 @@ so a killed run loses at most the row it was on. A row its git source cannot ser
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -151,7 +152,8 @@ def _write(results_dir: Path, rows: Mapping[str, dict], envs: Mapping[str, dict]
                                                                 "files": ["instances.jsonl", "envs.json",
                                                                           "summary.json", "table.md"]})
     write_result(results_dir / "summary.json", summary, manifest)
-    atomic_write(results_dir / "table.md", table_markdown(summary, title=TITLE, rows_name=ROWS_NAME, rerun=RERUN))
+    atomic_write(results_dir / "table.md", table_markdown(summary, title=TITLE, rows_name=ROWS_NAME, rerun=RERUN)
+                 + blocked_repos_markdown(results_dir, set(TOOLCHAINS)))
     if recipe_out is not None:
         kept = [r for r in ordered if r["kept"]]
         env_map = {k: NativeEnv(k, e["recipe"]["repo"], e["recipe"]["language"], e["recipe"]["packages"])
@@ -159,6 +161,30 @@ def _write(results_dir: Path, rows: Mapping[str, dict], envs: Mapping[str, dict]
         insts = [InstanceRecipe(r["instance_id"], r["repo"], r["version"], r["env"], r.get("p2p_excluded") or {},
                                 r.get("flaky_nodes") or {}) for r in kept]
         atomic_write_json(recipe_out, recipe_to_dict(env_map, insts, dataset=dataset, notes=NOTES), indent=1)
+
+
+#: what experiments/multilingual_blockers.py (Rust, Java) and multilingual_blockers_other.py (JS/TS, Go, PHP, Ruby)
+#: measured for the repositories with no toolchain here, beside the qualification in the results dir
+BLOCKER_FILES = ("blockers.json", "blockers_other.json")
+
+
+def blocked_repos_markdown(results_dir: Path, run_here: set[str]) -> str:
+    """table.md's second part: every other Multilingual repository with the blocker measured for it, so that the one
+    table names, per repository, its qualified rows or what stops them (the files' per-repository summaries; a
+    repository with a toolchain here is in the first part instead)."""
+    rows = []
+    for name in BLOCKER_FILES:
+        path = results_dir / name
+        if not path.is_file():
+            continue
+        for repo, p in json.loads(path.read_text()).get("per_repo", {}).items():
+            if repo not in run_here:
+                blocker = str(p.get("blocker", "")).replace("|", "\\|").replace("\n", " ")
+                rows.append(f"| {repo} | {p.get('language', '?')} | {p.get('rows', '?')} | {blocker} (`{name}`) |")
+    if not rows:
+        return ""
+    return "\n".join(["", "## The other SWE-bench Multilingual repositories: not run here, what blocks each (measured)",
+                      "", "| repository | language | rows | what blocks it |", "|---|---|---:|---|", *rows]) + "\n"
 
 
 NOTES = {

@@ -115,3 +115,14 @@ def test_a_checkout_installed_with_pnpm_runs_with_that_pnpm_bound_and_first_on_p
             assert tenv.env["PATH"] == f"{tool}/node_modules/.bin:{DEFAULT_PATH}"
         else:
             assert tenv.tools == () and "PATH" not in tenv.env
+
+
+def test_the_blocked_repositories_part_skips_those_run_here_and_escapes_the_table(tmp_path):
+    from execcritic.evaluation.qualify_ml import blocked_repos_markdown
+
+    assert blocked_repos_markdown(tmp_path, set()) == ""
+    (tmp_path / "blockers_other.json").write_text(json.dumps({"per_repo": {
+        "a/js": {"language": "JavaScript/TypeScript", "rows": 2, "blocker": "runs"},
+        "b/go": {"language": "Go", "rows": 3, "blocker": "go.mod | toolchain\nline two"}}}))
+    out = blocked_repos_markdown(tmp_path, {"a/js"})
+    assert "a/js" not in out and "| b/go | Go | 3 | go.mod \\| toolchain line two (`blockers_other.json`) |" in out
