@@ -117,6 +117,22 @@ def test_a_checkout_installed_with_pnpm_runs_with_that_pnpm_bound_and_first_on_p
             assert tenv.tools == () and "PATH" not in tenv.env
 
 
+@needs_rows
+def test_the_committed_table_names_every_multilingual_repository_with_its_rows_or_its_blocker():
+    """issue 43: per repository, either qualified rows or the exact blocker, in the same table - the qualification's
+    table.md (the repositories with a toolchain here) and its second part from the committed blocker measurements
+    (every other repository of SWE-bench Multilingual)."""
+    from pathlib import Path
+
+    table = (Path(__file__).resolve().parents[2] / "results" / "multilingual_git" / "table.md").read_text()
+    first, _, second = table.partition("## The other SWE-bench Multilingual repositories")
+    repos = {t.repo for t in mlgit.multilingual_rows(str(MULTILINGUAL))}
+    ran = {r for r in repos if f"| {r} |" in first}
+    blocked = {r for r in repos if f"| {r} |" in second}
+    assert ran == set(toolchain.TOOLCHAINS) and not ran & blocked
+    assert ran | blocked == repos, sorted(repos - ran - blocked)
+
+
 def test_the_blocked_repositories_part_skips_those_run_here_and_escapes_the_table(tmp_path):
     from execcritic.evaluation.qualify_ml import blocked_repos_markdown
 
