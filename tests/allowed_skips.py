@@ -14,6 +14,9 @@ ALLOWED = {
     "maven-central": "Maven plugins and JUnit: they come from Maven Central, which is not among this machine's "
                      "registries (PyPI, Debian, npm); the Maven test runs where ~/.m2 already holds them",
     "gpu": "a CUDA GPU: this machine has none (GPU checks run on a lent device machine)",
+    "git-mirror": "a git source for a real SWE-bench repository at its rows' base commits: GitHub is not among this "
+                  "machine's registries, so the real-row tests run where $EXECCRITIC_GIT_SOURCES names a mirror "
+                  "(the fixtures' local repositories test the same paths everywhere)",
 }
 
 

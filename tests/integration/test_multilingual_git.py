@@ -29,10 +29,13 @@ from execcritic.sandbox.base import Limits
 from execcritic.sandbox.local import LocalSandbox
 from execcritic.tasks import mlgit
 from execcritic.tasks.environment import environment_for
+from execcritic.tasks.git.source import configured_sources
 from execcritic.tasks.mlgit import build as ml_build
 from execcritic.tasks.mlgit import toolchain
 from execcritic.tasks.mlgit.script import without_clean_steps
 from execcritic.tasks.model import Task
+from tests.allowed_skips import allowed
+from tests.paths import MULTILINGUAL, needs_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -348,7 +351,7 @@ def test_the_package_manager_a_row_names_installs_builds_and_runs_its_tests(rows
     build step and test command. The one in the cache (here a stand-in `fakepm` put there first, over npm: the npm
     registry is not needed to test the route) is on PATH for all three and bound read-only into the sandbox; the
     row qualifies, and its checkout records the manager."""
-    repo, task = row_of(rows, "js")
+    row_of(rows, "js")                        # node and npm are here
     monkeypatch.setitem(toolchain.TOOLCHAINS, "fixture/calc-pm", toolchain.Toolchain(
         toolchain.JS, ("nodejs",), install=toolchain.DepsInstall("fakepm install", "fakepm", "package-lock.json"),
         procfs=toolchain.NODE_PROCFS))
@@ -378,3 +381,25 @@ def test_the_package_manager_a_row_names_installs_builds_and_runs_its_tests(rows
     assert record["install"]["package_manager"] == "fakepm@1.0.0" and (co / "dist" / "calc.js").is_file()
     tenv = environment_for(mlgit.ml_task(pm_task, toolchain.native_env(pm_task.repo)), root=root)
     assert tenv.tools == (tool,) and tenv.procfs
+
+
+# One qualified row per JS/TS repository and a C++ one, each its language's route (npm ci + mocha, npm ci + a build +
+# jest, pnpm at the row's version + vitest; CMake + GoogleTest).
+REAL_ROWS = ("axios__axios-5892", "immutable-js__immutable-js-2006", "vuejs__core-11915", "fmtlib__fmt-3248")
+
+
+@needs_rows
+@pytest.mark.parametrize("iid", REAL_ROWS)
+def test_a_real_qualified_row_resolves_on_gold_and_not_on_an_empty_patch(iid, tmp_path):
+    """The committed recipe's row, built from the git source $EXECCRITIC_GIT_SOURCES names (the user's cache: a
+    built checkout is reused), graded by the image-free official evaluator as qualify-ml graded it."""
+    task = mlgit.load_multilingual_git(instance_ids=[iid], dataset=str(MULTILINGUAL)).tasks[0]
+    sources = configured_sources()
+    if task.repo not in sources:
+        pytest.skip(allowed("git-mirror", f"$EXECCRITIC_GIT_SOURCES names no source for {task.repo}"))
+    ml_build.prepare_checkout(task, source=sources[task.repo])
+    env = environment_for(task)
+    gold = evaluate_local(task, task.patch, env, harness=PAPER.harness, log_dir=tmp_path / "gold")
+    empty = evaluate_local(task, "", env, harness=PAPER.harness, log_dir=tmp_path / "empty")
+    assert gold.valid and gold.resolved, gold.error
+    assert empty.valid and not empty.resolved, empty.error
