@@ -223,9 +223,8 @@ def native_environment(task: "Task", root: Path | None = None) -> TaskEnvironmen
     info = task.extra["multilingual_git"]
     c = ml_build.checkout_dir(task.instance_id, root)
     env, tools = dict(info.get("run_env") or {}), ()
-    pm = ml_build.recorded_package_manager(c)
-    if pm is not None:
-        tool = ml_build.tool_dir(*pm, root)
+    tool = ml_build.recorded_tool(c, root)
+    if tool is not None:
         tools = (tool,)
         env["PATH"] = ml_build.tool_path(tool, env.get("PATH", DEFAULT_PATH))
     return TaskEnvironment(kind="local", checkout=c, base_commit=task.base_commit, tools=tools,

@@ -113,6 +113,10 @@ def ensure_tool(name: str, version: str, root: Path | None = None, *,
     return found
 
 
+#: the host's route to the npm registry, passed to the steps with network (with *_PROXY and NPM_CONFIG_*)
+REACH_VARS = {"NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "SSL_CERT_DIR"}
+
+
 def npm_env(root: Path | None = None) -> dict[str, str]:
     """The package managers' caches (shared by every install), no prompts, notices or telemetry, and the host's
     route to the registry (its proxy, certificate authorities and npm settings: a host behind a TLS-inspecting proxy
@@ -125,16 +129,20 @@ def npm_env(root: Path | None = None) -> dict[str, str]:
             "npm_config_update_notifier": "false", "npm_config_fund": "false", "npm_config_audit": "false"}
 
 
-REACH_VARS = {"NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "SSL_CERT_DIR"}
+
+def tool_of(package_manager: str | None, root: Path | None = None) -> Path | None:
+    """The tools/ dir of a recorded `name@version` package manager (None: npm, the toolchain's own)."""
+    return tool_dir(*package_manager.split("@", 1), root) if package_manager else None
 
 
-def recorded_package_manager(checkout: Path) -> tuple[str, str] | None:
-    """The (name, version) a prepared checkout's dependencies were installed with, when not the toolchain's npm."""
+def recorded_tool(checkout: Path, root: Path | None = None) -> Path | None:
+    """The package manager a prepared checkout's dependencies were installed with, when not the toolchain's npm:
+    the row's scripts call it, so every run has it too."""
     try:
         pm = json.loads(checkout_record(checkout).read_text()).get("install", {}).get("package_manager")
     except (OSError, ValueError):
         return None
-    return tuple(pm.split("@", 1)) if pm else None
+    return tool_of(pm, root)
 
 
 _SKIPPED_SCRIPTS = re.compile(r"npm warn install-scripts\s+(\S+@\S+)")
@@ -189,7 +197,7 @@ def prepare_checkout(task, env: NativeEnv | None = None, *, source: str | None =
         t_installed = time.monotonic()
         script = "set -euxo pipefail\ncd /testbed\n" + "\n".join(steps_run) + "\n"
         build_env = {**BUILD_ENV, **{k: v for k, (v, _) in TOOLCHAINS[task.repo].run_env.items()}}  # as every run
-        tool = tool_dir(*installed["package_manager"].split("@", 1), root) if installed.get("package_manager") else None
+        tool = tool_of(installed.get("package_manager"), root)
         if tool is not None:                  # the build steps call it too (vuejs/core: `pnpm run build ...`)
             build_env["PATH"] = tool_path(tool, build_env["PATH"])
         steps.run(bwrap_prefix(staging, [], network=False, readable=[tool] if tool else []) + ["bash", "-c", script],
