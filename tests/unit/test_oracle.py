@@ -210,6 +210,52 @@ def test_base_reader_places_added_methods_by_line():
     assert built.added_extra == ["tests/test_k.py::TestB::test_new"] and not built.inferred
 
 
+
+MOCHA_BASE = """import assert from 'assert';
+
+describe('AxiosHeaders', function () {
+  it('should support headers argument', function () {
+    assert.ok(true);
+  });
+
+  describe('set', function () {
+    it('should support adding a single header', function () {
+    });
+  });
+
+  describe('normalize()', function () {
+    it('should support auto-formatting', function () {
+      const headers = new AxiosHeaders({
+        x: 1
+      });
+
+      assert.deepStrictEqual({...headers.normalize(true).toJSON()}, {
+        bar: '3'
+      });
+    });
+  });
+});
+"""
+
+
+@pytest.mark.skipif(not MULTILINGUAL.is_file(), reason="needs the Multilingual rows")
+def test_a_mocha_test_added_in_a_describe_block_the_hunk_does_not_show_is_placed_by_the_base_file():
+    """axios__axios-5085's test patch adds 'should support array values' inside `describe('normalize()')`, which
+    the hunk does not show (its header names the outer describe): without the Base file no bundle can be built
+    (oracle.scope), with it the describe chain is read upward from the insertion line, as for Python classes."""
+    from execcritic.tasks.load import load_tasks
+
+    task = load_tasks(str(MULTILINGUAL), on_error="skip").get("axios__axios-5085")
+    with pytest.raises(OracleError, match="should support array values"):
+        build_oracle(task)
+    lines = MOCHA_BASE.splitlines()
+    # the hunk's Base lines 327-331 end the normalize() describe: put the fixture's ending at those numbers
+    base = "\n".join(["// padding"] * (331 - len(lines)) + lines) + "\n"
+    built = build_oracle(task, read_base={"test/unit/core/AxiosHeaders.js": base, "test/unit/regression/bugs.js":
+                                          "describe('issues', function () {\n});\n"}.get)
+    assert "AxiosHeaders normalize() should support array values" in built.declared and not built.inferred
+
+
 # ---- tests defined on mixins ------------------------------------------------------------------------
 # tests/data/oracle/django_mixin_bases.json: per instance, the class lines (bases kept) and test defs
 # (docstring first lines kept) of the official modules of the audited Base (the PyPI sdist it names).

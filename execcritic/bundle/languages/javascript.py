@@ -67,6 +67,15 @@ def added_tests(path: str, added_lines: list[str], removed_lines: list[str]) -> 
     return out
 
 
+def enclosing_scope(lines: list[str], line_no: int, indent: int) -> tuple[str, ...] | None:
+    """The describe chain enclosing a test at `indent` inserted just before 1-based `line_no` of a Base file (what
+    a hunk that does not show its describe blocks leaves open), read upward by indentation as in a hunk; None if a
+    less-indented line above it is not a describe."""
+    probe = [*lines[: max(line_no - 1, 0)], " " * indent + "it('', () => {});"]
+    chain = walk_up(probe, len(probe) - 1, "", JS_GROUP, js_unquote, 2)
+    return tuple(chain) if chain is not None else None
+
+
 def added_test_nodes(path: str, hunks: list[tuple[str, list[str]]]) -> list[DefInfo]:
     """Added tests with their describe chain when the hunk shows it (`certain`)."""
     if not is_test_path(path):

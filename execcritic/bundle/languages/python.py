@@ -222,6 +222,9 @@ def enclosing_classes(lines: list[str], line_no: int, indent: int) -> tuple[str,
     return tuple(n for _i, _k, n in outer)
 
 
+enclosing_scope = enclosing_classes      # the name every language module with scopes gives it (oracle/resolve.py)
+
+
 def _def_names(lines: list[str]) -> set[str]:
     names = set()
     for line in lines:

@@ -10,6 +10,7 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
+from execcritic.bundle import languages
 from execcritic.bundle.added import AddedTest
 from execcritic.bundle.diff import BaseReader, ParsedPatch, def_base_line, parse_patch
 from execcritic.bundle.languages import python as py
@@ -138,8 +139,9 @@ class Resolver:
             return None
         lines = text.splitlines()
         exact_lines = getattr(self.read_base, "exact_lines", True)
-        if exact_lines and base_line is not None and self._indent is not None:
-            enclosing = py.enclosing_classes(lines, base_line, self._indent)
+        scope_at = getattr(languages.module_for_path(path, self.task.language), "enclosing_scope", None)
+        if exact_lines and base_line is not None and self._indent is not None and scope_at is not None:
+            enclosing = scope_at(lines, base_line, self._indent)     # Python classes, JS describe blocks
             if enclosing is not None:
                 return enclosing
         defs = [d for d in py.scan_test_defs(lines) if d.certain]
