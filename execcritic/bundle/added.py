@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from execcritic.bundle import languages
@@ -23,6 +24,19 @@ class AddedTest:
     @property
     def qualified(self) -> str:
         return "::".join((self.path, *self.scope, self.name))
+
+
+def base_scope(added: AddedTest, read_base: Callable[[str], str | None] | None,
+               language: str | None = None) -> tuple[str, ...] | None:
+    """The enclosing classes (Python) or describe blocks (JS) of a test the hunk shows without them, read from the
+    real Base file at the line the patch inserts it (`read_base`: path -> text; a reader of a stand-in Base says
+    `exact_lines = False`, and its line numbers do not place anything). None where that cannot be told."""
+    if read_base is None or added.base_line is None or added.indent is None \
+            or not getattr(read_base, "exact_lines", True):
+        return None
+    scope_at = getattr(languages.module_for_path(added.path, language), "enclosing_scope", None)
+    text = read_base(added.path) if scope_at is not None else None
+    return scope_at(text.splitlines(), added.base_line, added.indent) if text else None
 
 
 def added_tests(patch: str | ParsedPatch, language: str | None = None) -> list[AddedTest]:

@@ -17,9 +17,10 @@ Whether the declared nodes are actually *collected* is an execution question (th
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Callable
 
-from execcritic.bundle.added import AddedTest, added_tests
+from execcritic.bundle.added import AddedTest, added_tests, base_scope
 from execcritic.bundle.command import parse_command
 from execcritic.bundle.diff import parse_patch
 from execcritic.bundle.gates import test_patch_problems
@@ -101,7 +102,7 @@ def validate_bundle(
         native = runner_for_task(task) if task is not None else None
         if native is not None and contract is not None:
             declared = [(text, native.parse_node(text)) for text in contract.test_nodes]
-            problems += _undeclared_added(native, bundle.test_patch, language, declared)
+            problems += _undeclared_added(native, bundle.test_patch, language, declared, read_base)
         return problems
 
     # ---- selection -------------------------------------------------------------------------------
@@ -171,7 +172,7 @@ def validate_bundle(
                     "declare it or remove it from the command",
                 )
             )
-    problems += _undeclared_added(runner, bundle.test_patch, language, declared)
+    problems += _undeclared_added(runner, bundle.test_patch, language, declared, read_base)
 
     # ---- runner-specific over-match (SymPy -k is a substring match) ----------------------------------
     overmatches = getattr(runner, "overmatches", None)
@@ -196,11 +197,17 @@ def validate_bundle(
     return problems
 
 
-def _undeclared_added(runner: Runner, test_patch: str, language, declared) -> list[Problem]:
+def _undeclared_added(runner: Runner, test_patch: str, language, declared, read_base=None) -> list[Problem]:
     out = []
     for added in added_tests(test_patch, language):
         anode = _added_node(runner, added)
-        if not any(_declares(runner, node, anode, added.scope_certain) for _t, node in declared):
+        if any(_declares(runner, node, anode, added.scope_certain) for _t, node in declared):
+            continue
+        # where the hunk does not show its scope, the Base file may place it (a JS describe block: mocha names a
+        # test by its full title, which a declared node can only match with the chain the hunk leaves out)
+        scope = None if added.scope_certain else base_scope(added, read_base, language)
+        placed = _added_node(runner, dataclasses.replace(added, scope=scope)) if scope is not None else None
+        if placed is None or not any(_declares(runner, node, placed, True) for _t, node in declared):
             out.append(
                 Problem(
                     "binding.undeclared_added",

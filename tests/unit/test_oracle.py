@@ -251,9 +251,13 @@ def test_a_mocha_test_added_in_a_describe_block_the_hunk_does_not_show_is_placed
     lines = MOCHA_BASE.splitlines()
     # the hunk's Base lines 327-331 end the normalize() describe: put the fixture's ending at those numbers
     base = "\n".join(["// padding"] * (331 - len(lines)) + lines) + "\n"
-    built = build_oracle(task, read_base={"test/unit/core/AxiosHeaders.js": base, "test/unit/regression/bugs.js":
-                                          "describe('issues', function () {\n});\n"}.get)
+    read = {"test/unit/core/AxiosHeaders.js": base, "test/unit/regression/bugs.js":
+            "describe('issues', function () {\n});\n"}.get
+    built = build_oracle(task, read_base=read)
     assert "AxiosHeaders normalize() should support array values" in built.declared and not built.inferred
+    # and the bundle validates: its declared full title names the test the hunk shows without its describe chain
+    assert validate_bundle(built.bundle, task, read_base=read) == []
+    assert [p.code for p in validate_bundle(built.bundle, task)] == ["binding.undeclared_added"]
 
 
 # ---- tests defined on mixins ------------------------------------------------------------------------

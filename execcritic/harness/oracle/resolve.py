@@ -10,8 +10,7 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
-from execcritic.bundle import languages
-from execcritic.bundle.added import AddedTest
+from execcritic.bundle.added import AddedTest, base_scope
 from execcritic.bundle.diff import BaseReader, ParsedPatch, def_base_line, parse_patch
 from execcritic.bundle.languages import python as py
 from execcritic.bundle.nodes import Node
@@ -134,16 +133,14 @@ class Resolver:
         contains the added tests), else the one class all its siblings share."""
         if self.read_base is None:
             return None
+        enclosing = base_scope(AddedTest(path, name, base_line=base_line, indent=self._indent), self.read_base,
+                               self.task.language)       # Python classes, JS describe blocks
+        if enclosing is not None:
+            return enclosing
         text = self.read_base(path)
         if not text:
             return None
         lines = text.splitlines()
-        exact_lines = getattr(self.read_base, "exact_lines", True)
-        scope_at = getattr(languages.module_for_path(path, self.task.language), "enclosing_scope", None)
-        if exact_lines and base_line is not None and self._indent is not None and scope_at is not None:
-            enclosing = scope_at(lines, base_line, self._indent)     # Python classes, JS describe blocks
-            if enclosing is not None:
-                return enclosing
         defs = [d for d in py.scan_test_defs(lines) if d.certain]
         own_list = [d.scope for d in defs if d.name == name]
         own = set(own_list)
