@@ -81,18 +81,12 @@ def run_ml_qualification(tasks: Sequence[Task], *, results_dir: Path, recipe_out
         log(f"[{n}/{len(todo)}] {task.instance_id}")
         try:
             env = native_env(task.repo)
-        except EnvironmentMissing as exc:                    # the machine's fault, not the row's
-            failures.append({"key": task.instance_id, "stage": "toolchain", "error": str(exc),
-                             "record": "none: the row stays undecided; install the packages and run it again"})
-            log(f"  {task.instance_id}: UNDECIDED - {exc}")
-            continue
-        mine[env.key] = {"recipe": env.to_dict()}
-        try:
+            mine[env.key] = {"recipe": env.to_dict()}
             row = _qualify_one(task, env, source=source_for(task.repo, sources), root=root, repeat=repeat,
                                harness=harness, log=log)
-        except EnvironmentMissing as exc:                    # a tool the row names that cannot be had here
+        except EnvironmentMissing as exc:    # the machine's, not the row's: a package, or the package manager it names
             failures.append({"key": task.instance_id, "stage": "toolchain", "error": str(exc)[:600],
-                             "record": "none: the row stays undecided; fix what it names and run it again"})
+                             "record": "none: the row stays undecided; install what it names and run it again"})
             log(f"  {task.instance_id}: UNDECIDED - {str(exc)[:300]}")
             continue
         except SourceUnavailable as exc:

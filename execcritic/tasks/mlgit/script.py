@@ -42,25 +42,29 @@ def build_steps(eval_script: str) -> list[str]:
     return [ln for ln in lines[first:start] if ln.strip() and ln.strip() not in CLEAN_STEPS]
 
 
+def _rewrite(eval_script: str, table: Mapping[str, str | None]) -> tuple[str, list[str]]:
+    """(the eval_script with each step line in `table` replaced by its value, or dropped where it is None, [the
+    steps it had, in script order])."""
+    out, found = [], []
+    for ln in eval_script.splitlines():
+        step = ln.strip()
+        if step in table:
+            found.append(step)
+            if table[step] is None:
+                continue
+            ln = table[step]
+        out.append(ln)
+    return "\n".join(out) + ("\n" if eval_script.endswith("\n") else ""), found
+
+
 def without_clean_steps(eval_script: str) -> tuple[str, dict[str, str]]:
     """(the eval_script without its clean steps, {dropped step: why})."""
-    kept, dropped = [], {}
-    for ln in eval_script.splitlines():
-        if ln.strip() in CLEAN_STEPS:
-            dropped[ln.strip()] = CLEAN_STEPS[ln.strip()]
-            continue
-        kept.append(ln)
-    return "\n".join(kept) + ("\n" if eval_script.endswith("\n") else ""), dropped
+    script, found = _rewrite(eval_script, dict.fromkeys(CLEAN_STEPS))
+    return script, {step: CLEAN_STEPS[step] for step in found}
 
 
 def with_replaced_steps(eval_script: str, replace: Mapping[str, tuple[str, str]]) -> tuple[str, dict[str, str]]:
     """(the eval_script with each step line in `replace` ({step: (replacement, why)}) replaced, {step: why} of those
     it had)."""
-    out, replaced = [], {}
-    for ln in eval_script.splitlines():
-        if ln.strip() in replace:
-            new, why = replace[ln.strip()]
-            replaced[ln.strip()] = f"run as `{new}`: {why}"
-            ln = new
-        out.append(ln)
-    return "\n".join(out) + ("\n" if eval_script.endswith("\n") else ""), replaced
+    script, found = _rewrite(eval_script, {step: new for step, (new, _why) in replace.items()})
+    return script, {step: f"run as `{replace[step][0]}`: {replace[step][1]}" for step in found}
