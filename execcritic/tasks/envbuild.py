@@ -40,6 +40,9 @@ NO_EDITABLE_HOOK = "missing the 'build_editable' hook"
 NO_LEGACY_OPTION = "no such option: --no-use-pep517"      # (pip >= 25.3: scikit-learn 1.3's spec install asks for it)
 ISOLATED_EDITABLE_FAILED = "Failed building editable for"   # pip's isolated PEP 660 build of the project failed
 LEGACY_EDITABLE_PIP = "pip<25.3"
+# the setuptools that legacy pip's isolated `setup.py develop` may use: 80 made `develop` a shim that runs
+# `pip install -e . --use-pep517`, which that pip cannot do for such a project (the failure it was to avoid)
+LEGACY_DEVELOP_SETUPTOOLS = "setuptools<80"
 BUILD_TOOLS = ("setuptools", "wheel", "pip", "setuptools-scm", "flit-core", "hatchling", "hatch-vcs", "cython",
                "poetry-core", "pdm-backend", "versioneer", "extension-helpers")
 _APT = ("apt-get", "apt ")
@@ -582,6 +585,9 @@ def build_venv(plan: VenvPlan, steps: StepLog, *, staging: Path, final: Path, ch
         steps.run(host + [uv, "pip", "install", "--python", py, *cutoff, LEGACY_EDITABLE_PIP],
                   what=f"pip with the legacy editable install ({LEGACY_EDITABLE_PIP})", env=uv_env, log=log)
         install_env.pop("PIP_UPLOADED_PRIOR_TO", None)
+        held_back = staging / "legacy-constraints.txt"
+        held_back.write_text(LEGACY_DEVELOP_SETUPTOOLS + "\n")
+        install_env["PIP_CONSTRAINT"] = str(final / held_back.name)     # pip passes it to its build isolation too
         first = plan.legacy_requirements(staging / checkout) if resolve and plan.legacy_requirements else []
         if first:
             skipped.update(uv_install(steps, host + [uv], py, first, plan.exclude_newer, uv_env, log,
@@ -589,8 +595,8 @@ def build_venv(plan: VenvPlan, steps: StepLog, *, staging: Path, final: Path, ch
         held = ("that pip has no --uploaded-prior-to, so the project's requirements and its extras' were installed "
                 "first, held to the date cutoff, and only what else it resolves is not") if first else \
             "what that install resolves is not held to the date cutoff (that pip has no --uploaded-prior-to)"
-        skipped["install: editable"] = f"{why}: installed by {LEGACY_EDITABLE_PIP}'s `setup.py develop`, as " \
-            f"SWE-bench's 2024 pip did; {held}"
+        skipped["install: editable"] = f"{why}: installed by {LEGACY_EDITABLE_PIP}'s `setup.py develop` (with " \
+            f"{LEGACY_DEVELOP_SETUPTOOLS}), as SWE-bench's 2024 pip did; {held}"
         steps.run(install_cmd, what="install (legacy editable)", env=install_env, log=log)
     more = plan.post_install(staging / checkout) if resolve and plan.post_install else []
     if more:
