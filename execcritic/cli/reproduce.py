@@ -40,6 +40,9 @@ def register(app: typer.Typer) -> None:
                                                     help="parallel pipeline units (default: the preset's)")] = None,
         fresh: Annotated[bool, typer.Option("--fresh", metavar="",
                                             help="start a new session even if one of this preset was killed")] = False,
+        train: Annotated[bool, typer.Option("--train", metavar="", help=(
+            "CPU presets: train the trained roles (the notebooks' train=True; hours at the smoke size) and pin "
+            "Figure 6's GRPO runs"))] = False,
         as_json: bool = JSON_OPTION,
     ) -> None:
         """Run the paper artifacts' notebooks (papermill) under a preset, resumably, then paper_figures/."""
@@ -58,7 +61,9 @@ def register(app: typer.Typer) -> None:
         artifacts = rp.check_artifacts(only)
         pre = load_preset(preset)
         if not from_results:
-            rp.check_parameters(pre.name, artifacts, results, workers)   # before a session file is written
+            rp.check_parameters(pre.name, artifacts, results, workers, train)   # before a session file is written
+        if from_results and train:
+            raise InputError("--from-results runs nothing, so it cannot --train: pass one of them", field="--train")
         if from_results and not any(shown_runs(results, artifacts).values()):
             raise InputError(f"--from-results: {results} pins no run of {', '.join(artifacts)} "
                              f"({pins_path(results).name}); nothing to render (run `execcritic reproduce` first)",
@@ -83,7 +88,8 @@ def register(app: typer.Typer) -> None:
             session, failed = None, ""
         else:
             failed = ""
-            session, resumed = rp.open_session(pre.name, results, artifacts, command=command, fresh=fresh)
+            session, resumed = rp.open_session(pre.name, results, artifacts, command=command, fresh=fresh,
+                                               train=train)
             console.print(f"session [bold]{session.session}[/] ({'continued: finished work is skipped' if resumed else 'new'})"
                           f" - state in {session.path}")
             t0 = time.monotonic()

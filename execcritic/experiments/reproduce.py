@@ -62,6 +62,7 @@ class Session:
     results: str
     artifacts: list[str]
     command: str
+    train: bool = False                 # CPU presets: the trained roles are trained (the notebooks' train=True)
     status: str = "running"             # running | finished | failed
     started_at: str = ""
     ended_at: str | None = None
@@ -105,12 +106,16 @@ def check_artifacts(only: Sequence[str] | None) -> list[str]:
     return list(dict.fromkeys(wanted))
 
 
-def open_session(preset: str, results: Path, artifacts: Sequence[str], *, command: str, fresh: bool = False
-                 ) -> tuple[Session, bool]:
+def open_session(preset: str, results: Path, artifacts: Sequence[str], *, command: str, fresh: bool = False,
+                 train: bool = False) -> tuple[Session, bool]:
     """Continue the unfinished session of `preset` (unless `fresh`), else start a new one. Returns
-    (session, resumed)."""
+    (session, resumed). A session trains (`train`) or does not, from its start to its end."""
     prev = None if fresh else find_unfinished(results, preset)
     if prev is not None:
+        if prev.train != train:
+            raise InputError(f"the unfinished session {prev.session} of preset {preset} was started "
+                             f"{'with' if prev.train else 'without'} --train: continue it the same way, or pass "
+                             "--fresh to start a new one", file=str(prev.path), field="--train")
         prev.artifacts = list(dict.fromkeys([*prev.artifacts, *artifacts]))
         prev.status = "running"
         prev.command = command
@@ -120,7 +125,7 @@ def open_session(preset: str, results: Path, artifacts: Sequence[str], *, comman
     while (results / "reproduce" / f"{sid}.json").exists() or any((results / a / sid).exists() for a in artifacts):
         n += 1
         sid = f"{new_run_id(preset)}-{n}"
-    s = Session(sid, preset, str(results), list(artifacts), command,
+    s = Session(sid, preset, str(results), list(artifacts), command, train=train,
                 started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     s.save()
     return s, False
@@ -136,11 +141,13 @@ def is_complete(artifact: str, run_id: str, results: Path) -> bool:
         return False
 
 
-def check_parameters(preset: str, artifacts: Sequence[str], results: Path, workers: int | None) -> None:
+def check_parameters(preset: str, artifacts: Sequence[str], results: Path, workers: int | None,
+                     train: bool = False) -> None:
     """Every artifact's parameters under `preset`, checked as its notebook will check them - before the session
-    writes anything (a preset whose dataset variable is unset fails here, naming the variable)."""
+    writes anything (a preset whose dataset variable is unset fails here, naming the variable; --train on a preset
+    that does not train on CPU, naming the preset)."""
     for a in artifacts:
-        parameters(a, preset=preset, output_dir=results, workers=workers)
+        parameters(a, preset=preset, output_dir=results, workers=workers, train=train or None)
 
 
 def prepare(session: Session, artifacts: Sequence[str], *, workers: int | None = None,
@@ -151,7 +158,8 @@ def prepare(session: Session, artifacts: Sequence[str], *, workers: int | None =
     timings: dict[str, float] = {}
     all_groups, all_planned, params = [], [], None
     for a in todo:
-        params = parameters(a, preset=session.preset, run_id=session.session, output_dir=results, workers=workers)
+        params = parameters(a, preset=session.preset, run_id=session.session, output_dir=results, workers=workers,
+                            train=session.train or None)
         planned = plan_artifact(SPECS[a], params)
         all_planned += planned
         all_groups.append(build_groups(SPECS[a], params, planned, build_envs=False))
@@ -282,6 +290,8 @@ def run_notebook(session: Session, artifact: str, *, workers: int | None = None)
     params: dict[str, Any] = {"preset": session.preset, "run_id": session.session, "output_dir": _for_kernel(results)}
     if workers is not None:
         params["workers"] = workers
+    if session.train:
+        params["train"] = True
     os.environ[PREPARED_ENV] = "1"
     try:
         execute_notebook(artifact, out, params)
@@ -324,9 +334,15 @@ def timed_part(session: Session, name: str, fn: Callable[[], Any], *, detail: st
 
 def pin(session: Session) -> Path:
     """The session's finished runs become the pinned ones (`results/paper_runs.json`): paper_figures/ shows
-    what this reproduction made, and nothing else that happens to be newer."""
-    return write_pins(session.results, runs={a: session.session for a in session.artifacts
-                                             if is_complete(a, session.session, Path(session.results))})
+    what this reproduction made, and nothing else that happens to be newer. A session that trained pins the GRPO
+    runs its Figure 6 drew, so the figure's curves come from the same code as its points."""
+    results = Path(session.results)
+    done = [a for a in session.artifacts if is_complete(a, session.session, results)]
+    curves = None
+    if session.train and "figure6" in done:
+        manifest = json.loads((results / "figure6" / session.session / "manifest.json").read_text())
+        curves = list((manifest.get("training_curves") or {}).values()) or None
+    return write_pins(results, runs={a: session.session for a in done}, training=curves)
 
 
 def finish(session: Session, *, complete: bool = True) -> None:

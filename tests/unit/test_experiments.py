@@ -433,6 +433,32 @@ def test_sessions_continue_until_finished(tmp_path):
         reproduce.check_artifacts(["table9"])
 
 
+def test_a_session_trains_from_start_to_end_and_pins_the_grpo_runs_its_figure6_drew(tmp_path):
+    """`reproduce --train`: the session records it, a killed one continues only the same way (a mix would pin
+    tables with and without trained rows), its notebooks get train=True, and its Figure 6 curves become the pinned
+    training runs; a session without it leaves the pinned training runs alone."""
+    from execcritic.results.pins import read_pins, write_pins
+
+    write_pins(tmp_path, training=["older-run"])
+    s, _ = reproduce.open_session("smoke", tmp_path, ["table1", "figure6"], command="x", train=True)
+    assert json.loads(s.path.read_text())["train"] is True
+    with pytest.raises(InputError, match="started with --train"):
+        reproduce.open_session("smoke", tmp_path, ["table1"], command="y")
+    assert reproduce.open_session("smoke", tmp_path, ["table1"], command="y", train=True)[0].session == s.session
+    for a, extra in (("table1", {}), ("figure6", {"training_curves": {"test RL from sft": "run-b",
+                                                                      "repair RL from base": "run-a"}})):
+        (tmp_path / a / s.session).mkdir(parents=True)
+        (tmp_path / a / s.session / "manifest.json").write_text(json.dumps({"status": "complete", **extra}))
+    reproduce.pin(s)
+    assert read_pins(tmp_path) == {"runs": {"table1": s.session, "figure6": s.session}, "training": ["run-a", "run-b"]}
+    s.train = False                                     # the same finished runs, from a session that trained nothing
+    write_pins(tmp_path, training=["older-run"])
+    reproduce.pin(s)
+    assert read_pins(tmp_path)["training"] == ["older-run"]
+    with pytest.raises(InputError, match="train=True trains on CPU"):
+        reproduce.check_parameters("paper", ["table1"], tmp_path, None, train=True)
+
+
 def test_a_ray_preset_sends_its_units_to_the_cluster_and_builds_nothing_here():
     """paper-git's units go to Ray with a preparer that makes each unit's environment on its node; the driver
     builds nothing and checks only that the cluster answers (an unreachable one fails before any unit, naming
