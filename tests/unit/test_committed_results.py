@@ -38,8 +38,8 @@ def test_one_labeled_smoke_run_per_artifact(runs):
         m = run.manifest
         assert run.manifest["status"] in FINISHED and run.preset == "smoke" and "not a reproduction of the paper's numbers" in m["banner"]
         assert not m["git"]["dirty"], f"{a}: made from uncommitted code"
-        for b in m["models"].values():
-            assert b["stand_in"] and b["spec"] == "local"
+        for b in m["models"].values():                  # the embedded model, or a checkpoint trained from it here
+            assert b["stand_in"] and (b["spec"] == "local" or b["name"].endswith("trained on CPU")), (a, b)
         assert run.notebook is not None
         nb = nbformat.read(run.notebook, as_version=4)
         assert not any(o.get("output_type") == "error" for c in nb.cells for o in c.get("outputs", []))
@@ -49,40 +49,53 @@ def test_one_labeled_smoke_run_per_artifact(runs):
                                                  "SWE-bench Verified", "0"), (a, col, v)
 
 
-def test_the_committed_runs_were_judged_by_this_harness(runs):
-    """Results made at HEAD: every pinned artifact run carries the harness digest of the code here. A change to
-    bundle/, runners/, harness/ or sandbox/ must come with results made by it (`make run`, then `execcritic
-    figures`). A pinned training run (hours of CPU to remake: issue 45 remakes them last, at the final code) may
-    lag, but only where paper_figures/ says so beside it, in README.md and in Figure 6's table, with both
-    digests."""
-    from execcritic.results.manifest import harness_digest
+def _pinned(runs) -> dict[str, dict]:
+    """Every pinned run's manifest: the artifacts' and the training runs Figure 6 draws."""
     from execcritic.results.pins import read_pins
 
-    now = harness_digest()
-    stale = {f"{a}/{r.run_id}": r.manifest.get("harness_digest") for a, r in runs.items()
-             if r.manifest.get("harness_digest") != now}
-    assert not stale, f"made by another harness than this code's ({now}): {stale}; rerun `make run`"
-    said = (FIGURES / "README.md").read_text() + (FIGURES / "figure6.md").read_text()
+    out = {f"{a}/{r.run_id}": r.manifest for a, r in runs.items()}
     for run_id in read_pins(RESULTS)["training"]:
-        made = json.loads((RESULTS / "training" / run_id / "manifest.json").read_text()).get("harness_digest")
-        if made != now:
-            lines = [ln for ln in said.splitlines() if f"training/{run_id}" in ln]
-            assert len(lines) >= 2 and all(f"harness {made} - **the harness has changed since** (now {now})" in ln
-                                           for ln in lines), (run_id, made, now, lines)
+        out[f"training/{run_id}"] = json.loads((RESULTS / "training" / run_id / "manifest.json").read_text())
+    return out
+
+
+def test_the_committed_runs_were_judged_by_this_harness(runs):
+    """Results made at HEAD: every pinned run - each artifact's and each training run of Figure 6's curves -
+    carries the harness digest of the code here. A change to bundle/, runners/, harness/ or sandbox/ must come with
+    results made by it (`make run`, and `execcritic reproduce --train` where it moves a training run)."""
+    from execcritic.results.manifest import harness_digest
+
+    now = harness_digest()
+    stale = {k: m.get("harness_digest") for k, m in _pinned(runs).items() if m.get("harness_digest") != now}
+    assert not stale, f"made by another harness than this code's ({now}): {stale}; rerun `make run`"
 
 
 def test_the_pinned_runs_were_made_by_this_measuring_code(runs):
-    """issue 45: a pinned artifact run names the code that measured it - every file of the packages that decide a
-    number (`MEASURING`: harness, sandbox, runners, bundle, evaluation, agents, pipeline, rewards, prompts,
-    experiments, training) - and it is HEAD's. A change to any of them must come with the smoke session made again
-    (`make run`). (The pinned training runs of Figure 6: the harness-digest test above, and issue 45.)"""
+    """issue 45: a pinned run - an artifact's or a training run Figure 6 draws - names the code that measured it:
+    every file of the packages that decide a number (`MEASURING`: harness, sandbox, runners, bundle, evaluation,
+    agents, pipeline, rewards, prompts, experiments, training), and it is HEAD's. A change to any of them must come
+    with the smoke session made again (`execcritic reproduce --train`, which remakes the training runs too)."""
     from execcritic.results.manifest import MEASURING, measuring_digest
 
     now = measuring_digest()
-    stale = {f"{a}/{r.run_id}": r.manifest.get("measuring_digest") for a, r in runs.items()
-             if r.manifest.get("measuring_digest") != now}
+    pinned = _pinned(runs)
+    assert any(k.startswith("training/") for k in pinned), "Figure 6 pins no training run"
+    stale = {k: m.get("measuring_digest") for k, m in pinned.items() if m.get("measuring_digest") != now}
     assert not stale, (f"made by other code of {', '.join(MEASURING)} than HEAD's ({now}): {stale}; "
-                       "rerun `make run`")
+                       "rerun `execcritic reproduce --train`")
+
+
+def test_the_trained_rows_are_measured(runs):
+    """issue 45: the smoke session trained its stand-ins, so Tables 3, 4 and 6 and Figure 6 hold rows measured with
+    a checkpoint trained on CPU (named as such), not `not run here` for want of training."""
+    for a in ("table3", "table4", "table6", "figure6"):
+        bindings = runs[a].manifest["models"]
+        trained = {role: b for role, b in bindings.items() if b["spec"].startswith("hf:")}
+        assert trained, (a, "no trained role")
+        for b in trained.values():
+            assert b["stand_in"] and b["name"].endswith("trained on CPU"), (a, b)
+        why = " ".join((runs[a].manifest.get("not_run") or {}).values())
+        assert "CPU training is opt-in" not in why, (a, why)
 
 
 def test_paper_figures_are_rebuilt_from_results(tmp_path):

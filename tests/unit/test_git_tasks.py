@@ -338,6 +338,7 @@ def test_a_project_without_an_editable_hook_installs_by_setup_py_develop(tmp_pat
     says so in the env record; any other install failure still fails (a project with pyproject.toml too)."""
     from execcritic.tasks.envbuild import (
         ISOLATED_EDITABLE_FAILED,
+        LEGACY_DEVELOP_SETUPTOOLS,
         LEGACY_EDITABLE_PIP,
         NO_EDITABLE_HOOK,
         NO_LEGACY_OPTION,
@@ -372,6 +373,11 @@ def test_a_project_without_an_editable_hook_installs_by_setup_py_develop(tmp_pat
     assert steps.steps[-1]["cmd"] == steps.steps[-3]["cmd"]
     assert "PIP_UPLOADED_PRIOR_TO" not in steps.steps[-1]["env"]
     assert "setup.py develop" in res.skipped["install: editable"]
+    # its isolated build holds setuptools below 80, whose `develop` is `pip install -e . --use-pep517` again (the
+    # requests envs stopped building on a fresh cache); pip hands PIP_CONSTRAINT to the build isolation too
+    constraint = Path(steps.steps[-1]["env"]["PIP_CONSTRAINT"])
+    assert constraint == tmp_path / "final" / "legacy-constraints.txt" and "PIP_CONSTRAINT" not in steps.steps[-3]["env"]
+    assert (tmp_path / "staging" / constraint.name).read_text().split() == [LEGACY_DEVELOP_SETUPTOOLS] == ["setuptools<80"]
     # a resolving build first installs what the legacy install would resolve, held to the date cutoff (astropy 3.1's
     # `.[test]` brought 2025's pyparsing through that pip)
     steps = ScriptedSteps(failure)
