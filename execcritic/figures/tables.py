@@ -14,6 +14,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any
 
 import pandas as pd
@@ -348,9 +349,23 @@ def _legend(view: ArtifactView, measured: Sequence[Mapping[str, Any]], lay: Layo
                    f"scores count as failures ({inv} invalid, {miss} missing here).")
         if deltas:
             out.append(f"Δ: {P_TEST}")
+        out += shared_checkpoints(run.manifest)
     if lay.fixed:
         out.append(lay.fixed)
     return out
+
+
+def shared_checkpoints(manifest: Mapping[str, Any]) -> list[str]:
+    """Roles the run measured with one and the same trained checkpoint (the registry reuses a checkpoint whose
+    recipe is the same: at a CPU profile without revision rounds, Table 3's standard and no-bonus objectives are one
+    recipe) - said under the table, so two rows are not read as two trainings."""
+    by: dict[str, list[str]] = {}
+    for role, b in sorted((manifest.get("models") or {}).items()):
+        if str(b.get("spec", "")).startswith("hf:"):
+            by.setdefault(b["spec"], []).append(role)
+    return [f"Same checkpoint: {', '.join(roles)} were measured with one trained checkpoint ({PurePath(spec[3:]).parent.name}): their "
+            "training recipes are identical at this run's training profile, so their rows are one training, "
+            "not several." for spec, roles in by.items() if len(roles) > 1]
 
 
 def _value_cells(e: Mapping[str, Any] | None, lay: Layout, notes: Notes, *, paper: bool, per_cell_n: bool,
@@ -798,12 +813,20 @@ def _tex_cell(c: Cell, align: str) -> str:
         r"\\{\scriptsize " + tex_text(s) + "}" for s in c.sub) + r"\end{tabular}")
 
 
+#: lines (each row with its interval lines, then the legend and notes) above which a table is set smaller and closer
+#: (\\scriptsize, rows at 0.9) so it still fits one page: Table 2 with its trained stand-in rows (42 lines) ran 49 pt
+#: past the page at \\footnotesize; the other tables have at most 24
+LONG_TABLE_LINES = 36
+
+
 def grid_latex(g: Grid, caption: str, label: str, *, wrap: str = r"0.4\linewidth") -> str:
-    """A booktabs table that fits the text width: \\footnotesize values, each interval on a line of its own
-    under its value, and the notes in a paragraph under the table (not in the cells)."""
+    """A booktabs table that fits the text width: \\footnotesize values (\\scriptsize for a long one), each interval
+    on a line of its own under its value, and the notes in a paragraph under the table (not in the cells)."""
     spec = "".join({"l": "l", "r": "r", "w": r">{\raggedright\arraybackslash}p{" + wrap + "}"}[a] for a in g.align)
+    height = sum(1 + max((len(c.sub) for c in row), default=0) for row in g.body) + len(g.legend) + len(g.notes.texts)
+    size = r"\scriptsize\renewcommand{\arraystretch}{0.9}" if height > LONG_TABLE_LINES else r"\footnotesize"
     lines = [r"\begin{table}[t]", r"\centering", f"\\caption{{{tex_text(caption)}}}", f"\\label{{{label}}}",
-             r"\footnotesize", r"\setlength{\tabcolsep}{4pt}", f"\\begin{{tabular}}{{{spec}}}", r"\toprule"]
+             size, r"\setlength{\tabcolsep}{4pt}", f"\\begin{{tabular}}{{{spec}}}", r"\toprule"]
     for i, level in enumerate(g.header):
         cells, rules, at = [], [], 1
         last = i == len(g.header) - 1

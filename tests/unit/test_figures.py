@@ -515,3 +515,17 @@ def test_a_caption_names_the_subset_of_the_split_it_measured(source, says):
     name = source.split(":")[0]
     assert said.startswith(f"{name} (") and says in said
     assert int(said.split("(")[1].split()[0]) > 0
+
+
+def test_roles_measured_with_one_checkpoint_are_said_to_be_one_training():
+    """Table 3's standard and no-bonus objectives are one recipe at a CPU profile without revision rounds: the
+    registry trains it once, and the table says so instead of showing two rows as two trainings."""
+    from execcritic.figures.tables import shared_checkpoints
+
+    ck = {"spec": "hf:/r/runs/train/ckpt-ff2b/final"}
+    got = shared_checkpoints({"models": {"repair_t2i_no_bonus": ck, "repair_standard": ck, "repair_base": {"spec": "local"},
+                                         "repair_trained": {"spec": "hf:/r/runs/train/ckpt-94a9/final"}}})
+    assert got == [("Same checkpoint: repair_standard, repair_t2i_no_bonus were measured with one trained checkpoint "
+                    "(ckpt-ff2b): their training recipes are identical at this run's training profile, so their rows "
+                    "are one training, not several.")]
+    assert shared_checkpoints({"models": {"a": {"spec": "local"}, "b": {"spec": "local"}}}) == []
