@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
         fresh: Annotated[bool, typer.Option("--fresh", metavar="",
                                             help="start a new session even if one of this preset was killed")] = False,
         train: Annotated[bool, typer.Option("--train", metavar="", help=(
-            "CPU presets: train the trained roles (the notebooks' train=True; hours at the smoke size) and pin "
+            "CPU presets: train the trained roles (the notebooks' train=True; ~1.5 h at the smoke size on 2 CPUs) and pin "
             "Figure 6's GRPO runs"))] = False,
         as_json: bool = JSON_OPTION,
     ) -> None:

@@ -363,9 +363,9 @@ def shared_checkpoints(manifest: Mapping[str, Any]) -> list[str]:
     for role, b in sorted((manifest.get("models") or {}).items()):
         if str(b.get("spec", "")).startswith("hf:"):
             by.setdefault(b["spec"], []).append(role)
-    return [f"Same checkpoint: {', '.join(roles)} were measured with one trained checkpoint ({PurePath(spec[3:]).parent.name}): their "
-            "training recipes are identical at this run's training profile, so their rows are one training, "
-            "not several." for spec, roles in by.items() if len(roles) > 1]
+    return [f"Same checkpoint: {', '.join(roles)} were measured with one trained checkpoint "
+            f"({PurePath(spec[3:]).parent.name}): their training recipes are identical at this run's training "
+            "profile, so their rows are one training, not several." for spec, roles in by.items() if len(roles) > 1]
 
 
 def _value_cells(e: Mapping[str, Any] | None, lay: Layout, notes: Notes, *, paper: bool, per_cell_n: bool,

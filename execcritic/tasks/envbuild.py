@@ -586,7 +586,6 @@ def build_venv(plan: VenvPlan, steps: StepLog, *, staging: Path, final: Path, ch
                   what=f"pip with the legacy editable install ({LEGACY_EDITABLE_PIP})", env=uv_env, log=log)
         install_env.pop("PIP_UPLOADED_PRIOR_TO", None)
         held_back = staging / "legacy-constraints.txt"
-        held_back.parent.mkdir(parents=True, exist_ok=True)
         held_back.write_text(LEGACY_DEVELOP_SETUPTOOLS + "\n")
         install_env["PIP_CONSTRAINT"] = str(final / held_back.name)     # pip passes it to its build isolation too
         first = plan.legacy_requirements(staging / checkout) if resolve and plan.legacy_requirements else []

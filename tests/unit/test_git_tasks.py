@@ -382,6 +382,7 @@ def test_a_project_without_an_editable_hook_installs_by_setup_py_develop(tmp_pat
     # `.[test]` brought 2025's pyparsing through that pip)
     steps = ScriptedSteps(failure)
     plan = dataclasses.replace(plan, legacy_requirements=lambda co: ["pyparsing"], lock=())
+    (tmp_path / "staging2").mkdir()                     # as build_beside makes it before the build
     res = build_venv(plan, steps, staging=tmp_path / "staging2", final=tmp_path / "final2", resolve=True)
     (first,) = [s for s in steps.steps if "before its legacy run" in s["what"]]
     assert first["cmd"][first["cmd"].index("--exclude-newer") + 1] == "2024-08-13T00:00:00Z" and "pyparsing" in \
